@@ -1,0 +1,1 @@
+"""The application: main window, workspaces, worker pool, settings, export and command line."""

@@ -1,0 +1,64 @@
+"""Command-line dispatcher.
+
+Each subcommand lives in its own module with `add_arguments(parser)` and `run(args) -> int`. Command modules keep
+their module-level imports light (argparse, pathlib) and import numpy/torch/Qt inside `run`, so headless commands
+never import Qt and `--help` is instant. Bad input raises `InputError`: one line on stderr, exit code 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+
+from probescope import __version__
+from probescope.core.errors import InputError
+
+# command name -> (module, one-line help)
+COMMANDS: dict[str, tuple[str, str]] = {
+    "gui": ("probescope.app.cmd_gui", "open the desktop application (the default)"),
+    "demo-data": ("probescope.app.cmd_demo_data", "write the demo world's Broden-format probing dataset"),
+    "info": ("probescope.app.cmd_info", "show what a model or dataset spec resolves to"),
+    "dissect": ("probescope.app.cmd_dissect", "Network Dissection, compositional explanations, Detection Accuracy"),
+    "score": ("probescope.app.cmd_score", "Inception Score of samples, probabilities or logits"),
+    "similarity": ("probescope.app.cmd_similarity", "triplet accuracy of model features on human judgments"),
+    "embed": ("probescope.app.cmd_embed", "fit a psychological embedding to similarity judgments"),
+    "propose": ("probescope.app.cmd_propose", "propose the next trials by expected information gain"),
+}
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="probescope", description="Look inside vision models and score them.")
+    parser.add_argument("--version", action="version", version=f"probescope {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for name, (module_name, help_text) in COMMANDS.items():
+        sp = sub.add_parser(name, help=help_text, description=help_text)
+        sp.set_defaults(_module=module_name)
+        try:
+            module = importlib.import_module(module_name)
+        except ModuleNotFoundError as exc:
+            if exc.name != module_name:
+                raise
+            continue  # a command whose module is not written yet
+        module.add_arguments(sp)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if not argv:
+        argv = ["gui"]
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if args.command is None:
+        parser.print_help()
+        return 2
+    module = importlib.import_module(args._module)
+    try:
+        return int(module.run(args) or 0)
+    except InputError as exc:
+        print(f"probescope {args.command}: error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print(f"probescope {args.command}: interrupted", file=sys.stderr)
+        return 130

@@ -1,0 +1,53 @@
+"""Atomic writes: write to a temporary file in the target folder, then rename over the target.
+
+A crash or a cancelled task never leaves a half-written file where a complete one is expected.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+from typing import IO, Any
+
+import numpy as np
+
+
+@contextlib.contextmanager
+def atomic_open(path: str | Path, mode: str = "w", **kwargs: Any) -> Iterator[IO]:
+    """Open a temporary file beside `path`; on success it replaces `path`, on error it is removed."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, mode, **kwargs) as fh:
+            yield fh
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp)
+        raise
+
+
+def write_text(path: str | Path, text: str) -> None:
+    with atomic_open(path, "w", encoding="utf-8", newline="") as fh:
+        fh.write(text)
+
+
+def write_bytes(path: str | Path, data: bytes) -> None:
+    with atomic_open(path, "wb") as fh:
+        fh.write(data)
+
+
+def write_json(path: str | Path, obj: Any, indent: int | None = 1) -> None:
+    write_text(path, json.dumps(obj, indent=indent, allow_nan=False) + "\n")
+
+
+def save_npy(path: str | Path, array: np.ndarray) -> None:
+    with atomic_open(path, "wb") as fh:
+        np.save(fh, array)

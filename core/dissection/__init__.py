@@ -1,0 +1,1 @@
+"""Network Dissection: thresholds, IoU, Detection Accuracy and compositional explanations by beam search."""

@@ -1,0 +1,16 @@
+"""The one exception type for bad input: its message names the file (or value) and the problem in one line."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+
+class InputError(Exception):
+    """A file or value the user gave is missing, malformed or inconsistent.
+
+    Front ends show the message as it is (one line, no traceback); nothing the user had is lost.
+    """
+
+    def __init__(self, message: str, path: str | Path | None = None):
+        self.path = Path(path) if path is not None else None
+        super().__init__(f"{path}: {message}" if path is not None else message)

@@ -1,0 +1,1 @@
+"""Inception Score: the reference split protocol, a live estimate, per-image contributions."""

@@ -1,0 +1,1 @@
+"""Human similarity judgments, psychological embeddings, and model agreement with people."""

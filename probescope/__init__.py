@@ -1,0 +1,3 @@
+"""probescope: look inside vision models and score them."""
+
+__version__ = "0.1.0"
