@@ -1,0 +1,28 @@
+"""`probescope demo-data DIR`: write the demo world's Broden-format probing dataset anywhere."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("dir", help="folder to write (created if missing)")
+    parser.add_argument("--images", type=int, default=None, help="number of images (default: the demo's 1500)")
+    parser.add_argument("--seed", type=int, default=0, help="generator seed (default 0)")
+
+
+def run(args: argparse.Namespace) -> int:
+    from probescope.core.broden import BrodenDataset
+    from probescope.core.demo.dataset import DEFAULT_N, write_demo_dataset
+
+    def progress(fraction: float, message: str) -> None:
+        print(f"\r{fraction:6.1%} {message}", end="", file=sys.stderr, flush=True)
+
+    root = write_demo_dataset(args.dir, args.images or DEFAULT_N, args.seed, progress)
+    print(file=sys.stderr)
+    ds = BrodenDataset.open(root)
+    per_category = {c: sum(1 for lb in ds.labels.values() if lb.category == c) for c in ds.categories}
+    summary = ", ".join(f"{c} {n}" for c, n in per_category.items() if n)
+    print(f"{root}: {ds.n_images} images, {len(ds.labels)} concepts ({summary})")
+    return 0
