@@ -1,0 +1,313 @@
+"""Load a vision model from a spec string, list its layers with their output shapes.
+
+Specs:
+  'demo' or 'demo:<file>'                 the demo world's scene classifier (default weights: assets/demo_model.pt)
+  '<arch>:<file>'                         a torchvision architecture with a state dict (class count inferred)
+  'places365:<arch>:<file>'               a Places365 checkpoint {epoch, arch, state_dict, best_prec1}, 365 classes
+  'torchscript:<file>'                    a TorchScript archive (only its output can be read: no hooks in TorchScript)
+  'pickle:<file>'                         a whole pickled model: runs code from the file, needs trust_pickle=True
+  '<file>'                                auto-detected where unambiguous (TorchScript, a checkpoint that names its
+                                          arch, a demo model state dict)
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+import threading
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+
+import torch
+from torch import nn
+
+from probescope.core import models_checkpoint as ckpt
+from probescope.core.errors import InputError
+from probescope.core.preprocess import CLASSIC, IMAGENET, Preprocess
+
+CONTENT_HASH_LIMIT = 16 * 2**20  # files up to this size are identified by content, larger ones by path/size/mtime
+TORCHSCRIPT_OUTPUT = "output"  # the only readable layer of a TorchScript model
+
+
+@dataclass
+class LoadedModel:
+    """A model ready for inference (eval mode), with what is needed to feed it and to cache its activations."""
+
+    module: nn.Module
+    name: str  # display name, e.g. 'resnet18 (places365)'
+    arch: str  # torchvision arch, 'demonet', 'torchscript' or 'pickle'
+    preprocess: Preprocess
+    class_names: list[str] | None
+    input_size: tuple[int, int]  # (H, W) for probing layer shapes; extraction uses the images' own size
+    source: Path | None  # the weights file
+    source_key: str  # identity of the weights, part of activation cache keys
+    default_layer: str | None  # the layer to dissect unless the user picks another
+    spec: str = ""
+    metadata: dict[str, object] = field(default_factory=dict)  # e.g. checkpoint epoch, best_prec1, demo metrics
+    # held while hooks are attached: one hooked pass at a time per module (copies made by replace() share it)
+    lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
+
+    @property
+    def device(self) -> torch.device:
+        tensor = next(iter(self.module.parameters()), None)
+        if tensor is None:
+            tensor = next(iter(self.module.buffers()), None)
+        return tensor.device if tensor is not None else torch.device("cpu")
+
+    @property
+    def hookable(self) -> bool:
+        """TorchScript modules do not run forward hooks: only their output can be read."""
+        return not isinstance(self.module, torch.jit.ScriptModule)
+
+    def to(self, device: str | torch.device) -> LoadedModel:
+        self.module.to(device)
+        return self
+
+    def with_preprocess(self, preprocess: Preprocess) -> LoadedModel:
+        return replace(self, preprocess=preprocess)
+
+
+@dataclass(frozen=True)
+class LayerInfo:
+    name: str
+    kind: str  # module class name
+    out_shape: tuple[int, ...] | None  # per image, without the batch axis; None if not run or not a tensor
+    calls: int = 1  # times the module ran in one forward pass (the last call's output is the one extracted)
+
+
+_DEFAULT_LAYERS = (
+    (re.compile(r"^(resnet|resnext|wide_resnet)"), "layer4"),
+    (re.compile(r"^(alexnet|vgg|densenet|squeezenet|mobilenet|efficientnet|mnasnet|convnext)"), "features"),
+)
+
+
+def _default_layer(arch: str) -> str | None:
+    return next((layer for pattern, layer in _DEFAULT_LAYERS if pattern.match(arch)), None)
+
+
+def file_identity(path: Path) -> str:
+    """Content hash for small files (the demo model), else resolved path + size + mtime."""
+    st = path.stat()
+    if st.st_size <= CONTENT_HASH_LIMIT:
+        return "sha256:" + hashlib.sha256(path.read_bytes()).hexdigest()
+    return f"file:{path.resolve()}:{st.st_size}:{st.st_mtime_ns}"
+
+
+def read_class_names(path: str | Path) -> list[str]:
+    """One class per line; 'name index' lines (Places365's categories file) keep the name, '/a/abbey' -> 'abbey'."""
+    path = ckpt.check_file(path)
+    try:
+        lines = [line.strip() for line in path.read_text(encoding="utf-8").splitlines()]
+    except UnicodeDecodeError:
+        raise InputError("class names file is not UTF-8 text", path) from None
+    names = []
+    for line in filter(None, lines):
+        parts = line.split()
+        name = parts[0] if len(parts) == 2 and parts[1].isdigit() else line
+        names.append(re.sub(r"^/[a-z]/", "", name))
+    if not names:
+        raise InputError("class names file is empty", path)
+    return names
+
+
+def _split_spec(spec: str) -> tuple[str, str | None, str]:
+    """(kind, arch, path). A prefix counts only if it is a known keyword or arch, so 'C:\\x.pt' stays a path."""
+    head, sep, rest = spec.partition(":")
+    if spec == "demo":
+        return "demo", None, ""
+    if sep and head in ("demo", "torchscript", "pickle"):
+        return head, None, rest
+    if sep and head == "places365":
+        arch, sep2, path = rest.partition(":")
+        if not sep2 or not arch or not path:
+            raise InputError(f"bad model spec {spec!r}: expected places365:<arch>:<checkpoint file>")
+        return "places365", arch, path
+    if sep and head in ckpt.torchvision_archs():
+        return "torchvision", head, rest
+    if sep and re.fullmatch(r"[a-z][a-z0-9_]*", head) and len(head) > 1:
+        raise InputError(f"bad model spec {spec!r}: unknown architecture or kind {head!r}")
+    return "auto", None, spec
+
+
+def load_model(
+    spec: str,
+    *,
+    trust_pickle: bool = False,
+    device: str | torch.device = "cpu",
+    class_names: str | Path | list[str] | None = None,
+    preprocess: Preprocess | None = None,
+    input_size: int | None = None,
+) -> LoadedModel:
+    """Resolve a spec (see the module docstring) to a LoadedModel in eval mode on `device`."""
+    kind, arch, path_text = _split_spec(spec.strip())
+    if kind == "demo":
+        model = _load_demo(Path(path_text) if path_text else None)
+    else:
+        if not path_text:
+            raise InputError(f"bad model spec {spec!r}: no file given")
+        path = ckpt.check_file(path_text)
+        if kind == "auto":
+            model = _load_auto(path, trust_pickle)
+        elif kind == "torchscript":
+            model = _load_torchscript(path)
+        elif kind == "pickle":
+            model = _load_pickle(path, trust_pickle)
+        else:
+            state_dict, meta = ckpt.unwrap_checkpoint(ckpt.read_torch_file(path), path)
+            model = _torchvision_model(arch or "", state_dict, meta, path, places365=kind == "places365")
+    model.spec = spec
+    if preprocess is not None:
+        model.preprocess = preprocess
+    if input_size is not None:
+        model.input_size = (input_size, input_size)
+    if class_names is not None:
+        names = class_names if isinstance(class_names, list) else read_class_names(class_names)
+        _check_class_count(model, names, class_names)
+        model.class_names = names
+    model.module.eval()
+    return model.to(device)
+
+
+def _check_class_count(model: LoadedModel, names: list[str], source: object) -> None:
+    n_out = model.metadata.get("num_classes")
+    if isinstance(n_out, int) and n_out != len(names):
+        where = source if isinstance(source, (str, Path)) else None
+        raise InputError(f"{len(names)} class names for a model with {n_out} outputs ({model.name})", where)
+
+
+def _torchvision_model(
+    arch: str, state_dict: dict[str, torch.Tensor], meta: dict, path: Path, *, places365: bool
+) -> LoadedModel:
+    named = meta.get("arch")
+    if isinstance(named, str) and named != arch and named in ckpt.torchvision_archs():
+        raise InputError(f"checkpoint is for {named}, not {arch}", path)
+    num_classes = 365 if places365 else None
+    module = ckpt.load_torchvision(arch, state_dict, path, num_classes)
+    n_out = num_classes or ckpt.infer_num_classes(arch, state_dict, path)
+    size = 299 if arch == "inception_v3" else 224
+    return LoadedModel(
+        module=module,
+        name=f"{arch} (places365)" if places365 else arch,
+        arch=arch,
+        preprocess=CLASSIC if places365 else IMAGENET,
+        class_names=None,
+        input_size=(size, size),
+        source=path,
+        source_key=file_identity(path),
+        default_layer=_default_layer(arch),
+        metadata={**meta, "num_classes": n_out},
+    )
+
+
+def _load_demo(path: Path | None) -> LoadedModel:
+    from probescope.core.demo import model as demo
+
+    path = ckpt.check_file(path or demo.DEMO_WEIGHTS)
+    state_dict, meta = ckpt.unwrap_checkpoint(ckpt.read_torch_file(path), path)
+    module = ckpt.fit_state_dict(demo.demo_net_for(state_dict, path), state_dict, demo.DEMO_ARCH, path)
+    n_out = int(state_dict["fc.weight"].shape[0])
+    return LoadedModel(
+        module=module,
+        name="demo",
+        arch=demo.DEMO_ARCH,
+        preprocess=demo.DEMO_PREPROCESS,
+        class_names=demo.demo_class_names(n_out, path),
+        input_size=(demo.DEMO_INPUT_SIZE, demo.DEMO_INPUT_SIZE),
+        source=path,
+        source_key=file_identity(path),
+        default_layer=demo.DEMO_LAYER,
+        metadata={**meta, **demo.demo_metrics(path), "num_classes": n_out},
+    )
+
+
+def _load_torchscript(path: Path) -> LoadedModel:
+    try:
+        module = torch.jit.load(str(path), map_location="cpu")
+    except (RuntimeError, ValueError, OSError) as exc:
+        raise InputError(f"not a TorchScript archive ({ckpt._first_line(exc)})", path) from None
+    return _opaque(module, "torchscript", path, TORCHSCRIPT_OUTPUT)
+
+
+def _load_pickle(path: Path, trust_pickle: bool) -> LoadedModel:
+    if not trust_pickle:
+        raise InputError(
+            f"refusing to load a whole-model pickle: unpickling runs arbitrary code from the file. "
+            "Load it only if you trust its source: pass trust_pickle=True (command line: --trust-pickle)",
+            path,
+        )
+    obj = ckpt.read_torch_file(path, trust_pickle=True)
+    if not isinstance(obj, nn.Module):
+        raise InputError(f"holds a {type(obj).__name__}, not a whole model (for a state dict use '<arch>:{path}')", path)
+    return _opaque(obj, "pickle", path, None)
+
+
+def _opaque(module: nn.Module, arch: str, path: Path, default_layer: str | None) -> LoadedModel:
+    return LoadedModel(
+        module=module,
+        name=f"{path.name} ({arch})",
+        arch=arch,
+        preprocess=IMAGENET,
+        class_names=None,
+        input_size=(224, 224),
+        source=path,
+        source_key=file_identity(path),
+        default_layer=default_layer,
+    )
+
+
+def _load_auto(path: Path, trust_pickle: bool) -> LoadedModel:
+    if ckpt.is_torchscript(path):
+        return _load_torchscript(path)
+    try:
+        obj = ckpt.read_torch_file(path)
+    except InputError:
+        if trust_pickle:
+            return _load_pickle(path, trust_pickle)
+        raise
+    state_dict, meta = ckpt.unwrap_checkpoint(obj, path)
+    arch = meta.get("arch")
+    if isinstance(arch, str) and arch in ckpt.torchvision_archs():
+        return _torchvision_model(arch, state_dict, meta, path, places365=path.name.endswith("places365.pth.tar"))
+    if "layer4.conv.weight" in state_dict and "fc.weight" in state_dict:
+        return _load_demo(path)
+    raise InputError(
+        "cannot tell the architecture of this state dict: write the spec as '<arch>:<file>' "
+        "(e.g. resnet18:...) or 'places365:<arch>:<file>'",
+        path,
+    )
+
+
+def list_layers(model: LoadedModel, input_size: tuple[int, int] | None = None) -> list[LayerInfo]:
+    """Named modules with their output shapes, found by one forward pass of a blank image (in module order)."""
+    height, width = input_size or model.input_size
+    x = torch.zeros(1, 3, height, width, device=model.device)
+    if not model.hookable:
+        with torch.inference_mode():
+            out = model.module(x)
+        shape = tuple(out.shape[1:]) if isinstance(out, torch.Tensor) else None
+        return [LayerInfo(TORCHSCRIPT_OUTPUT, type(model.module).__name__, shape)]
+    shapes: dict[str, tuple[int, ...] | None] = {}
+    calls: dict[str, int] = {}
+    handles = []
+    for name, sub in model.module.named_modules():
+        if not name:
+            continue
+
+        def hook(_mod: nn.Module, _inp: object, out: object, name: str = name) -> None:
+            shapes[name] = tuple(out.shape[1:]) if isinstance(out, torch.Tensor) else None
+            calls[name] = calls.get(name, 0) + 1
+
+        handles.append(sub.register_forward_hook(hook))
+    try:
+        with model.lock, torch.inference_mode():
+            model.module(x)
+    except RuntimeError as exc:
+        raise InputError(f"{model.name}: a {height}x{width} input does not run ({ckpt._first_line(exc)})") from None
+    finally:
+        for handle in handles:
+            handle.remove()
+    return [
+        LayerInfo(name, type(sub).__name__, shapes.get(name), calls.get(name, 0))
+        for name, sub in model.module.named_modules()
+        if name
+    ]

@@ -1,0 +1,218 @@
+"""Reading weights files safely and fitting their state dicts to architectures.
+
+Everything goes through `torch.load(weights_only=True)` except a whole-model pickle the user explicitly trusts:
+unpickling runs arbitrary code from the file. Checkpoints come in several dialects, normalised here:
+plain state dicts, `{epoch, arch, state_dict, best_prec1}` (Places365), DataParallel `module.` prefixes
+(AlexNet: `features.module.N.*`), old DenseNet names (`norm.1` for today's `norm1`), and BatchNorm layers saved
+before `num_batches_tracked` existed.
+"""
+
+from __future__ import annotations
+
+import pickle
+import re
+import zipfile
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+from torch import nn
+
+from probescope.core.errors import InputError
+
+try:
+    from numpy._core.multiarray import scalar as _SCALAR
+except ImportError:  # numpy 1
+    from numpy.core.multiarray import scalar as _SCALAR
+
+# numpy scalars and dtypes are plain data (old checkpoints store best_prec1 as one); numpy 1 pickles name the
+# scalar constructor numpy.core.multiarray.scalar
+_NUMPY_DATA = [_SCALAR, (_SCALAR, "numpy.core.multiarray.scalar"), np.dtype] + [
+    type(np.dtype(t)) for t in ("f2", "f4", "f8", "i4", "i8", "u1", "bool")
+]
+
+
+def check_file(path: str | Path) -> Path:
+    path = Path(path).expanduser()
+    if not path.exists():
+        raise InputError("no such file", path)
+    if not path.is_file():
+        raise InputError("not a file", path)
+    return path
+
+
+def is_torchscript(path: Path) -> bool:
+    """TorchScript archives are zip files with a `code/` folder (plain torch.save zips have none)."""
+    if not zipfile.is_zipfile(path):
+        return False
+    try:
+        with zipfile.ZipFile(path) as zf:
+            return any("/code/" in name or name.startswith("code/") for name in zf.namelist())
+    except (zipfile.BadZipFile, OSError):
+        return False
+
+
+def read_torch_file(path: str | Path, *, trust_pickle: bool = False) -> Any:
+    """torch.load on CPU; weights_only unless trusted. InputError for a file torch cannot read."""
+    path = check_file(path)
+    if not _torch_magic(path):
+        raise InputError("not a PyTorch weights file (neither a torch zip archive nor a pickle)", path)
+    try:
+        if trust_pickle:
+            return torch.load(path, map_location="cpu", weights_only=False)
+        with torch.serialization.safe_globals(_NUMPY_DATA):
+            return torch.load(path, map_location="cpu", weights_only=True)
+    except pickle.UnpicklingError as exc:
+        if "Unsupported global" in str(exc):  # a well-formed pickle that names Python classes or functions
+            raise InputError(
+                "refusing to load: it holds pickled Python objects (a whole-model pickle?), and loading those runs "
+                f"arbitrary code from the file. If you trust its source, load it as 'pickle:{path}' with "
+                "trust_pickle=True (command line: --trust-pickle)",
+                path,
+            ) from None
+        detail = re.search(r"WeightsUnpickler error:\s*(\S.*)", str(exc))
+        reason = f"damaged pickle: {detail.group(1)[:120]}" if detail else _first_line(exc)
+        raise InputError(f"not a PyTorch weights file ({reason})", path) from None
+    except Exception as exc:  # torch.load reports garbage as any of a dozen exception types
+        raise InputError(f"not a PyTorch weights file ({_first_line(exc)})", path) from None
+
+
+def _torch_magic(path: Path) -> bool:
+    """torch.save writes a zip archive (since 1.6) or, in the legacy format, a pickle starting with PROTO (0x80)."""
+    try:
+        with open(path, "rb") as fh:
+            head = fh.read(4)
+    except OSError as exc:
+        raise InputError(f"cannot read ({exc.strerror or exc})", path) from None
+    return head.startswith(b"PK\x03\x04") or head[:1] == b"\x80"
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()
+    return f"{type(exc).__name__}: {text[0][:160]}" if text else type(exc).__name__
+
+
+def unwrap_checkpoint(obj: Any, path: Path) -> tuple[dict[str, torch.Tensor], dict[str, Any]]:
+    """(state dict, metadata) from a plain state dict or a `{..., 'state_dict': ...}` checkpoint."""
+    meta: dict[str, Any] = {}
+    if isinstance(obj, dict):
+        for key in ("state_dict", "model_state_dict"):
+            if isinstance(obj.get(key), dict):
+                meta = {k: v for k, v in obj.items() if k != key and isinstance(v, (str, int, float))}
+                obj = obj[key]
+                break
+    if isinstance(obj, nn.Module):
+        raise InputError("is a whole model, not a state dict: load it with 'pickle:' and trust_pickle=True", path)
+    if not isinstance(obj, dict) or not obj or not all(isinstance(v, torch.Tensor) for v in obj.values()):
+        what = type(obj).__name__ if not isinstance(obj, dict) else f"dict with keys {list(obj)[:5]}"
+        raise InputError(f"not a state dict or checkpoint (found {what})", path)
+    return normalize_keys(obj), meta
+
+
+_DENSENET_OLD = re.compile(r"(denselayer\d+\.(?:norm|relu|conv))\.(\d+)\.")
+
+
+def normalize_keys(state_dict: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    """Strip DataParallel `module.` segments and rename old DenseNet `norm.1` to `norm1`."""
+    out: dict[str, torch.Tensor] = {}
+    for key, value in state_dict.items():
+        new = ".".join(part for part in key.split(".") if part != "module")
+        out[_DENSENET_OLD.sub(r"\1\2.", new)] = value
+    return out
+
+
+def torchvision_archs() -> tuple[str, ...]:
+    import torchvision.models as tvm
+
+    return tuple(tvm.list_models(module=tvm))
+
+
+def build_arch(arch: str, num_classes: int, *, meta: bool) -> nn.Module:
+    """torchvision.models.<arch>(weights=None, num_classes=...); on the meta device (no memory, no init) if asked."""
+    import torchvision.models as tvm
+
+    if arch not in torchvision_archs():
+        raise InputError(f"unknown architecture {arch!r} (torchvision classification models: e.g. resnet18, alexnet)")
+    kwargs: dict[str, Any] = {"weights": None, "num_classes": num_classes}
+    if arch in ("googlenet", "inception_v3"):
+        kwargs["init_weights"] = False
+    if meta:
+        with torch.device("meta"):
+            return tvm.get_model(arch, **kwargs)
+    return tvm.get_model(arch, **kwargs)
+
+
+@lru_cache(maxsize=None)
+def _can_build_on_meta(arch: str) -> bool:
+    try:
+        build_arch(arch, 1000, meta=True)
+        return True
+    except (NotImplementedError, RuntimeError):
+        return False
+
+
+def _shapes(arch: str, num_classes: int) -> dict[str, tuple[int, ...]]:
+    model = build_arch(arch, num_classes, meta=_can_build_on_meta(arch))
+    return {k: tuple(v.shape) for k, v in model.state_dict().items()}
+
+
+@lru_cache(maxsize=None)
+def head_keys(arch: str) -> tuple[tuple[str, int], ...]:
+    """(state-dict key, axis) pairs whose size is num_classes: found by building with two class counts."""
+    a, b = _shapes(arch, 1000), _shapes(arch, 1001)
+    out = []
+    for key, shape in a.items():
+        if key in b and b[key] != shape:
+            out.append((key, next(i for i, (x, y) in enumerate(zip(shape, b[key])) if x != y)))
+    return tuple(out)
+
+
+def infer_num_classes(arch: str, state_dict: dict[str, torch.Tensor], path: Path) -> int:
+    """The class count the checkpoint's classifier was trained for."""
+    for key, axis in head_keys(arch):
+        if key in state_dict and state_dict[key].ndim > axis:
+            return int(state_dict[key].shape[axis])
+    raise InputError(f"keys do not match {arch}: no classifier weights ({', '.join(k for k, _ in head_keys(arch))})", path)
+
+
+def fit_state_dict(model: nn.Module, state_dict: dict[str, torch.Tensor], arch: str, path: Path) -> nn.Module:
+    """Load `state_dict` into `model` (possibly on the meta device) strictly; one-line InputError on mismatch."""
+    expected = model.state_dict()
+    state_dict = dict(state_dict)
+    for key in expected:  # checkpoints saved before BatchNorm counted batches
+        if key.endswith(".num_batches_tracked") and key not in state_dict:
+            state_dict[key] = torch.zeros((), dtype=torch.long)
+    missing = [k for k in expected if k not in state_dict]
+    unexpected = [k for k in state_dict if k not in expected]
+    wrong = [k for k in expected if k in state_dict and tuple(state_dict[k].shape) != tuple(expected[k].shape)]
+    if missing or unexpected:
+        parts = []
+        if missing:
+            parts.append(f"{len(missing)} missing (e.g. {missing[0]})")
+        if unexpected:
+            parts.append(f"{len(unexpected)} unexpected (e.g. {unexpected[0]})")
+        raise InputError(f"keys do not match {arch}: {', '.join(parts)}", path)
+    if wrong:
+        k = wrong[0]
+        heads = {key for key, _ in head_keys(arch)} if arch in torchvision_archs() else set()
+        what = "class count does not match" if k in heads else "shapes do not match"
+        raise InputError(
+            f"{what} for {arch}: {k} is {tuple(state_dict[k].shape)} in the file, "
+            f"{tuple(expected[k].shape)} in the model ({len(wrong)} mismatched tensors)",
+            path,
+        )
+    on_meta = any(t.is_meta for t in expected.values())
+    model.load_state_dict(state_dict, strict=True, assign=on_meta)
+    return model.eval()
+
+
+def load_torchvision(
+    arch: str, state_dict: dict[str, torch.Tensor], path: Path, num_classes: int | None = None
+) -> nn.Module:
+    """A torchvision architecture holding the checkpoint's weights; num_classes inferred unless given."""
+    if num_classes is None:
+        num_classes = infer_num_classes(arch, state_dict, path)
+    model = build_arch(arch, num_classes, meta=_can_build_on_meta(arch))
+    return fit_state_dict(model, state_dict, arch, path)

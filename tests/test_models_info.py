@@ -1,0 +1,41 @@
+"""`probescope info`: model specs and dataset folders."""
+
+from __future__ import annotations
+
+import torch
+
+from probescope.app.cli import main
+from probescope.core.demo.model import DemoNet
+from probescope.core.demo.world import SCENES
+
+
+def test_info_model(tmp_path, capsys):
+    path = tmp_path / "demo.pt"
+    torch.save(DemoNet(len(SCENES)).state_dict(), path)
+    assert main(["info", f"demo:{path}", "--preprocess", "classic"]) == 0
+    out = capsys.readouterr().out
+    rows = {line[:16].strip(): line[17:] for line in out.splitlines() if not line.startswith(" ")}
+    assert rows["architecture"].startswith("demonet") and rows["preprocess"].startswith("classic")
+    assert rows["classes"].startswith(f"{len(SCENES)}: harbor-s") and rows["default layer"] == "layer4"
+    layer4 = next(line for line in out.splitlines() if line.strip().startswith("layer4 "))
+    assert layer4.split()[-1] == "128x8x8"
+
+
+def test_info_dataset(tmp_path, capsys):
+    from probescope.core.demo.dataset import write_demo_dataset
+
+    root = write_demo_dataset(tmp_path / "ds", n_images=5)
+    assert main(["info", str(root)]) == 0
+    out = capsys.readouterr().out
+    assert "\nimages           5\n" in out
+    counts = dict(line.split() for line in out.split("concepts per category")[1].splitlines()[1:] if line.strip())
+    assert int(counts["color"]) == 11 and int(counts["scene"]) == len(SCENES)
+    assert main(["info", str(root / "index.csv")]) == 0
+
+
+def test_info_bad_file(tmp_path, capsys):
+    path = tmp_path / "junk.pth"
+    path.write_bytes(b"\x00\x01 garbage")
+    assert main(["info", f"resnet18:{path}"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and str(path) in err and "not a PyTorch weights file" in err
