@@ -1,0 +1,335 @@
+"""Readers for similarity-judgment files in their real layouts, all returning `Judgments` with 0-based ids.
+
+- psiz HDF5 observations (`obs-118.hdf5`, `obs-195.hdf5` of ImageNet-HSJ, or any psiz RankObservations file):
+  `stimulus_set` rows `[query, pick 1, pick 2, ..., other references]`, `n_select`, `is_ranked`, `groups` or
+  `group_id`, `agent_id`, `session_id`, `weight`, `rt_ms`; type string `class_name` or `trial_type`. psiz 0.4 files
+  are 0-based with -1 padding, later ones 1-based with 0 padding: the reader detects which and says so in `notes`.
+- the zip release (a .zip or its unpacked folder): `stimuli.txt` and one JSON per session under `train_seqs/` and
+  `test_seqs/` (see `read_zip_release` for the keys).
+- plain CSV, for people running their own experiments (see `read_trials_csv`).
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import zipfile
+from dataclasses import dataclass, field
+from pathlib import Path, PurePosixPath
+
+import numpy as np
+
+from probescope.core.errors import InputError
+from probescope.core.similarity.catalog import Catalog, parse_base36, read_catalog, read_stimuli_txt
+from probescope.core.similarity.trials import PAD, Trials
+
+
+@dataclass(frozen=True)
+class Judgments:
+    """Trials read from a file, their catalog, and what the reader noticed (index base, simulated data...)."""
+
+    trials: Trials
+    catalog: Catalog | None
+    source: Path
+    format: str
+    notes: tuple[str, ...] = ()
+    session_grade: dict[int, float] = field(default_factory=dict)  # grades the file itself gives, in [0, 1]
+    test: Trials | None = None  # held-out trials the release ships separately (zip `test_seqs/`)
+
+    @property
+    def n_stimuli(self) -> int:
+        if self.catalog is not None:
+            return len(self.catalog)
+        top = [int(t.references.max(initial=-1)) for t in (self.trials, self.test) if t is not None and len(t)]
+        top += [int(t.query.max()) for t in (self.trials, self.test) if t is not None and len(t)]
+        return max(top, default=-1) + 1
+
+    @property
+    def simulated(self) -> bool:
+        return bool(self.catalog is not None and self.catalog.simulated)
+
+
+def _check_ids(trials: Trials, n: int, path: Path) -> None:
+    ids = np.concatenate([trials.query, trials.references[trials.references != PAD]])
+    if len(ids) and (ids.min() < 0 or ids.max() >= n):
+        raise InputError(f"stimulus ids run from {ids.min()} to {ids.max()} but the catalog has {n} stimuli", path)
+
+
+# ----------------------------------------------------------------------------------------------------------- psiz
+def _detect_base(stimulus_set: np.ndarray, catalog: Catalog | None) -> tuple[int, str]:
+    """0 (psiz 0.4: 0-based, -1 padding) or 1 (later psiz: 1-based, 0 padding), with the reason."""
+    if (stimulus_set < 0).any():
+        return 0, "0-based ids with -1 padding (psiz 0.4 layout): -1 found"
+    if catalog is not None and catalog.id_base == 1:
+        return 1, "1-based ids (later psiz layout): no -1 padding and the catalog is 1-based"
+    zeros = stimulus_set == 0
+    if zeros.any():
+        only_padding = not zeros[:, 0].any() and not (zeros[:, :-1] & ~zeros[:, 1:]).any()
+        if only_padding and (catalog is None or int(stimulus_set.max()) == len(catalog)):
+            return 1, "1-based ids with 0 padding (later psiz layout): 0 appears only as trailing padding"
+        return 0, "0-based ids (psiz 0.4 layout): stimulus 0 appears in trials"
+    if catalog is not None and int(stimulus_set.max()) < len(catalog):
+        return 0, "0-based ids (psiz 0.4 layout): no padding, ids fit a 0-based catalog (ambiguous: no id 0 seen)"
+    return 1, "1-based ids (later psiz layout): no -1 padding and no id 0"
+
+
+def read_psiz_hdf5(path: str | Path, catalog: Catalog | None = None) -> Judgments:
+    """psiz RankObservations HDF5 -> Judgments (picks first in `stimulus_set`, so choices are positions 0..c-1)."""
+    import h5py
+
+    path = Path(path)
+    try:
+        with h5py.File(path, "r") as fh:
+            kind = next((fh[k][()] for k in ("class_name", "trial_type") if k in fh), None)
+            kind = kind.decode() if isinstance(kind, bytes) else (None if kind is None else str(kind))
+            if kind is None or "Rank" not in kind:
+                raise InputError(f"not a psiz rank observation file (class_name/trial_type = {kind!r})", path)
+            for name in ("stimulus_set", "n_select"):
+                if name not in fh:
+                    raise InputError(f"dataset '{name}' missing", path)
+            data = {k: np.asarray(fh[k][()]) for k in fh.keys() if isinstance(fh[k], h5py.Dataset)}
+    except OSError as exc:
+        raise InputError(f"cannot read HDF5 file ({exc})", path) from None
+    sset = data["stimulus_set"].astype(np.int64)
+    if sset.ndim != 2 or sset.shape[1] < 3:
+        raise InputError(f"stimulus_set must be (trials, 1 + references), got shape {sset.shape}", path)
+    m = len(sset)
+    n_select = data["n_select"].astype(np.int64).reshape(-1)
+    if len(n_select) != m:
+        raise InputError(f"n_select has {len(n_select)} rows, stimulus_set {m}", path)
+    if "is_ranked" in data and not data["is_ranked"].astype(bool).reshape(-1)[n_select > 1].all():
+        raise InputError("unranked trials with several picks are not supported", path)
+    base, note = _detect_base(sset, catalog)
+    ids = sset - base
+    pad = ids < 0
+    ids[pad] = PAD
+    query, refs = ids[:, 0], ids[:, 1:]
+    n_ref = (refs != PAD).sum(1)
+    if (query == PAD).any() or (n_select < 1).any() or (n_select >= n_ref).any():
+        raise InputError("every trial needs a query, at least one pick and more references than picks", path)
+    c = int(n_select.max())
+    choices = np.where(np.arange(c)[None, :] < n_select[:, None], np.arange(c)[None, :], PAD)
+
+    def column(*names: str) -> np.ndarray | None:
+        for name in names:
+            if name in data:
+                values = data[name].reshape(m, -1)[:, 0]
+                return values
+        return None
+
+    try:
+        trials = Trials.make(
+            query, refs, choices,
+            session=column("session_id"), participant=column("agent_id"),
+            rt_ms=column("rt_ms"), weight=column("weight"),
+        )
+    except ValueError as exc:
+        raise InputError(str(exc), path) from None
+    notes = [f"psiz HDF5: {note}"]
+    if catalog is not None:
+        _check_ids(trials, len(catalog), path)
+    return Judgments(trials, catalog, path, "psiz-hdf5", tuple(notes))
+
+
+# ------------------------------------------------------------------------------------------------------ zip release
+_PARTICIPANT_KEYS = ("participant_id", "worker_id", "agent_id", "participant")
+_RT_KEYS = ("rt_ms", "response_time_ms", "rt")
+
+
+def _session_trials(doc: object, where: str, path: Path) -> tuple[str, float | None, list[tuple]]:
+    if not isinstance(doc, dict) or not isinstance(doc.get("trials"), list):
+        raise InputError(f"{where}: a session JSON needs a 'trials' list", path)
+    participant = next((str(doc[k]) for k in _PARTICIPANT_KEYS if k in doc), "")
+    grade = doc.get("grade")
+    rows = []
+    for t, trial in enumerate(doc["trials"]):
+        try:
+            query = trial["query"]
+            refs = trial["references"] if "references" in trial else [trial[f"ref_{k}"] for k in range(8)]
+            picks = trial["choices"] if "choices" in trial else [trial[f"choice_{k}"] for k in range(2)]
+            rt = next((float(trial[k]) for k in _RT_KEYS if k in trial), float("nan"))
+        except (KeyError, TypeError, ValueError):
+            raise InputError(f"{where}: trial {t} lacks query, references, choices or has a bad response time",
+                             path) from None
+        rows.append((query, list(refs), list(picks), rt))
+    return participant, None if grade is None else float(grade), rows
+
+
+def read_zip_release(path: str | Path, root: str | Path | None = None) -> Judgments:
+    """The newer raw release: a .zip (or its unpacked folder) with stimuli.txt, train_seqs/*.json, test_seqs/*.json.
+
+    Session JSON keys read: `participant_id` (or `worker_id`/`agent_id`), `grade` (0-100), `trials`: a list of
+    objects with `query`, `references` (8 ids; or `ref_0`..`ref_7`), `choices` (the ranked picks as ids; or
+    `choice_0`, `choice_1`) and `rt_ms` (or `response_time_ms`/`rt`). Ids are base-36 strings, 1-based, as in
+    stimuli.txt. The file grade becomes the session grade in [0, 1].
+    """
+    path = Path(path)
+    files: dict[str, bytes] = {}
+    try:
+        if path.is_dir():
+            for f in path.rglob("*"):
+                if f.is_file() and (f.name == "stimuli.txt" or f.suffix == ".json"):
+                    files[f.relative_to(path).as_posix()] = f.read_bytes()
+        else:
+            with zipfile.ZipFile(path) as zf:
+                for name in zf.namelist():
+                    if name.endswith("stimuli.txt") or name.endswith(".json"):
+                        files[name] = zf.read(name)
+    except (OSError, zipfile.BadZipFile) as exc:
+        raise InputError(f"cannot read the release ({exc})", path) from None
+    stimuli = sorted((n for n in files if PurePosixPath(n).name == "stimuli.txt"), key=len)
+    if not stimuli:
+        raise InputError("no stimuli.txt in the release", path)
+    catalog = read_stimuli_txt(files[stimuli[0]].decode("utf-8"), path / stimuli[0], root)
+    split_of = {n: PurePosixPath(n).parent.name for n in files if n.endswith(".json")}
+    sessions = sorted((n for n, s in split_of.items() if s in ("train_seqs", "test_seqs")),
+                      key=lambda n: (split_of[n] != "train_seqs", n))  # session ids: training sessions first
+    if not sessions:
+        raise InputError("no session JSON files under train_seqs/ or test_seqs/", path)
+
+    participants: dict[str, int] = {}
+    grades: dict[int, float] = {}
+    columns: dict[str, list] = {"train_seqs": [], "test_seqs": []}
+    for s, name in enumerate(sessions):
+        try:
+            doc = json.loads(files[name].decode("utf-8"))
+        except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+            raise InputError(f"{name}: not valid JSON ({exc.__class__.__name__})", path) from None
+        participant, grade, rows = _session_trials(doc, name, path)
+        pid = participants.setdefault(participant, len(participants))
+        if grade is not None:
+            grades[s] = grade / 100.0
+        for number, (query, refs, picks, rt) in enumerate(rows):
+            where = f"{name} trial {number}"
+            ref_ids = [parse_base36(str(r), path, 0) - 1 for r in refs]
+            pick_ids = [parse_base36(str(p), path, 0) - 1 for p in picks]
+            if any(p not in ref_ids for p in pick_ids) or len(set(pick_ids)) != len(pick_ids):
+                raise InputError(f"{where}: choices must be distinct references", path)
+            columns[split_of[name]].append(
+                (parse_base36(str(query), path, 0) - 1, ref_ids, [ref_ids.index(p) for p in pick_ids], s, pid, rt)
+            )
+
+    def to_trials(rows: list) -> Trials | None:
+        if not rows:
+            return None
+        r = max(len(x[1]) for x in rows)
+        c = max(len(x[2]) for x in rows)
+        refs = np.full((len(rows), r), PAD, dtype=np.int64)
+        picks = np.full((len(rows), c), PAD, dtype=np.int64)
+        for i, x in enumerate(rows):
+            refs[i, : len(x[1])] = x[1]
+            picks[i, : len(x[2])] = x[2]
+        trials = Trials.make([x[0] for x in rows], refs, picks, [x[3] for x in rows], [x[4] for x in rows],
+                             [x[5] for x in rows])
+        _check_ids(trials, len(catalog), path)
+        return trials
+
+    train = to_trials(columns["train_seqs"])
+    if train is None:
+        raise InputError("no trials under train_seqs/", path)
+    notes = ("zip release: base-36 1-based ids, converted to 0-based rows",)
+    return Judgments(train, catalog, path, "zip-release", notes, grades, to_trials(columns["test_seqs"]))
+
+
+# -------------------------------------------------------------------------------------------------------------- CSV
+def read_trials_csv(path: str | Path, catalog: Catalog | None = None) -> Judgments:
+    """Plain CSV trials, one row per trial, comma-separated with a header.
+
+    Columns: `query` and `ref_1` .. `ref_R` (0-based catalog ids; R >= 2; a blank ref ends the trial early),
+    optional `choice_1` .. `choice_C` (the ids of the 1st, 2nd, ... pick, each one of the trial's references; blank
+    when not (yet) answered), optional `session`, `participant` (integers), `rt_ms` (response time in ms) and
+    `weight` (default 1). Other columns are ignored (proposal files add `kind` and `info_gain`).
+    """
+    path = Path(path)
+    try:
+        with open(path, newline="", encoding="utf-8") as fh:
+            reader = csv.DictReader(fh)
+            header = list(reader.fieldnames or [])
+            rows = list(reader)
+    except (OSError, UnicodeDecodeError, csv.Error) as exc:
+        raise InputError(f"cannot read CSV ({exc})", path) from None
+    r = 0
+    while f"ref_{r + 1}" in header:
+        r += 1
+    c = 0
+    while f"choice_{c + 1}" in header:
+        c += 1
+    if "query" not in header or r < 2:
+        raise InputError("a trials CSV needs the columns 'query', 'ref_1', 'ref_2', ...", path)
+    m = len(rows)
+    query = np.zeros(m, dtype=np.int64)
+    refs = np.full((m, r), PAD, dtype=np.int64)
+    picks = np.full((m, max(c, 1)), PAD, dtype=np.int64)
+    extra = {k: np.full(m, np.nan) for k in ("session", "participant", "rt_ms", "weight")}
+
+    def number(text: str | None, line: int, name: str) -> float:
+        text = (text or "").strip()
+        if not text:
+            return float("nan")
+        try:
+            return float(text)
+        except ValueError:
+            raise InputError(f"line {line}: column '{name}' holds '{text}', not a number", path) from None
+
+    for i, row in enumerate(rows):
+        line = i + 2
+        q = number(row["query"], line, "query")
+        ref_values = [number(row[f"ref_{k + 1}"], line, f"ref_{k + 1}") for k in range(r)]
+        n_ref = next((k for k, v in enumerate(ref_values) if np.isnan(v)), r)
+        if np.isnan(q) or n_ref < 2 or not all(np.isnan(v) for v in ref_values[n_ref:]):
+            raise InputError(f"line {line}: a trial needs a query and at least 2 leading references", path)
+        query[i] = int(q)
+        refs[i, :n_ref] = [int(v) for v in ref_values[:n_ref]]
+        row_refs = refs[i, :n_ref].tolist()
+        for k in range(c):
+            v = number(row[f"choice_{k + 1}"], line, f"choice_{k + 1}")
+            if np.isnan(v):
+                break
+            if int(v) not in row_refs or int(v) in refs[i, picks[i, :k]]:
+                raise InputError(f"line {line}: choice_{k + 1} = {int(v)} is not a new reference of the trial", path)
+            picks[i, k] = row_refs.index(int(v))
+        for k in extra:
+            if k in row:
+                extra[k][i] = number(row[k], line, k)
+    weight = np.where(np.isnan(extra["weight"]), 1.0, extra["weight"])
+    trials = Trials.make(
+        query, refs, picks,
+        np.nan_to_num(extra["session"], nan=-1).astype(np.int64),
+        np.nan_to_num(extra["participant"], nan=-1).astype(np.int64),
+        extra["rt_ms"], weight,
+    )
+    if catalog is not None:
+        _check_ids(trials, len(catalog), path)
+    elif len(trials) and (trials.query.min() < 0 or trials.references.min() < PAD):
+        raise InputError("stimulus ids must be 0 or more", path)
+    return Judgments(trials, catalog, path, "csv", ("CSV: 0-based ids",))
+
+
+# --------------------------------------------------------------------------------------------------------- dispatch
+def load_judgments(
+    path: str | Path, catalog: str | Path | None = None, image_root: str | Path | None = None
+) -> Judgments:
+    """Read judgments by layout: .hdf5/.h5 (psiz), .zip or a folder with stimuli.txt (zip release), .csv.
+
+    The catalog defaults to `catalog.hdf5` (psiz) or `catalog.csv` (CSV) beside the file when present; the zip
+    release carries its own `stimuli.txt`. `image_root` is the folder the catalog's image paths are relative to.
+    """
+    path = Path(path)
+    if not path.exists():
+        raise InputError("judgments file not found", path)
+    suffix = path.suffix.lower()
+    if path.is_dir() or suffix == ".zip":
+        judgments = read_zip_release(path, image_root)
+        if catalog is None:
+            return judgments
+        cat = read_catalog(catalog, image_root)
+        _check_ids(judgments.trials, len(cat), path)
+        return Judgments(judgments.trials, cat, path, judgments.format, judgments.notes,
+                         judgments.session_grade, judgments.test)
+    default_name = {".hdf5": "catalog.hdf5", ".h5": "catalog.hdf5", ".csv": "catalog.csv"}.get(suffix)
+    if default_name is None:
+        raise InputError("unknown judgments format (expected .hdf5, .zip, a release folder or .csv)", path)
+    cat_path = Path(catalog) if catalog is not None else path.parent / default_name
+    cat = read_catalog(cat_path, image_root) if (catalog is not None or cat_path.is_file()) else None
+    reader = read_psiz_hdf5 if suffix in (".hdf5", ".h5") else read_trials_csv
+    return reader(path, cat)

@@ -1,0 +1,93 @@
+"""Where the commands and the GUI get judgments and features from: a file path or `demo`, a .npy or a model layer."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from probescope.core.errors import InputError
+from probescope.core.similarity.catalog import Catalog
+from probescope.core.similarity.readers import Judgments, load_judgments, read_psiz_hdf5
+from probescope.core.similarity.trials import Trials
+from probescope.core.tasks import CancelCheck, Progress
+
+DEMO = "demo"
+
+
+@dataclass(frozen=True)
+class JudgmentSource:
+    """Judgments plus what comes with some sources: a coarse-grained trial set and (simulations only) the truth."""
+
+    judgments: Judgments
+    coarse: Trials | None = None
+    coarse_name: str = ""  # what the coarse set is, for reports
+    truth: np.ndarray | None = None  # true positions of simulated stimuli
+
+
+def open_judgments(
+    spec: str | Path, catalog: str | Path | None = None, image_root: str | Path | None = None,
+    cache_dir: str | Path | None = None,
+) -> JudgmentSource:
+    """`demo` (the demo world's SIMULATED judgments, generated on first use) or a judgments file/folder."""
+    if str(spec) != DEMO:
+        j = load_judgments(spec, catalog, image_root)
+        return JudgmentSource(j, j.test, "the release's test_seqs trials")
+    from probescope.core.demo.judgments import ensure_demo_judgments
+
+    paths = ensure_demo_judgments(cache_dir)
+    j = load_judgments(paths.observations, paths.catalog, image_root)
+    coarse = read_psiz_hdf5(paths.coarse, j.catalog).trials
+    return JudgmentSource(j, coarse, "randomly assembled trials", np.load(paths.truth))
+
+
+def load_features(path: str | Path, n_stimuli: int) -> np.ndarray:
+    """F.npy with row i = stimulus i (2-D; higher-rank arrays are flattened per row), read as a memmap."""
+    path = Path(path)
+    try:
+        features = np.load(path, mmap_mode="r", allow_pickle=False)
+    except (OSError, ValueError) as exc:
+        raise InputError(f"cannot read features ({exc})", path) from None
+    if features.ndim < 2 or not np.issubdtype(features.dtype, np.number):
+        raise InputError(f"features must be a numeric (stimuli, features) array, got {features.dtype} "
+                         f"{features.shape}", path)
+    if len(features) != n_stimuli:
+        raise InputError(f"features have {len(features)} rows but the catalog has {n_stimuli} stimuli", path)
+    return features.reshape(len(features), -1)
+
+
+class CatalogImages:
+    """The catalog's images as a lazy sequence of uint8 (H, W, 3) arrays, decoded on access."""
+
+    def __init__(self, catalog: Catalog):
+        self.catalog = catalog
+
+    def __len__(self) -> int:
+        return len(self.catalog)
+
+    def __getitem__(self, i: int) -> np.ndarray:
+        from PIL import Image
+
+        path = self.catalog.image_path(i)
+        try:
+            with Image.open(path) as im:
+                return np.asarray(im.convert("RGB"))
+        except OSError as exc:
+            raise InputError(f"cannot read stimulus {i}'s image ({exc})", path) from None
+
+
+def model_features(
+    catalog: Catalog, spec: str, layer: str, *, pool: str = "avg", device: str = "cpu",
+    cache_dir: str | Path | None = None, progress: Progress | None = None, cancel: CancelCheck | None = None,
+) -> np.ndarray:
+    """(n, F) features of every catalog image from a model layer: global-average pooled ('avg') or flattened."""
+    from probescope.core.activations import extract_activations
+    from probescope.core.models import load_model
+
+    if pool not in ("avg", "flatten"):
+        raise InputError(f"pooling must be 'avg' or 'flatten', got '{pool}'")
+    model = load_model(spec, device=device)
+    acts = extract_activations(model, layer, CatalogImages(catalog), cache_dir, device=device, progress=progress,
+                               cancel=cancel)
+    return np.asarray(acts.mean(axis=(2, 3)) if pool == "avg" else acts.reshape(len(acts), -1))
