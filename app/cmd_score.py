@@ -1,0 +1,151 @@
+"""`probescope score`: Inception Score of class probabilities, logits, or images through a classifier.
+
+Examples:
+  probescope score --logits logits.npy --json
+  probescope score --images samples/ --classifier inception-tf:weights-inception-2015-12-05-6726825d.pth
+  probescope score --images demo --n 2000 --diversity 3 --fidelity 0.5
+  probescope score --example D --splits 1
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    src = parser.add_mutually_exclusive_group(required=True)
+    src.add_argument("--probs", metavar="P.npy", help="class probabilities (N, n): rows must sum to 1")
+    src.add_argument("--logits", metavar="L.npy", help="classifier logits (N, n)")
+    src.add_argument("--images", metavar="PATH", help="a folder of images, a uint8 (N, H, W, 3) .npy/.npz, or 'demo'")
+    src.add_argument("--generator", metavar="G.pt", help="a TorchScript generator G(z[, class]) -> (m, 3, H, W)")
+    src.add_argument("--example", choices=["A", "B", "C", "D"], help="the seed note's worked example (3 images)")
+    parser.add_argument(
+        "--classifier",
+        default="demo",
+        metavar="SPEC",
+        help="for images: 'demo' (default), 'inception-tf:<weights file>' (comparable with published IS), "
+        "'inception-tv:<weights file>' (torchvision ImageNet, not comparable), or any model spec",
+    )
+    parser.add_argument("--splits", type=int, default=10, help="number of splits (default 10)")
+    parser.add_argument("--seed", type=int, default=2020, help="shuffle seed of the split protocol (default 2020)")
+    parser.add_argument("--no-shuffle", action="store_true", help="cut splits in input order")
+    parser.add_argument("--batch-size", type=int, default=64, help="images per classifier batch (default 64)")
+    parser.add_argument("--workers", type=int, default=2, help="decode/prefetch threads (default 2)")
+    parser.add_argument("--device", default="cpu", help="cpu or cuda (default cpu)")
+    parser.add_argument("--bits", action="store_true", help="show entropies in bits (IS is unchanged)")
+    parser.add_argument("--json", action="store_true", help="print one JSON object on stdout")
+    parser.add_argument("--save-logits", metavar="OUT.npy", help="also save the classifier's logits")
+    demo = parser.add_argument_group("demo sampler (--images demo)")
+    demo.add_argument("--n", type=int, default=1000, help="number of images (also for --generator; default 1000)")
+    demo.add_argument("--diversity", type=int, default=None, help="number of scene classes drawn (default: all)")
+    demo.add_argument("--fidelity", type=float, default=1.0, help="1 = clean images, 0 = unrecognisable")
+    demo.add_argument("--sample-seed", type=int, default=0, help="seed of the sampler or generator noise")
+    gen = parser.add_argument_group("TorchScript generator (--generator)")
+    gen.add_argument("--z-dim", type=int, default=128, help="noise dimension (default 128)")
+    gen.add_argument("--gen-classes", type=int, default=0, help="number of classes of a conditional generator")
+    gen.add_argument("--output-range", default="-1,1", metavar="LO,HI", help="range of float outputs (default -1,1)")
+
+
+def _load_matrix(path_text: str, kind: str):
+    import numpy as np
+
+    from probescope.core.errors import InputError
+
+    path = Path(path_text)
+    if not path.is_file():
+        raise InputError("file not found", path)
+    try:
+        loaded = np.load(path, allow_pickle=False)
+        if isinstance(loaded, np.lib.npyio.NpzFile):
+            with loaded:
+                names = list(loaded.files)
+                name = kind if kind in names else (names[0] if len(names) == 1 else None)
+                if name is None:
+                    raise InputError(f"the archive holds {names}: name the {kind} array '{kind}'", path)
+                return loaded[name]
+        return loaded
+    except (ValueError, OSError, EOFError) as exc:
+        raise InputError(f"cannot read as a NumPy array file ({exc})", path) from None
+
+
+def _image_source(args: argparse.Namespace):
+    from probescope.core.errors import InputError
+    from probescope.core.scoring.sources import TorchScriptGeneratorSource, open_source
+
+    if args.generator:
+        try:
+            low, high = (float(v) for v in args.output_range.split(","))
+        except ValueError:
+            raise InputError(f"--output-range must be LO,HI, got {args.output_range!r}") from None
+        return TorchScriptGeneratorSource(
+            args.generator,
+            args.z_dim,
+            args.n,
+            num_classes=args.gen_classes,
+            output_range=(low, high),
+            seed=args.sample_seed,
+            device=args.device,
+        )
+    if args.images == "demo":
+        from probescope.core.demo.sampler import DemoSampler
+        from probescope.core.demo.world import SCENES
+
+        diversity = len(SCENES) if args.diversity is None else args.diversity
+        return DemoSampler(args.n, diversity, args.fidelity, seed=args.sample_seed)
+    return open_source(args.images)
+
+
+def run(args: argparse.Namespace) -> int:
+    import json
+
+    from probescope.core.atomic import save_npy
+    from probescope.core.scoring.distributions import ClassScores
+    from probescope.core.scoring.report import score_report
+
+    header: dict[str, object] = {}
+    class_names = None
+    if args.example:
+        from probescope.core.scoring import examples
+
+        scores = ClassScores(examples.worked_example(args.example), "probs", f"example {args.example}")
+        class_names = examples.CLASS_NAMES
+        header["source"] = f"worked example, generator {args.example} ({examples.DESCRIPTIONS[args.example]})"
+    elif args.probs or args.logits:
+        kind, path = ("probs", args.probs) if args.probs else ("logits", args.logits)
+        scores = ClassScores(_load_matrix(path, kind), kind, path)
+        header["source"] = f"{kind} {path}"
+    else:
+        from probescope.core.scoring.classifiers import load_classifier
+        from probescope.core.scoring.pipeline import classify_source
+
+        source = _image_source(args)
+        classifier = load_classifier(args.classifier, args.device)
+        print(f"scoring {source.describe()} with {classifier.name}", file=sys.stderr)
+
+        def progress(fraction: float, message: str) -> None:
+            print(f"\r{fraction:6.1%} {message}", end="", file=sys.stderr, flush=True)
+
+        logits = classify_source(source, classifier, args.batch_size, workers=args.workers, progress=progress)
+        print(file=sys.stderr)
+        if args.save_logits:
+            save_npy(args.save_logits, logits)
+        scores = ClassScores(logits, "logits", source.name)
+        class_names = classifier.class_names
+        header.update(
+            source=source.describe(),
+            lossy_inputs=source.lossy,
+            classifier=classifier.name,
+            classifier_note=classifier.note,
+            comparable_with_published=classifier.comparable,
+        )
+    unit = "bits" if args.bits else "nats"
+    report = score_report(scores, args.splits, not args.no_shuffle, args.seed, unit=unit, class_names=class_names)
+    if args.json:
+        print(json.dumps({**header, **report.to_dict()}, allow_nan=False))
+    else:
+        for key, value in header.items():
+            print(f"{key.replace('_', ' ')}: {value}")
+        print(report.summary())
+    return 0

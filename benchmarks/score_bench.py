@@ -1,0 +1,165 @@
+"""Inception Score engine: scoring speed, live updates, and the image pipeline against torch-fidelity's.
+
+  1. Split protocol on N x 1008 logits (default 50,000): ours vs torch-fidelity's isc_features_to_metric and a
+     naive per-split scipy implementation, same numbers required.
+  2. Live estimator with 1,000 classes: batch updates per second vs recomputing IS from scratch after each batch.
+  3. Images per second through the TF-ported Inception v3 (random weights in the real file layout): our pipeline
+     (threaded decode + TF1 resize, BatchNorm folded, channels-last) vs torch-fidelity's own pipeline (its
+     DataLoader and extractor) on the same PNG folder with the same weights file; logits and IS compared.
+
+Defaults run in about 2-3 minutes on 2 cores; --full uses 50,000 logits, 10,000 live updates and 1,000 images.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import io
+import math
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from probescope.core.scoring.distributions import ClassScores
+from probescope.core.scoring.live import LiveInceptionScore
+from probescope.core.scoring.protocol import split_inception_score
+from probescope.core.scoring.report import score_report
+
+
+def timed(fn, repeat: int = 1):
+    best, result = math.inf, None
+    for _ in range(repeat):
+        start = time.perf_counter()
+        result = fn()
+        best = min(best, time.perf_counter() - start)
+    return best, result
+
+
+def naive_split_is(logits: np.ndarray, splits: int, seed: int) -> float:
+    from scipy.special import rel_entr, softmax
+
+    p = softmax(logits[np.random.RandomState(seed).permutation(len(logits))].astype(np.float64), axis=1)
+    n = len(p)
+    scores = []
+    for k in range(splits):
+        part = p[k * n // splits : (k + 1) * n // splits]
+        scores.append(np.exp(rel_entr(part, part.mean(axis=0)).sum(axis=1).mean()))
+    return float(np.mean(scores))
+
+
+def bench_split(n: int, classes: int = 1008) -> None:
+    from torch_fidelity.metric_isc import isc_features_to_metric
+
+    rng = np.random.default_rng(0)
+    logits = (rng.normal(size=(n, classes)) * rng.uniform(1, 6, size=(n, 1))).astype(np.float32)
+    ours_t, ours = timed(lambda: split_inception_score(ClassScores(logits, "logits"), 10), repeat=3)
+    tf_t, ref = timed(lambda: isc_features_to_metric(torch.from_numpy(logits), 10, True, 2020), repeat=3)
+    naive_t, naive = timed(lambda: naive_split_is(logits, 10, 2020))
+    print(f"[1] split protocol, {n} x {classes} logits, 10 splits")
+    print(f"    ours            {ours_t:7.3f} s   IS {ours.mean:.12f} +- {ours.std:.12f}")
+    ref_mean, ref_std = ref["inception_score_mean"], ref["inception_score_std"]
+    print(f"    torch-fidelity  {tf_t:7.3f} s   IS {ref_mean:.12f} +- {ref_std:.12f}")
+    print(f"    naive scipy     {naive_t:7.3f} s   IS {naive:.12f}")
+    report_t, _ = timed(lambda: score_report(ClassScores(logits, "logits"), 10))
+    print(f"    ours, full report (splits + all-N IS + per-image KL + IS vs N): {report_t:.3f} s")
+    print(f"    speed-up vs torch-fidelity {tf_t / ours_t:.2f}x, vs naive {naive_t / ours_t:.2f}x; "
+          f"|diff| vs torch-fidelity {abs(ours.mean - ref['inception_score_mean']):.1e} (target < 1e-9, < 1 s)")
+
+
+def bench_live(updates: int, batch: int, classes: int = 1000) -> None:
+    rng = np.random.default_rng(1)
+    batches = [rng.normal(scale=4, size=(batch, classes)) for _ in range(min(updates, 64))]
+    live = LiveInceptionScore(classes, keep_rows=False)
+    start = time.perf_counter()
+    for k in range(updates):
+        live.add_logits(batches[k % len(batches)])
+        _ = live.is_
+    ours = updates / (time.perf_counter() - start)
+    # naive: recompute from all rows so far after each batch (over the first updates only: it is quadratic)
+    naive_updates = min(updates, 200)
+    seen: list[np.ndarray] = []
+    start = time.perf_counter()
+    for k in range(naive_updates):
+        seen.append(batches[k % len(batches)])
+        _ = split_inception_score(ClassScores(np.concatenate(seen), "logits"), 1, shuffle=False).mean
+    naive = naive_updates / (time.perf_counter() - start)
+    print(f"[2] live estimator, {classes} classes, batches of {batch}")
+    print(f"    ours  {ours:9.0f} updates/s ({ours * batch:.0f} images/s) over {updates} updates")
+    print(f"    naive {naive:9.0f} updates/s recomputing over the first {naive_updates} updates "
+          f"(ratio {ours / naive:.1f}x, grows with N)")
+
+
+def bench_pipeline(n_images: int, size: int, batch: int, workers: int) -> None:
+    from PIL import Image
+    from torch_fidelity.metric_isc import isc_features_to_metric
+    from torch_fidelity.utils import create_feature_extractor, get_featuresdict_from_dataset, prepare_input_from_id
+
+    from probescope.core.scoring.classifiers import load_classifier
+    from probescope.core.scoring.inception_tf import WEIGHTS_FILE_NAME, random_state_dict
+    from probescope.core.scoring.pipeline import classify_source
+    from probescope.core.scoring.sources import open_source
+
+    with tempfile.TemporaryDirectory() as tmp:
+        weights = Path(tmp) / WEIGHTS_FILE_NAME
+        torch.save(random_state_dict(seed=0), weights)
+        folder = Path(tmp) / "images"
+        folder.mkdir()
+        rng = np.random.default_rng(2)
+        for k in range(n_images):  # smooth random colour fields: varied, PNG-compressible
+            small = rng.integers(0, 256, (4, 4, 3), dtype=np.uint8)
+            Image.fromarray(small).resize((size, size), Image.BILINEAR).save(folder / f"{k:05d}.png")
+
+        classifier = load_classifier(f"inception-tf:{weights}")
+        warm = next(open_source(folder).batches(batch))
+        classifier.classify(warm)  # warm-up: first-call allocations and kernel selection
+        ours_t, ours = timed(lambda: classify_source(open_source(folder), classifier, batch, workers=workers))
+
+        kwargs = dict(input1=str(folder), cuda=False, verbose=False, feature_extractor_weights_path=str(weights),
+                      samples_find_ext="png", save_cpu_ram=False)
+        with contextlib.redirect_stderr(io.StringIO()):
+            extractor = create_feature_extractor("inception-v3-compat", ["logits_unbiased"], **kwargs)
+            dataset = prepare_input_from_id(1, **kwargs)
+            with torch.no_grad():
+                extractor(torch.stack([dataset[i] for i in range(len(warm))]))  # warm-up
+            ref_t, ref = timed(
+                lambda: get_featuresdict_from_dataset(dataset, extractor, batch, False, False, False)["logits_unbiased"]
+            )
+        ref = ref.numpy()
+        rel = float(np.abs(ours - ref).max() / np.abs(ref).max())
+        splits = min(10, n_images)
+        ours_is = split_inception_score(ClassScores(ours, "logits"), splits)
+        ref_is = isc_features_to_metric(torch.from_numpy(ref), splits)
+        print(f"[3] {n_images} PNG images {size}x{size} -> TF Inception v3 (random weights), batch {batch}, "
+              f"torch threads {torch.get_num_threads()}")
+        print(f"    ours            {n_images / ours_t:7.2f} images/s  ({ours_t:.2f} s, {workers} prefetch threads)")
+        print(f"    torch-fidelity  {n_images / ref_t:7.2f} images/s  ({ref_t:.2f} s, its DataLoader)")
+        print(f"    ratio ours/torch-fidelity {ref_t / ours_t:.2f}x (target >= 1); max |logit diff| / max |logit| "
+              f"{rel:.1e} (target <= 1e-4); IS {ours_is.mean:.6f} vs {ref_is['inception_score_mean']:.6f}")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--full", action="store_true", help="full scale: 50,000 logits, 1,000 images")
+    parser.add_argument("--logits", type=int, default=None, help="rows of logits for [1] (default 50,000)")
+    parser.add_argument("--updates", type=int, default=None, help="live updates for [2] (default 2,000)")
+    parser.add_argument("--live-batch", type=int, default=64)
+    parser.add_argument("--images", type=int, default=None, help="images for [3] (default 64)")
+    parser.add_argument("--size", type=int, default=128, help="image side for [3] (default 128, the demo size)")
+    parser.add_argument("--batch", type=int, default=32)
+    parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument("--skip", default="", help="comma-separated parts to skip: 1,2,3")
+    args = parser.parse_args()
+    skip = set(args.skip.split(","))
+    if "1" not in skip:
+        bench_split(args.logits or 50_000)
+    if "2" not in skip:
+        bench_live(args.updates or (10_000 if args.full else 2_000), args.live_batch)
+    if "3" not in skip:
+        bench_pipeline(args.images or (1_000 if args.full else 64), args.size, args.batch, args.workers)
+
+
+if __name__ == "__main__":
+    main()

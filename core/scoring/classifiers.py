@@ -1,0 +1,158 @@
+"""Classifiers that turn uint8 RGB images into logits for the Inception Score.
+
+A Classifier splits the work in two: `prepare` (decode-side CPU work: resize, normalise; runs in prefetch
+threads) and `logits` (the network on the chosen device). Specs:
+  'inception-tf:<file>'  TF-ported Inception v3, 1008 classes: the classifier of published scores
+  'inception-tv:<file>'  torchvision's ImageNet Inception v3: 1000 named classes, NOT comparable with published IS
+  'demo' or any other load_model spec: that model's own classes and preprocessing.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import torch
+from torch import nn
+
+from probescope.core.errors import InputError
+
+TV_WEIGHTS_FILE_NAME = "inception_v3_google-0cc3c7bd.pth"
+TV_WEIGHTS_URL = "https://download.pytorch.org/models/" + TV_WEIGHTS_FILE_NAME
+
+
+@dataclass
+class Classifier:
+    name: str
+    module: nn.Module  # images prepared by `prepare` -> (m, n_classes) logits
+    prepare: Callable[[Sequence[np.ndarray]], torch.Tensor]  # list of uint8 (H, W, 3) -> (m, 3, S, S) batch on CPU
+    class_names: tuple[str, ...] | None
+    device: str
+    comparable: bool  # True only for the TF-ported Inception: numbers comparable with published scores
+    note: str
+
+    def logits(self, prepared: torch.Tensor) -> np.ndarray:
+        """Run the network; float32 (m, n_classes) logits on the CPU."""
+        with torch.inference_mode():
+            out = self.module(prepared.to(self.device, non_blocking=True))
+        if isinstance(out, (tuple, list)):  # e.g. models that also return auxiliary outputs
+            out = out[0]
+        if not isinstance(out, torch.Tensor) or out.dim() != 2:
+            shape = tuple(out.shape) if isinstance(out, torch.Tensor) else type(out).__name__
+            raise InputError(f"classifier {self.name} returned {shape}, not (batch, classes) logits")
+        return out.float().cpu().numpy()
+
+    def classify(self, images: Sequence[np.ndarray]) -> np.ndarray:
+        return self.logits(self.prepare(images))
+
+
+def check_device(device: str) -> str:
+    if device.startswith("cuda") and not torch.cuda.is_available():
+        raise InputError(f"device {device!r} requested but CUDA is not available here; use --device cpu")
+    if not (device == "cpu" or device.startswith("cuda")):
+        raise InputError(f"unknown device {device!r} (expected cpu or cuda[:k])")
+    return device
+
+
+def _check_images(images: Sequence[np.ndarray]) -> None:
+    for i, im in enumerate(images):
+        if im.dtype != np.uint8 or im.ndim != 3 or im.shape[-1] != 3:
+            raise InputError(f"image {i} of the batch: expected uint8 RGB (H, W, 3), got {im.dtype} {im.shape}")
+
+
+def tf_inception_classifier(weights: str | Path, device: str = "cpu") -> Classifier:
+    from probescope.core.scoring import inception_tf
+
+    def prepare(images: Sequence[np.ndarray]) -> torch.Tensor:
+        _check_images(images)
+        return inception_tf.prepare_tf_inception(images)
+
+    return Classifier(
+        name="Inception v3 (TF 2015-12-05 port)",
+        module=inception_tf.load_inception_tf(weights, device),
+        prepare=prepare,
+        class_names=None,
+        device=device,
+        comparable=True,
+        note="1008-class TF Inception, unbiased logits, TF1 bilinear resize to 299, (x-128)/128 (torch-fidelity)",
+    )
+
+
+def tv_inception_classifier(weights: str | Path, device: str = "cpu") -> Classifier:
+    """torchvision's inception_v3 with a local ImageNet weights file (no download)."""
+    import torch.nn.functional as F
+    from torchvision.models import Inception_V3_Weights, inception_v3
+
+    path = Path(weights)
+    if not path.is_file():
+        raise InputError(
+            f"torchvision Inception v3 weights file not found; download {TV_WEIGHTS_FILE_NAME} from {TV_WEIGHTS_URL} "
+            "on a machine with internet access and pass its path as inception-tv:<file>",
+            path,
+        )
+    try:
+        state = torch.load(path, map_location="cpu", weights_only=True)
+    except Exception as exc:  # noqa: BLE001 - any unreadable file is the user's input problem
+        raise InputError(f"cannot read as a PyTorch state dict ({type(exc).__name__}: {exc})", path) from exc
+    if not isinstance(state, dict):
+        raise InputError(f"expected a state dict of torchvision's inception_v3, found {type(state).__name__}", path)
+    has_aux = any(key.startswith("AuxLogits.") for key in state)
+    module = inception_v3(weights=None, aux_logits=has_aux, transform_input=True, init_weights=False)
+    try:
+        module.load_state_dict(state)
+    except RuntimeError as exc:
+        raise InputError(f"not a torchvision inception_v3 state dict: {str(exc).splitlines()[0]}", path) from None
+    module = module.eval().requires_grad_(False).to(device)
+    mean = torch.tensor([0.485, 0.456, 0.406]).view(1, 3, 1, 1)
+    std = torch.tensor([0.229, 0.224, 0.225]).view(1, 3, 1, 1)
+
+    def prepare(images: Sequence[np.ndarray]) -> torch.Tensor:
+        _check_images(images)
+        out = []
+        for im in images:
+            x = torch.from_numpy(np.ascontiguousarray(im)).permute(2, 0, 1)[None].float() / 255.0
+            if x.shape[-2:] != (299, 299):
+                x = F.interpolate(x, size=(299, 299), mode="bilinear", align_corners=False, antialias=True)
+            out.append(x)
+        return (torch.cat(out) - mean) / std
+
+    return Classifier(
+        name="Inception v3 (torchvision ImageNet)",
+        module=module,
+        prepare=prepare,
+        class_names=tuple(Inception_V3_Weights.IMAGENET1K_V1.meta["categories"]),
+        device=device,
+        comparable=False,
+        note="torchvision ImageNet weights, antialiased bilinear resize to 299: NOT comparable with published IS",
+    )
+
+
+def model_classifier(spec: str, device: str = "cpu") -> Classifier:
+    """Any model probescope can load (load_model spec), with its own preprocessing and class names."""
+    from probescope.core.models import load_model
+
+    model = load_model(spec, device=device)
+    return Classifier(
+        name=model.name,
+        module=model.module,
+        prepare=lambda images: model.preprocess(list(images)),
+        class_names=tuple(model.class_names) if model.class_names else None,
+        device=device,
+        comparable=False,
+        note=f"{model.name} with {model.preprocess.describe()}: its own classes, not comparable with published IS",
+    )
+
+
+def load_classifier(spec: str, device: str = "cpu") -> Classifier:
+    """Resolve 'inception-tf:<file>', 'inception-tv:<file>', 'demo' or a load_model spec."""
+    device = check_device(device)
+    head, _, rest = spec.partition(":")
+    if head in ("inception-tf", "inception-tv") and not rest:
+        raise InputError(f"classifier spec {spec!r} names no weights file: use {head}:<weights file>")
+    if head == "inception-tf":
+        return tf_inception_classifier(rest, device)
+    if head == "inception-tv":
+        return tv_inception_classifier(rest, device)
+    return model_classifier(spec, device)

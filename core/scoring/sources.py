@@ -1,0 +1,209 @@
+"""Where the images to score come from: a folder, a uint8 array file, a TorchScript generator, the demo sampler.
+
+Every source hands out its images as a sequence of batch *tasks*: zero-argument callables that decode or generate
+one batch and return a list of uint8 (H, W, 3) arrays. The pipeline runs tasks in prefetch threads while the
+classifier works, and the GUI can simply call them in order (`batches`). `length` is None when unknown.
+"""
+
+from __future__ import annotations
+
+import warnings
+import zipfile
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import numpy as np
+
+from probescope.core.errors import InputError
+
+BatchTask = Callable[[], list[np.ndarray]]
+
+IMAGE_EXTENSIONS = (".png", ".jpg", ".jpeg", ".bmp", ".webp", ".tif", ".tiff")
+LOSSY_EXTENSIONS = (".jpg", ".jpeg")
+
+
+class SampleSource:
+    """Base of all sources: `name`, `length` (int or None), `lossy` (JPEG-compressed inputs present)."""
+
+    name: str = ""
+    length: int | None = None
+    lossy: bool = False
+
+    def batch_tasks(self, batch_size: int) -> Iterator[BatchTask]:
+        raise NotImplementedError
+
+    def batches(self, batch_size: int) -> Iterator[list[np.ndarray]]:
+        """The batches in order, decoded in the calling thread."""
+        for task in self.batch_tasks(batch_size):
+            yield task()
+
+    def describe(self) -> str:
+        size = f"{self.length} images" if self.length is not None else "unknown number of images"
+        return f"{self.name} ({size}{', JPEG-compressed inputs: scores may shift' if self.lossy else ''})"
+
+
+def _check_batch_size(batch_size: int) -> None:
+    if batch_size < 1:
+        raise InputError(f"batch size must be at least 1, got {batch_size}")
+
+
+def decode_image(path: Path) -> np.ndarray:
+    """A file as uint8 RGB (H, W, 3); InputError naming the file when it cannot be decoded."""
+    from PIL import Image, UnidentifiedImageError
+
+    try:
+        with Image.open(path) as im:
+            return np.array(im.convert("RGB"), dtype=np.uint8)  # a writable copy, decoupled from the file
+    except (UnidentifiedImageError, OSError, ValueError, SyntaxError) as exc:
+        raise InputError(f"cannot decode image ({type(exc).__name__}: {exc})", path) from None
+
+
+class ImageFolderSource(SampleSource):
+    """The image files directly inside a folder, in sorted name order (like torch-fidelity, not recursive)."""
+
+    def __init__(self, root: str | Path):
+        self.root = Path(root)
+        if not self.root.is_dir():
+            raise InputError("not a folder", self.root)
+        self.files = sorted(p for p in self.root.iterdir() if p.is_file() and p.suffix.lower() in IMAGE_EXTENSIONS)
+        if not self.files:
+            raise InputError(f"no image files ({', '.join(IMAGE_EXTENSIONS)}) in the folder", self.root)
+        self.name = str(self.root)
+        self.length = len(self.files)
+        self.lossy = any(p.suffix.lower() in LOSSY_EXTENSIONS for p in self.files)
+
+    def batch_tasks(self, batch_size: int) -> Iterator[BatchTask]:
+        _check_batch_size(batch_size)
+        for start in range(0, len(self.files), batch_size):
+            chunk = self.files[start : start + batch_size]
+            yield lambda chunk=chunk: [decode_image(p) for p in chunk]
+
+
+def read_image_array(path: str | Path, key: str | None = None) -> np.ndarray:
+    """A uint8 (N, H, W, 3) array from .npy (memory-mapped) or .npz (the array `key`, 'images', or the only one)."""
+    path = Path(path)
+    if not path.is_file():
+        raise InputError("file not found", path)
+    try:
+        if path.suffix.lower() == ".npz":
+            with np.load(path) as archive:
+                names = list(archive.files)
+                if key is None:
+                    key = "images" if "images" in names else (names[0] if len(names) == 1 else None)
+                if key is None or key not in names:
+                    raise InputError(f"choose the images array: the archive holds {names}, none named 'images'", path)
+                array = archive[key]
+        else:
+            array = np.load(path, mmap_mode="r", allow_pickle=False)
+    except (ValueError, OSError, EOFError, zipfile.BadZipFile) as exc:
+        raise InputError(f"cannot read as a NumPy array file ({exc})", path) from None
+    if array.dtype != np.uint8 or array.ndim != 4 or array.shape[-1] != 3 or array.shape[0] == 0:
+        hint = " (channels first? transpose to (N, H, W, 3))" if array.ndim == 4 and array.shape[1] == 3 else ""
+        raise InputError(f"expected uint8 images (N, H, W, 3), got {array.dtype} {array.shape}{hint}", path)
+    return array
+
+
+class ArraySource(SampleSource):
+    """Images held in a uint8 (N, H, W, 3) array (in memory or memory-mapped from a .npy/.npz file)."""
+
+    def __init__(self, images: np.ndarray, name: str = "array"):
+        self.images = images
+        self.name = name
+        self.length = int(images.shape[0])
+
+    @classmethod
+    def open(cls, path: str | Path, key: str | None = None) -> ArraySource:
+        return cls(read_image_array(path, key), name=str(path))
+
+    def batch_tasks(self, batch_size: int) -> Iterator[BatchTask]:
+        _check_batch_size(batch_size)
+        for start in range(0, self.length, batch_size):
+            yield lambda s=start: list(np.ascontiguousarray(self.images[s : s + batch_size]))
+
+
+def quantize_to_uint8(x: np.ndarray, low: float, high: float) -> np.ndarray:
+    """Map [low, high] to 0..255 with round-half-up: floor((x - low) / (high - low) * 255 + 0.5), clamped."""
+    scaled = (np.asarray(x, dtype=np.float64) - low) * (255.0 / (high - low))
+    return np.clip(np.floor(scaled + 0.5), 0, 255).astype(np.uint8)
+
+
+class TorchScriptGeneratorSource(SampleSource):
+    """Samples of a TorchScript generator G(z[, class]) -> (m, 3, H, W) images.
+
+    Noise is drawn as torch-fidelity draws it (np.random.RandomState(seed).randn per batch, then class labels with
+    randint when the generator is class-conditional), so the same file and seed give the same samples. Float
+    outputs are declared to lie in `output_range` and quantised by `quantize_to_uint8`; uint8 outputs are used as
+    they are.
+    """
+
+    def __init__(
+        self,
+        path: str | Path,
+        z_dim: int,
+        n: int,
+        *,
+        num_classes: int = 0,
+        output_range: tuple[float, float] = (-1.0, 1.0),
+        seed: int = 2020,
+        device: str = "cpu",
+    ):
+        import torch
+
+        self.path = Path(path)
+        if not self.path.is_file():
+            raise InputError("generator file not found", self.path)
+        if z_dim < 1 or n < 1 or num_classes < 0 or not output_range[0] < output_range[1]:
+            raise InputError(
+                f"generator settings: need z_dim >= 1, n >= 1, classes >= 0 and low < high of the output range "
+                f"(got z_dim={z_dim}, n={n}, classes={num_classes}, range={output_range})"
+            )
+        try:
+            with warnings.catch_warnings():  # torch 2.x marks TorchScript deprecated; the format is still what we read
+                warnings.simplefilter("ignore", FutureWarning)
+                self.module = torch.jit.load(str(self.path), map_location=device).eval()
+        except (RuntimeError, ValueError) as exc:
+            raise InputError(f"not a TorchScript generator ({str(exc).splitlines()[0]})", self.path) from None
+        self.z_dim, self.num_classes, self.output_range = z_dim, num_classes, output_range
+        self.seed, self.device = seed, device
+        low, high = output_range
+        rule = f"output [{low:g}, {high:g}] -> uint8 rounded half up"
+        self.name = f"{self.path} (TorchScript generator, z_dim={z_dim}, {rule})"
+        self.length = n
+
+    def batch_tasks(self, batch_size: int) -> Iterator[BatchTask]:
+        _check_batch_size(batch_size)
+        rng = np.random.RandomState(self.seed)
+        for start in range(0, self.length, batch_size):
+            m = min(batch_size, self.length - start)
+            z = rng.randn(m, self.z_dim).astype(np.float32)
+            labels = rng.randint(0, self.num_classes, size=m) if self.num_classes > 0 else None
+            yield lambda z=z, labels=labels: self._generate(z, labels)
+
+    def _generate(self, z: np.ndarray, labels: np.ndarray | None) -> list[np.ndarray]:
+        import torch
+
+        args = [torch.from_numpy(z).to(self.device)]
+        if labels is not None:
+            args.append(torch.from_numpy(labels).to(self.device))
+        with torch.inference_mode():
+            out = self.module(*args)
+        if not isinstance(out, torch.Tensor) or out.dim() != 4 or out.shape[1] != 3 or out.shape[0] != len(z):
+            shape = tuple(out.shape) if isinstance(out, torch.Tensor) else type(out).__name__
+            raise InputError(f"generator returned {shape}, expected ({len(z)}, 3, H, W) images", self.path)
+        images = out.permute(0, 2, 3, 1).cpu().numpy()
+        if images.dtype != np.uint8:
+            images = quantize_to_uint8(images, *self.output_range)
+        return list(images)
+
+
+def open_source(spec: str | Path) -> SampleSource:
+    """A folder or a .npy/.npz file. (The demo sampler and generators take settings: build them directly.)"""
+    path = Path(spec)
+    if path.is_dir():
+        return ImageFolderSource(path)
+    if path.suffix.lower() in (".npy", ".npz"):
+        return ArraySource.open(path)
+    if not path.exists():
+        raise InputError("no such folder or file", path)
+    raise InputError("expected a folder of images or a .npy/.npz array of uint8 (N, H, W, 3) images", path)
+
