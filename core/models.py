@@ -221,10 +221,7 @@ def _load_demo(path: Path | None) -> LoadedModel:
 
 
 def _load_torchscript(path: Path) -> LoadedModel:
-    try:
-        module = torch.jit.load(str(path), map_location="cpu")
-    except (RuntimeError, ValueError, OSError) as exc:
-        raise InputError(f"not a TorchScript archive ({ckpt._first_line(exc)})", path) from None
+    module = ckpt.load_torchscript(path)
     return _opaque(module, "torchscript", path, TORCHSCRIPT_OUTPUT)
 
 

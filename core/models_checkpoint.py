@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import pickle
 import re
+import warnings
 import zipfile
 from functools import lru_cache
 from pathlib import Path
@@ -52,6 +53,17 @@ def is_torchscript(path: Path) -> bool:
             return any("/code/" in name or name.startswith("code/") for name in zf.namelist())
     except (zipfile.BadZipFile, OSError):
         return False
+
+
+def load_torchscript(path: Path, map_location: str = "cpu", what: str = "TorchScript archive") -> torch.nn.Module:
+    """Load a TorchScript file, or raise InputError naming it; torch 2.x's deprecation warning is silenced (the
+    format is still what users and released models have)."""
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", FutureWarning)
+            return torch.jit.load(str(path), map_location=map_location)
+    except (RuntimeError, ValueError, OSError) as exc:
+        raise InputError(f"not a {what} ({_first_line(exc)})", path) from None
 
 
 def read_torch_file(path: str | Path, *, trust_pickle: bool = False) -> Any:

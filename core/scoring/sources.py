@@ -7,7 +7,6 @@ classifier works, and the GUI can simply call them in order (`batches`). `length
 
 from __future__ import annotations
 
-import warnings
 import zipfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -147,7 +146,7 @@ class TorchScriptGeneratorSource(SampleSource):
         seed: int = 2020,
         device: str = "cpu",
     ):
-        import torch
+        from probescope.core.models_checkpoint import load_torchscript
 
         self.path = Path(path)
         if not self.path.is_file():
@@ -157,12 +156,7 @@ class TorchScriptGeneratorSource(SampleSource):
                 f"generator settings: need z_dim >= 1, n >= 1, classes >= 0 and low < high of the output range "
                 f"(got z_dim={z_dim}, n={n}, classes={num_classes}, range={output_range})"
             )
-        try:
-            with warnings.catch_warnings():  # torch 2.x marks TorchScript deprecated; the format is still what we read
-                warnings.simplefilter("ignore", FutureWarning)
-                self.module = torch.jit.load(str(self.path), map_location=device).eval()
-        except (RuntimeError, ValueError) as exc:
-            raise InputError(f"not a TorchScript generator ({str(exc).splitlines()[0]})", self.path) from None
+        self.module = load_torchscript(self.path, device, "TorchScript generator").eval()
         self.z_dim, self.num_classes, self.output_range = z_dim, num_classes, output_range
         self.seed, self.device = seed, device
         low, high = output_range
