@@ -167,3 +167,13 @@ def test_image_does_not_decode(tmp_path):
     (root / "images" / "src/1.png").write_bytes(b"\x89PNG garbage")
     with pytest.raises(InputError, match="1.png: image does not decode"):
         BrodenDataset.open(root).load_image(1)
+
+
+def test_cancelled_demo_generation_is_never_taken_as_complete(tmp_path):
+    from probescope.core.tasks import Cancelled
+
+    calls = []
+    with pytest.raises(Cancelled):
+        demo_dataset.ensure_demo_dataset(tmp_path, n_images=120, cancel=lambda: len(calls) > 0,
+                                         progress=lambda f, m: calls.append(f))
+    assert not demo_dataset.is_complete(tmp_path / f"demo-broden-v{demo_dataset.GENERATOR_VERSION}-120-0", 120)

@@ -9,7 +9,7 @@ from __future__ import annotations
 import hashlib
 import json
 import shutil
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
@@ -19,6 +19,7 @@ from probescope.core.atomic import write_json
 from probescope.core.broden_write import BrodenImage, write_broden
 from probescope.core.cache import cache_dir, ensure_writable
 from probescope.core.demo import world
+from probescope.core.tasks import CancelCheck, Progress, check_cancel, report
 
 DEFAULT_N = 1500
 DEFAULT_SEED = 0
@@ -26,10 +27,8 @@ VAL_SHARE = 0.2
 GENERATOR_VERSION = 1  # bump when the renderer changes, so cached copies are regenerated
 MANIFEST = "demo_manifest.json"
 
-Progress = Callable[[float, str], None]
 
-
-def _items(n_images: int, seed: int, progress: Progress | None) -> Iterator[BrodenImage]:
+def _items(n_images: int, seed: int, progress: Progress | None, cancel: CancelCheck | None) -> Iterator[BrodenImage]:
     rng = np.random.default_rng(seed)
     n_val = int(round(n_images * VAL_SHARE))
     for k in range(n_images):
@@ -43,21 +42,24 @@ def _items(n_images: int, seed: int, progress: Progress | None) -> Iterator[Brod
             image_labels={"scene": [world.label_number(scene)]},
             split="val" if k >= n_images - n_val else "train",
         )
-        if progress and k % 50 == 0:
-            progress(k / n_images, f"rendering demo image {k} of {n_images}")
+        if k % 50 == 0:
+            check_cancel(cancel)
+            report(progress, k / n_images, f"rendering demo image {k} of {n_images}")
 
 
 def write_demo_dataset(root: str | Path, n_images: int = DEFAULT_N, seed: int = DEFAULT_SEED,
-                       progress: Progress | None = None) -> Path:
-    """Write the demo probing dataset into `root` (created; files already there are overwritten)."""
+                       progress: Progress | None = None, cancel: CancelCheck | None = None) -> Path:
+    """Write the demo probing dataset into `root` (created; files already there are overwritten).
+
+    A cancelled run raises `Cancelled` before the manifest is written, so what it left is never taken as complete.
+    """
     root = ensure_writable(Path(root))
     labels = [broden.Label(lb.number, lb.name, lb.category) for lb in world.LABELS]
-    write_broden(root, _items(n_images, seed, progress), labels)
+    write_broden(root, _items(n_images, seed, progress, cancel), labels)
     manifest = {"generator_version": GENERATOR_VERSION, "n_images": n_images, "seed": seed,
                 "index_sha256": _sha256(root / "index.csv"), "label_sha256": _sha256(root / "label.csv")}
     write_json(root / MANIFEST, manifest)
-    if progress:
-        progress(1.0, f"demo dataset written to {root}")
+    report(progress, 1.0, f"demo dataset written to {root}")
     return root
 
 
@@ -78,14 +80,14 @@ def is_complete(root: Path, n_images: int = DEFAULT_N, seed: int = DEFAULT_SEED)
 
 
 def ensure_demo_dataset(cache: Path | None = None, n_images: int = DEFAULT_N, seed: int = DEFAULT_SEED,
-                        progress: Progress | None = None) -> Path:
+                        progress: Progress | None = None, cancel: CancelCheck | None = None) -> Path:
     """The demo dataset in the cache folder, generated first if missing or damaged."""
     root = (cache or cache_dir()) / f"demo-broden-v{GENERATOR_VERSION}-{n_images}-{seed}"
     if is_complete(root, n_images, seed):
         return root
     staging = root.with_name(root.name + ".partial")
     shutil.rmtree(staging, ignore_errors=True)
-    write_demo_dataset(staging, n_images, seed, progress)
+    write_demo_dataset(staging, n_images, seed, progress, cancel)
     shutil.rmtree(root, ignore_errors=True)
     staging.rename(root)
     return root

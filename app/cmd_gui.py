@@ -1,0 +1,184 @@
+"""`probescope gui`: open the desktop application, on the demo world unless told to open something else.
+
+With `--screenshot OUT.png` the window loads, waits until the chosen workspace's initial work is done, renders at
+`--size`, writes the PNG and exits 0 (non-zero with a message when loading fails or times out). Screenshot runs
+use a throwaway settings file and the offscreen platform unless `QT_QPA_PLATFORM` says otherwise.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from pathlib import Path
+
+WORKSPACE_NAMES = ("dissection", "gallery", "similarity")
+DEFAULT_SIZE = "1400x900"
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--workspace", choices=WORKSPACE_NAMES, help="workspace to show first")
+    parser.add_argument("--model", metavar="SPEC", help="model spec or file: demo, <arch>:<weights>, "
+                        "places365:<arch>:<checkpoint>, torchscript:<file>, or a file to detect")
+    parser.add_argument("--dataset", metavar="DIR", help="probing dataset folder (Broden format)")
+    parser.add_argument("--samples", metavar="PATH", help="generator samples: a folder of images, a .npz/.npy, or a "
+                        "TorchScript generator (with --generator)")
+    parser.add_argument("--generator", metavar="Z,N[,C]", help="--samples is a TorchScript generator G(z[, class]): "
+                        "noise size Z, N samples to draw, C classes (0 or absent: unconditional)")
+    parser.add_argument("--judgments", metavar="FILE", help="similarity judgments (.hdf5, .zip, folder, .csv)")
+    parser.add_argument("--catalog", metavar="FILE", help="catalog of the judgments' stimuli")
+    parser.add_argument("--image-root", metavar="DIR", help="folder the catalog's image paths start from")
+    parser.add_argument("--device", help="compute device (cpu, cuda, cuda:1, mps); default: the saved setting")
+    parser.add_argument("--theme", choices=("system", "light", "dark"), help="colour theme for this run")
+    parser.add_argument("--screenshot", metavar="OUT.png", type=Path,
+                        help="render the window to OUT.png once the workspace has loaded, then exit")
+    parser.add_argument("--size", default=DEFAULT_SIZE, metavar="WxH", help=f"window size (default {DEFAULT_SIZE})")
+    parser.add_argument("--timeout", type=float, default=600.0, metavar="S",
+                        help="longest wait for --screenshot (seconds, default 600)")
+    parser.add_argument("--settings", metavar="FILE", type=Path,
+                        help="settings file to use instead of the user's (an .ini file)")
+
+
+def parse_size(text: str) -> tuple[int, int]:
+    from probescope.core.errors import InputError
+
+    width, sep, height = text.lower().partition("x")
+    if not sep or not width.isdigit() or not height.isdigit() or int(width) < 200 or int(height) < 150:
+        raise InputError(f"--size must look like 1400x900 (at least 200x150), got {text!r}")
+    return int(width), int(height)
+
+
+def requests(args: argparse.Namespace) -> list:
+    """What to open: each input from its flag, the demo world's otherwise."""
+    from probescope.app.sources import DEMO, OpenRequest
+    from probescope.core.errors import InputError
+
+    if (args.catalog or args.image_root) and not args.judgments:
+        raise InputError("--catalog and --image-root go with --judgments")
+    generator: tuple[int, ...] = ()
+    if args.generator:
+        if not args.samples:
+            raise InputError("--generator goes with --samples GENERATOR_FILE")
+        parts = args.generator.split(",")
+        if len(parts) not in (2, 3) or not all(p.strip().isdigit() for p in parts):
+            raise InputError(f"--generator must look like 128,50000 or 128,50000,1000, got {args.generator!r}")
+        generator = tuple(int(p) for p in parts) + (0,) * (3 - len(parts))
+    return [
+        OpenRequest("model", args.model or DEMO),
+        OpenRequest("dataset", args.dataset or DEMO),
+        OpenRequest("samples", args.samples or DEMO, generator=generator),
+        OpenRequest("judgments", args.judgments or DEMO, args.catalog or "", args.image_root or ""),
+    ]
+
+
+def run(args: argparse.Namespace) -> int:
+    size = parse_size(args.size)
+    to_open = requests(args)
+    if args.screenshot is not None:
+        os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
+    import torch  # before Qt, and the thread count once, early
+
+    from probescope.app.workers import compute_threads
+
+    torch.set_num_threads(compute_threads())
+    from PySide6.QtWidgets import QApplication
+
+    from probescope.app.main_window import MainWindow
+    from probescope.app.settings import Settings
+    from probescope.app.theme import apply_theme
+
+    app = QApplication.instance() or QApplication([sys.argv[0]])
+    app.setApplicationName("probescope")
+    app.setOrganizationName("probescope")
+    if args.screenshot is not None:
+        return _screenshot(app, args, size, to_open)
+    settings = Settings(args.settings)
+    apply_theme(app, args.theme or settings.theme())
+    window = MainWindow(settings, device=args.device)
+    if args.workspace:
+        window.set_workspace(args.workspace)
+    for request in to_open:
+        window.open(request)
+    window.show()
+    _close_on_signals(window)
+    _notify_uncaught(window)
+    return app.exec()
+
+
+def _notify_uncaught(window) -> None:
+    """An exception escaping a slot becomes a notification (and a line on stderr), never a silent failure."""
+    from probescope.app.workers import describe_error
+
+    def hook(exc_type, exc, tb) -> None:
+        error = describe_error("probescope", exc.with_traceback(tb))
+        print(error.details, file=sys.stderr)
+        window.notify(error.message, error.details)
+
+    sys.excepthook = hook
+
+
+def _close_on_signals(window) -> None:
+    """Ctrl+C or SIGTERM closes the window as its close button does: tasks cancelled, settings saved."""
+    import signal
+
+    from PySide6.QtCore import QTimer
+
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, lambda *_: window.close())
+    timer = QTimer(window)  # lets the Python interpreter run its signal handlers while Qt's loop waits
+    timer.timeout.connect(lambda: None)
+    timer.start(250)
+
+
+def _screenshot(app, args: argparse.Namespace, size: tuple[int, int], to_open: list) -> int:
+    import tempfile
+
+    from PySide6.QtCore import QEventLoop, QTimer
+
+    from probescope.app.export import render_image, write_png
+    from probescope.app.main_window import MainWindow
+    from probescope.app.settings import Settings
+    from probescope.app.theme import apply_theme
+    from probescope.core.errors import InputError
+
+    out = Path(args.screenshot)
+    if out.suffix.lower() != ".png":
+        raise InputError("the screenshot is written as PNG: give a .png file name", out)
+    with tempfile.TemporaryDirectory(prefix="probescope-screenshot-") as tmp:
+        settings = Settings(args.settings or Path(tmp) / "settings.ini")
+        apply_theme(app, args.theme or "light")
+        window = MainWindow(settings, device=args.device)
+        window.resize(*size)
+        window.set_workspace(args.workspace or "dissection")
+        workspace = window.current_workspace()
+        failures: list[str] = []
+        loop = QEventLoop()
+
+        def check() -> None:  # done once the workspace has its content and nothing else is still loading
+            if failures or (workspace.is_initial_work_done and not window.pool.active()):
+                loop.quit()
+
+        window.pool.failed.connect(lambda _h, error: failures.append(error.message))
+        window.pool.finished.connect(check)
+        workspace.initial_work_done.connect(check)
+        QTimer.singleShot(int(args.timeout * 1000), loop.quit)
+        window.show()
+        for request in to_open:
+            window.open(request)
+        loop.exec()
+        try:
+            if failures:
+                print(f"probescope gui: error: {failures[0]}", file=sys.stderr)
+                return 1
+            if not workspace.is_initial_work_done:
+                print(f"probescope gui: error: the {workspace.title} workspace did not finish loading within "
+                      f"{args.timeout:g} s", file=sys.stderr)
+                return 1
+            for _ in range(5):  # let the last results lay themselves out
+                app.processEvents()
+            image = render_image(window, scale=1.0)
+            write_png(image, out)
+            print(f"wrote {out} ({image.width()}x{image.height()})", file=sys.stderr)
+            return 0
+        finally:
+            window.close()

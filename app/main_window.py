@@ -1,0 +1,336 @@
+"""The main window: the three workspaces as tabs, menus, the bar of loaded inputs, progress and notifications.
+
+It owns the `AppState`, the `WorkerPool` and the `Settings`; workspaces bind to the state and submit their own
+tasks. Opening anything (menu, recent item, drag and drop, command line) goes through `open()`, which loads in a
+worker and updates the state only on success, so a failed open leaves everything on screen as it was.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from PySide6.QtCore import Signal
+from PySide6.QtGui import QAction, QActionGroup, QCloseEvent, QDragEnterEvent, QDropEvent, QGuiApplication, QKeySequence
+from PySide6.QtWidgets import QApplication, QFileDialog, QMainWindow, QMessageBox, QTabWidget, QVBoxLayout, QWidget
+
+from probescope import __version__
+from probescope.app.export_dialog import ExportDialog
+from probescope.app.export import copy_to_clipboard
+from probescope.app.open_dialogs import OpenJudgmentsDialog, OpenModelDialog, OpenSamplesDialog
+from probescope.app.settings import RecentItem, Settings, THEMES
+from probescope.app.source_bar import SourceBar
+from probescope.app.sources import DEMO, KINDS, OpenRequest, classify_path, executor_for, open_task
+from probescope.app.state import AppState, Loaded
+from probescope.app.theme import apply_theme
+from probescope.app.workers import COMPUTE, TaskError, TaskHandle, WorkerPool
+from probescope.app.ws_base import Workspace
+from probescope.app.ws_dissection import DissectionWorkspace
+from probescope.app.ws_gallery import GalleryWorkspace
+from probescope.app.ws_similarity import SimilarityWorkspace
+from probescope.core.errors import InputError
+from probescope.widgets.command_palette import CommandPalette
+from probescope.widgets.notification import Notification
+from probescope.widgets.task_progress import TaskProgress
+
+WORKSPACES: tuple[type[Workspace], ...] = (DissectionWorkspace, GalleryWorkspace, SimilarityWorkspace)
+
+
+class MainWindow(QMainWindow):
+    """`opened(Loaded)` after an open succeeds; `open_failed(OpenRequest, TaskError)` after it fails."""
+
+    opened = Signal(object)
+    open_failed = Signal(object, object)
+
+    def __init__(self, settings: Settings, device: str | None = None, parent: QWidget | None = None):
+        super().__init__(parent)
+        self.setWindowTitle("probescope")
+        self.setAcceptDrops(True)
+        self.settings = settings
+        self.device = device or settings.device()
+        self.state = AppState(self)
+        self.pool = WorkerPool(parent=self)
+        self._palette: CommandPalette | None = None
+        self._opened: dict[str, OpenRequest] = {}  # what each loaded input was opened from
+
+        self.source_bar = SourceBar(self.state, settings, self)
+        self.addToolBar(self.source_bar)
+        self.source_bar.open_requested.connect(self.open)
+        self.source_bar.browse_requested.connect(self.browse)
+
+        self.tabs = QTabWidget()
+        self.tabs.setDocumentMode(True)
+        self.workspaces: dict[str, Workspace] = {}
+        for cls in WORKSPACES:
+            workspace = cls(self.pool)
+            self.workspaces[workspace.name] = workspace
+            self.tabs.addTab(workspace, workspace.title)
+            workspace.load_state(self.state)
+        self.notification = Notification()
+        central = QWidget()
+        layout = QVBoxLayout(central)
+        layout.setContentsMargins(4, 4, 4, 0)
+        layout.addWidget(self.notification)
+        layout.addWidget(self.tabs, 1)
+        self.setCentralWidget(central)
+
+        self.progress = TaskProgress()
+        self.statusBar().addPermanentWidget(self.progress)
+        self.progress.cancel_requested.connect(self._cancel_shown_task)
+        self._shown_task: TaskHandle | None = None
+        self.pool.started.connect(self._update_progress)
+        self.pool.progress.connect(self._update_progress)
+        self.pool.finished.connect(self._update_progress)
+        self.pool.failed.connect(self._task_failed)
+
+        self._build_menus()
+        self._restore_settings()
+        QGuiApplication.styleHints().colorSchemeChanged.connect(self._system_scheme_changed)
+
+    # -- opening --------------------------------------------------------------------------------------------------
+    def open(self, request: OpenRequest) -> TaskHandle:
+        """Load `request` in a worker; the state changes only when it succeeds (a newer open of the kind wins)."""
+        self.source_bar.set_loading(request.kind, request.label)
+
+        def loaded(result: Loaded) -> None:
+            self._opened[request.kind] = request
+            self.state.set(result)
+            if request.spec != DEMO:
+                self.settings.add_recent(RecentItem(request.kind, request.to_json(), result.label))
+                self._fill_recent_menu()
+            self.statusBar().showMessage(f"Opened {request.kind}: {result.label}", 5000)
+            self.opened.emit(result)
+
+        def failed(error: TaskError) -> None:
+            self.source_bar.show_slot(request.kind)  # back to what is still loaded
+            self.open_failed.emit(request, error)
+
+        return self.pool.submit(open_task(request, self.device), name=f"open {request.kind} {request.label}",
+                                key=f"open:{request.kind}", executor=executor_for(request),
+                                on_result=loaded, on_error=failed)
+
+    def open_demo_world(self) -> None:
+        for kind in KINDS:
+            self.open(OpenRequest(kind, DEMO))
+
+    def open_path(self, path: str | Path) -> TaskHandle | None:
+        """Open a dropped file or folder by what it is; unknown things give a notification."""
+        try:
+            request = classify_path(path)
+        except InputError as exc:
+            self.notify(str(exc))
+            return None
+        return self.open(request)
+
+    def browse(self, kind: str) -> None:
+        """Ask for a file or folder of `kind` and open it."""
+        request = None
+        if kind == "model":
+            from probescope.core.models_checkpoint import torchvision_archs
+
+            dialog = OpenModelDialog(torchvision_archs(), self)
+            if dialog.exec() and dialog.file.text():
+                request = dialog.request()
+        elif kind == "judgments":
+            dialog = OpenJudgmentsDialog(self)
+            if dialog.exec() and dialog.file.text():
+                request = dialog.request()
+        elif kind == "dataset":
+            folder = QFileDialog.getExistingDirectory(self, "Open probing dataset (Broden format)")
+            request = OpenRequest("dataset", folder) if folder else None
+        else:
+            dialog = OpenSamplesDialog(self)
+            request = dialog.request() if dialog.exec() else None
+        if request is not None:
+            self.open(request)
+
+    # -- workspaces -----------------------------------------------------------------------------------------------
+    def current_workspace(self) -> Workspace:
+        return self.tabs.currentWidget()
+
+    def set_workspace(self, name: str) -> None:
+        if name not in self.workspaces:
+            raise InputError(f"unknown workspace {name!r} (choose one of {', '.join(self.workspaces)})")
+        self.tabs.setCurrentWidget(self.workspaces[name])
+
+    # -- export ---------------------------------------------------------------------------------------------------
+    def export_figure(self) -> None:
+        dialog = ExportDialog(self.current_workspace().export_targets(), self.settings, self)
+        dialog.exported.connect(lambda path: self.statusBar().showMessage(f"Exported {path}", 5000))
+        dialog.failed.connect(self.notify)
+        dialog.show()
+
+    def copy_figure(self) -> None:
+        target = self.current_workspace().export_targets()[0]
+        copy_to_clipboard(target.widget, margin_free=self.settings.export_defaults().margin_free)
+        self.statusBar().showMessage(f"Copied {target.name} to the clipboard", 5000)
+
+    # -- notifications and progress ---------------------------------------------------------------------------------
+    def notify(self, message: str, details: str = "") -> None:
+        self.notification.show_message(message, details)
+
+    def _task_failed(self, handle: TaskHandle, error: TaskError) -> None:
+        self.notify(error.message, error.details)
+
+    def _update_progress(self, *_args) -> None:
+        active = [h for h in self.pool.active() if not h.cancelled]
+        if not active:
+            self._shown_task = None
+            self.progress.clear()
+            return
+        handle = active[-1]
+        self._shown_task = handle
+        message = handle.progress.message if handle.progress and handle.progress.message else handle.name
+        more = f"  (+{len(active) - 1} more)" if len(active) > 1 else ""
+        self.progress.show_progress(message + more, handle.progress.fraction if handle.progress else None)
+
+    def _cancel_shown_task(self) -> None:
+        if self._shown_task is not None:
+            self._shown_task.cancel()
+            self.statusBar().showMessage(f"Cancelled {self._shown_task.name}", 3000)
+            self._update_progress()
+
+    # -- menus, keyboard, settings ------------------------------------------------------------------------------------
+    def _action(self, menu, text: str, slot, shortcut: str | QKeySequence.StandardKey | None = None) -> QAction:
+        action = menu.addAction(text)
+        action.triggered.connect(slot)
+        if shortcut is not None:
+            action.setShortcut(QKeySequence(shortcut))
+        self._all_actions.append(action)
+        return action
+
+    def _build_menus(self) -> None:
+        self._all_actions: list[QAction] = []
+        bar = self.menuBar()
+        file_menu = bar.addMenu("&File")
+        self._action(file_menu, "Open &Model…", lambda: self.browse("model"), QKeySequence.StandardKey.Open)
+        self._action(file_menu, "Open Probing &Dataset…", lambda: self.browse("dataset"), "Ctrl+Shift+O")
+        self._action(file_menu, "Open Generator &Samples…", lambda: self.browse("samples"))
+        self._action(file_menu, "Open Similarity &Judgments…", lambda: self.browse("judgments"))
+        self._action(file_menu, "Open Demo &World", self.open_demo_world)
+        self.recent_menu = file_menu.addMenu("Open &Recent")
+        self._fill_recent_menu()
+        file_menu.addSeparator()
+        self._action(file_menu, "&Export Figure…", self.export_figure, "Ctrl+E")
+        self._action(file_menu, "&Copy Figure to Clipboard", self.copy_figure, "Ctrl+Shift+C")
+        file_menu.addSeparator()
+        self._action(file_menu, "&Quit", self.close, QKeySequence.StandardKey.Quit)
+
+        view = bar.addMenu("&View")
+        for k, workspace in enumerate(self.workspaces.values(), start=1):
+            self._action(view, f"{workspace.title} Workspace", lambda _=False, n=workspace.name: self.set_workspace(n),
+                         f"Ctrl+{k}")
+        view.addSeparator()
+        self._action(view, "&Next Item", lambda: self.current_workspace().next_item(), "Ctrl+]")
+        self._action(view, "&Previous Item", lambda: self.current_workspace().previous_item(), "Ctrl+[")
+        view.addSeparator()
+        theme_menu = view.addMenu("&Theme")
+        group = QActionGroup(self)
+        for theme in THEMES:
+            action = self._action(theme_menu, f"{theme.capitalize()} Theme", lambda _=False, t=theme: self.set_theme(t))
+            action.setCheckable(True)
+            action.setChecked(theme == self.settings.theme())
+            group.addAction(action)
+        device_menu = view.addMenu("Compute &Device")
+        device_group = QActionGroup(self)
+        for device in available_devices():
+            action = self._action(device_menu, f"Compute on {device}", lambda _=False, d=device: self.set_device(d))
+            action.setCheckable(True)
+            action.setChecked(device == self.device)
+            device_group.addAction(action)
+        view.addSeparator()
+        self._action(view, "Command &Palette…", self.show_command_palette, "Ctrl+Shift+P")
+
+        help_menu = bar.addMenu("&Help")
+        self._action(help_menu, "&About probescope", self._about)
+
+    def _fill_recent_menu(self) -> None:
+        self.recent_menu.clear()
+        items = self.settings.recent()
+        for item in items:
+            request = OpenRequest.from_json(item.spec)
+            action = self.recent_menu.addAction(f"{item.kind}: {item.label}")
+            action.setToolTip(request.spec)
+            action.triggered.connect(lambda _=False, r=request: self.open(r))
+        if items:
+            self.recent_menu.addSeparator()
+            self.recent_menu.addAction("Clear Recent Items").triggered.connect(self._clear_recent)
+        self.recent_menu.setEnabled(bool(items))
+
+    def _clear_recent(self) -> None:
+        self.settings.clear_recent()
+        self._fill_recent_menu()
+
+    def command_actions(self) -> list[QAction]:
+        return list(self._all_actions)
+
+    def show_command_palette(self) -> CommandPalette:
+        if self._palette is not None:
+            self._palette.close()
+        self._palette = CommandPalette(self.command_actions(), self)
+        self._palette.show()
+        self._palette.search.setFocus()
+        return self._palette
+
+    def set_theme(self, theme: str) -> None:
+        self.settings.set_theme(theme)
+        apply_theme(QApplication.instance(), theme)
+
+    def _system_scheme_changed(self, *_args) -> None:
+        if self.settings.theme() == "system":
+            apply_theme(QApplication.instance(), "system")
+
+    def set_device(self, device: str) -> None:
+        """Switch the compute device; the loaded model (and a generator) are reloaded there."""
+        self.device = device
+        self.settings.set_device(device)
+        for request in list(self._opened.values()):
+            if executor_for(request) == COMPUTE:
+                self.open(request)
+
+    def _about(self) -> None:
+        box = QMessageBox(QMessageBox.Icon.Information, "About probescope",
+                          f"probescope {__version__}\nLook inside vision models and score them.",
+                          QMessageBox.StandardButton.Ok, self)
+        box.setModal(False)
+        box.show()
+
+    def _restore_settings(self) -> None:
+        geometry = self.settings.geometry()
+        if geometry is not None:
+            self.restoreGeometry(geometry)
+        else:
+            self.resize(1280, 820)
+        last = self.settings.last_workspace()
+        if last in self.workspaces:
+            self.set_workspace(last)
+
+    def save_settings(self) -> None:
+        self.settings.set_geometry(self.saveGeometry())
+        self.settings.set_last_workspace(self.current_workspace().name)
+        self.settings.sync()
+
+    # -- events ---------------------------------------------------------------------------------------------------
+    def closeEvent(self, event: QCloseEvent) -> None:  # noqa: N802
+        self.save_settings()
+        self.pool.shutdown()
+        super().closeEvent(event)
+
+    def dragEnterEvent(self, event: QDragEnterEvent) -> None:  # noqa: N802
+        if event.mimeData().hasUrls() and all(url.isLocalFile() for url in event.mimeData().urls()):
+            event.acceptProposedAction()
+
+    def dropEvent(self, event: QDropEvent) -> None:  # noqa: N802
+        for url in event.mimeData().urls():
+            self.open_path(url.toLocalFile())
+        event.acceptProposedAction()
+
+
+def available_devices() -> list[str]:
+    import torch
+
+    devices = ["cpu"]
+    if torch.cuda.is_available():
+        devices += [f"cuda:{i}" for i in range(torch.cuda.device_count())]
+    if getattr(torch.backends, "mps", None) is not None and torch.backends.mps.is_available():
+        devices.append("mps")
+    return devices

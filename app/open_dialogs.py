@@ -1,0 +1,146 @@
+"""Dialogs that turn the user's choice into an `OpenRequest`: a model (file + how to read it), generator samples
+(file or folder, generator settings) and judgments (file + catalog + image root). Datasets need only a folder."""
+
+from __future__ import annotations
+
+from PySide6.QtWidgets import (QCheckBox, QComboBox, QDialog, QDialogButtonBox, QFileDialog, QFormLayout, QHBoxLayout,
+                               QLineEdit, QPushButton, QSpinBox, QWidget)
+
+from probescope.app.sources import OpenRequest
+
+MODEL_KINDS = (
+    ("auto", "Detect from the file"),
+    ("torchscript", "TorchScript archive"),
+    ("torchvision", "torchvision architecture + weights (state dict)"),
+    ("places365", "Places365 checkpoint (.pth.tar)"),
+    ("pickle", "Whole pickled model (runs code from the file)"),
+)
+
+
+class PathField(QWidget):
+    """A line edit with a Browse button (file or folder)."""
+
+    def __init__(self, caption: str, file_filter: str = "", folder: bool = False, parent: QWidget | None = None):
+        super().__init__(parent)
+        self.edit = QLineEdit()
+        browse = QPushButton("Browse…")
+        layout = QHBoxLayout(self)
+        layout.setContentsMargins(0, 0, 0, 0)
+        layout.addWidget(self.edit, 1)
+        layout.addWidget(browse)
+        self._caption, self._filter, self._folder = caption, file_filter, folder
+        browse.clicked.connect(self._browse)
+
+    def _browse(self) -> None:
+        if self._folder:
+            path = QFileDialog.getExistingDirectory(self, self._caption, self.edit.text())
+        else:
+            path, _ = QFileDialog.getOpenFileName(self, self._caption, self.edit.text(), self._filter)
+        if path:
+            self.edit.setText(path)
+
+    def text(self) -> str:
+        return self.edit.text().strip()
+
+
+class OpenModelDialog(QDialog):
+    def __init__(self, archs: tuple[str, ...], parent: QWidget | None = None):
+        super().__init__(parent)
+        self.setWindowTitle("Open model")
+        self.kind = QComboBox()
+        for key, text in MODEL_KINDS:
+            self.kind.addItem(text, key)
+        self.arch = QComboBox()
+        self.arch.addItems(archs)
+        self.file = PathField("Model file", "Models (*.pt *.pth *.tar *.ckpt *.jit *.ts);;All files (*)")
+        self.trust = QCheckBox("I trust this file (unpickling runs code from it)")
+        buttons = QDialogButtonBox(QDialogButtonBox.StandardButton.Open | QDialogButtonBox.StandardButton.Cancel)
+        form = QFormLayout(self)
+        form.addRow("Kind", self.kind)
+        form.addRow("Architecture", self.arch)
+        form.addRow("File", self.file)
+        form.addRow(self.trust)
+        form.addRow(buttons)
+        buttons.accepted.connect(self.accept)
+        buttons.rejected.connect(self.reject)
+        self.kind.currentIndexChanged.connect(self._update)
+        self._update()
+
+    def _update(self) -> None:
+        kind = self.kind.currentData()
+        self.arch.setEnabled(kind in ("torchvision", "places365"))
+        self.trust.setVisible(kind == "pickle")
+
+    def request(self) -> OpenRequest:
+        kind, path = self.kind.currentData(), self.file.text()
+        spec = {"auto": path, "torchscript": f"torchscript:{path}", "torchvision": f"{self.arch.currentText()}:{path}",
+                "places365": f"places365:{self.arch.currentText()}:{path}", "pickle": f"pickle:{path}"}[kind]
+        return OpenRequest("model", spec, trust_pickle=kind == "pickle" and self.trust.isChecked())
+
+
+class OpenJudgmentsDialog(QDialog):
+    def __init__(self, parent: QWidget | None = None):
+        super().__init__(parent)
+        self.setWindowTitle("Open similarity judgments")
+        self.file = PathField("Judgments", "Judgments (*.hdf5 *.h5 *.zip *.csv);;All files (*)")
+        self.catalog = PathField("Catalog", "Catalogs (*.hdf5 *.h5 *.csv *.txt);;All files (*)")
+        self.image_root = PathField("Image root", folder=True)
+        self.catalog.edit.setPlaceholderText("optional: catalog.hdf5 beside the file is used when present")
+        self.image_root.edit.setPlaceholderText("optional: the folder the catalog's image paths start from")
+        buttons = QDialogButtonBox(QDialogButtonBox.StandardButton.Open | QDialogButtonBox.StandardButton.Cancel)
+        form = QFormLayout(self)
+        form.addRow("Judgments", self.file)
+        form.addRow("Catalog", self.catalog)
+        form.addRow("Image root", self.image_root)
+        form.addRow(buttons)
+        buttons.accepted.connect(self.accept)
+        buttons.rejected.connect(self.reject)
+
+    def request(self) -> OpenRequest:
+        return OpenRequest("judgments", self.file.text(), self.catalog.text(), self.image_root.text())
+
+
+class OpenSamplesDialog(QDialog):
+    """Generator samples: a folder of images, a .npz/.npy array, or a TorchScript generator with its settings."""
+
+    GENERATOR_SUFFIXES = (".pt", ".pth", ".ts", ".jit")
+
+    def __init__(self, parent: QWidget | None = None):
+        super().__init__(parent)
+        self.setWindowTitle("Open generator samples")
+        self.file = PathField("Samples file", "Samples (*.npz *.npy *.pt *.pth *.ts *.jit);;All files (*)")
+        self.folder = PathField("Folder of sample images", folder=True)
+        self.z_dim = QSpinBox()
+        self.z_dim.setRange(1, 100_000)
+        self.z_dim.setValue(128)
+        self.n = QSpinBox()
+        self.n.setRange(1, 10_000_000)
+        self.n.setValue(50_000)
+        self.classes = QSpinBox()
+        self.classes.setRange(0, 100_000)
+        self.classes.setToolTip("0 for an unconditional generator")
+        buttons = QDialogButtonBox(QDialogButtonBox.StandardButton.Open | QDialogButtonBox.StandardButton.Cancel)
+        form = QFormLayout(self)
+        form.addRow("File (.npz, .npy, TorchScript generator)", self.file)
+        form.addRow("or a folder of images", self.folder)
+        form.addRow("Generator noise size", self.z_dim)
+        form.addRow("Samples to draw", self.n)
+        form.addRow("Generator classes", self.classes)
+        form.addRow(buttons)
+        buttons.accepted.connect(self.accept)
+        buttons.rejected.connect(self.reject)
+        self.file.edit.textChanged.connect(self._update)
+        self._update()
+
+    def _is_generator(self) -> bool:
+        return self.file.text().lower().endswith(self.GENERATOR_SUFFIXES)
+
+    def _update(self) -> None:
+        for w in (self.z_dim, self.n, self.classes):
+            w.setEnabled(self._is_generator())
+
+    def request(self) -> OpenRequest | None:
+        if self.file.text():
+            generator = (self.z_dim.value(), self.n.value(), self.classes.value()) if self._is_generator() else ()
+            return OpenRequest("samples", self.file.text(), generator=generator)
+        return OpenRequest("samples", self.folder.text()) if self.folder.text() else None

@@ -1,0 +1,113 @@
+"""Settings that persist between runs: window geometry, recent items, last workspace, device, theme, export defaults.
+
+Backed by QSettings. `Settings(path)` uses an ini file at `path` (tests and `--screenshot` runs use a temporary
+one, so they never read or write the user's settings); `Settings()` uses the user's normal location.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from PySide6.QtCore import QByteArray, QSettings
+
+RECENT_LIMIT = 10
+THEMES = ("system", "light", "dark")
+
+
+@dataclass(frozen=True)
+class RecentItem:
+    """Something opened before: `kind` is a state slot ('model', 'dataset', ...), `spec` what reopens it."""
+
+    kind: str
+    spec: str
+    label: str
+
+
+@dataclass(frozen=True)
+class ExportDefaults:
+    """How figures are exported unless the user changes it in the export dialog."""
+
+    format: str = "png"          # png | svg | pdf
+    width: int | None = None     # PNG width in pixels; None = use `scale`
+    scale: float = 2.0           # PNG size relative to the view on screen
+    margin_free: bool = False
+    folder: str = ""
+
+
+class Settings:
+    """Typed access to the persisted settings."""
+
+    def __init__(self, path: str | Path | None = None):
+        if path is None:
+            self._qs = QSettings(QSettings.Format.IniFormat, QSettings.Scope.UserScope, "probescope", "probescope")
+        else:
+            self._qs = QSettings(str(path), QSettings.Format.IniFormat)
+
+    @property
+    def path(self) -> str:
+        return self._qs.fileName()
+
+    def sync(self) -> None:
+        self._qs.sync()
+
+    # window
+    def geometry(self) -> QByteArray | None:
+        value = self._qs.value("window/geometry")
+        return value if isinstance(value, QByteArray) and not value.isEmpty() else None
+
+    def set_geometry(self, geometry: QByteArray) -> None:
+        self._qs.setValue("window/geometry", geometry)
+
+    def last_workspace(self) -> str | None:
+        value = self._qs.value("window/workspace")
+        return str(value) if value else None
+
+    def set_last_workspace(self, name: str) -> None:
+        self._qs.setValue("window/workspace", name)
+
+    # compute
+    def device(self) -> str:
+        return str(self._qs.value("compute/device", "cpu"))
+
+    def set_device(self, device: str) -> None:
+        self._qs.setValue("compute/device", device)
+
+    # appearance
+    def theme(self) -> str:
+        value = str(self._qs.value("appearance/theme", "system"))
+        return value if value in THEMES else "system"
+
+    def set_theme(self, theme: str) -> None:
+        if theme not in THEMES:
+            raise ValueError(f"unknown theme {theme!r}; choose one of {', '.join(THEMES)}")
+        self._qs.setValue("appearance/theme", theme)
+
+    # recent items
+    def recent(self, kind: str | None = None) -> list[RecentItem]:
+        """Most recent first; `kind` filters to one slot."""
+        raw = self._qs.value("recent/items", "[]")
+        try:
+            items = [RecentItem(**entry) for entry in json.loads(str(raw))]
+        except (ValueError, TypeError):
+            items = []  # an unreadable entry is forgotten, never fatal
+        return [item for item in items if kind is None or item.kind == kind]
+
+    def add_recent(self, item: RecentItem) -> None:
+        items = [item] + [old for old in self.recent() if (old.kind, old.spec) != (item.kind, item.spec)]
+        self._qs.setValue("recent/items", json.dumps([asdict(i) for i in items[:RECENT_LIMIT]]))
+
+    def clear_recent(self) -> None:
+        self._qs.remove("recent/items")
+
+    # export
+    def export_defaults(self) -> ExportDefaults:
+        raw = self._qs.value("export/defaults", "")
+        try:
+            return ExportDefaults(**json.loads(str(raw))) if raw else ExportDefaults()
+        except (ValueError, TypeError):
+            return ExportDefaults()
+
+    def set_export_defaults(self, defaults: ExportDefaults) -> None:
+        self._qs.setValue("export/defaults", json.dumps(asdict(defaults)))

@@ -1,0 +1,173 @@
+"""Opening inputs: what the user asked to open (`OpenRequest`), the worker task that loads it, and what a dropped
+file or folder is.
+
+Loading runs in the worker pool: models in the compute thread (which owns torch), everything else in the I/O pool.
+Each task returns a `Loaded` for `AppState`; bad input raises `InputError`, which the window shows as it is.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from probescope.app.state import Loaded
+from probescope.app.workers import COMPUTE, IO, Progress, TaskContext
+from probescope.core.errors import InputError
+
+KINDS = ("model", "dataset", "samples", "judgments")
+DEMO = "demo"
+MODEL_SUFFIXES = (".pt", ".pth", ".tar", ".ckpt", ".jit", ".ts", ".bin")
+JUDGMENT_SUFFIXES = (".hdf5", ".h5", ".zip")
+IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg", ".bmp", ".webp", ".tif", ".tiff")
+DEMO_SAMPLES = 1000  # the demo sampler's length: enough for a 10-split Inception Score
+DEMO_DATASET_IMAGES: int | None = None  # the demo probing dataset's size; None: core's default (tests use fewer)
+
+
+@dataclass(frozen=True)
+class OpenRequest:
+    """What to open. `spec` is 'demo', a path, or (for models) a spec like 'places365:resnet18:ckpt.pth.tar'.
+
+    Judgments may name their catalog and the image root its paths are relative to; a TorchScript generator needs
+    its noise size, how many samples to draw and its class count. Requests round-trip through JSON, so recent
+    items reopen exactly what was opened.
+    """
+
+    kind: str
+    spec: str
+    catalog: str = ""
+    image_root: str = ""
+    trust_pickle: bool = False
+    generator: tuple[int, ...] = ()  # TorchScript generator samples: (z_dim, n, num_classes)
+
+    def __post_init__(self) -> None:
+        if self.kind not in KINDS:
+            raise ValueError(f"unknown kind {self.kind!r}")
+
+    @property
+    def label(self) -> str:
+        if self.spec == DEMO:
+            return "demo"
+        tail = self.spec.rsplit(":", 1)[-1] if self.kind == "model" else self.spec
+        return Path(tail).name or tail
+
+    def to_json(self) -> str:
+        return json.dumps(asdict(self), sort_keys=True)
+
+    @staticmethod
+    def from_json(text: str) -> OpenRequest:
+        fields = json.loads(text)
+        fields["generator"] = tuple(fields.get("generator", ()))
+        return OpenRequest(**fields)
+
+
+def executor_for(request: OpenRequest) -> str:
+    """Models and generators load in the compute thread (it owns torch and the GPU); files in the I/O pool."""
+    return COMPUTE if request.kind == "model" or request.generator else IO
+
+
+def open_task(request: OpenRequest, device: str = "cpu"):
+    """The worker task that loads `request` and returns a `Loaded`."""
+    loaders = {"model": _load_model, "dataset": _load_dataset, "samples": _load_samples,
+               "judgments": _load_judgments}
+    loader = loaders[request.kind]
+
+    def task(ctx: TaskContext) -> Iterator[Progress]:
+        yield Progress(None, f"opening {request.kind} {request.label}")
+        return (yield from loader(request, ctx, device))
+
+    return task
+
+
+def _load_model(request: OpenRequest, ctx: TaskContext, device: str) -> Iterator[Progress]:
+    from probescope.core.models import list_layers, load_model
+
+    model = load_model(request.spec, trust_pickle=request.trust_pickle, device=device)
+    yield Progress(0.7, f"listing the layers of {model.name}")
+    model.module.eval()
+    layers = tuple(list_layers(model))
+    return Loaded("model", request.spec, model.name, model, layers)
+
+
+def _load_dataset(request: OpenRequest, ctx: TaskContext, device: str) -> Iterator[Progress]:
+    from probescope.core.broden import BrodenDataset
+
+    if request.spec == DEMO:
+        from probescope.core.demo.dataset import DEFAULT_N, ensure_demo_dataset
+
+        root = ensure_demo_dataset(n_images=DEMO_DATASET_IMAGES or DEFAULT_N, progress=ctx.progress,
+                                   cancel=ctx.cancelled)
+        ctx.check()
+        label = "demo"
+    else:
+        root = Path(request.spec)
+        label = root.name
+    yield Progress(0.9, f"reading the index of {root}")
+    dataset = BrodenDataset.open(root)
+    return Loaded("dataset", request.spec, f"{label} ({dataset.n_images} images)", dataset)
+
+
+def _load_samples(request: OpenRequest, ctx: TaskContext, device: str) -> Iterator[Progress]:
+    from probescope.core.scoring.sources import TorchScriptGeneratorSource, open_source
+
+    if request.spec == DEMO:
+        from probescope.core.demo.sampler import DemoSampler
+
+        source = DemoSampler(DEMO_SAMPLES)
+        label = f"demo sampler ({DEMO_SAMPLES} images)"
+    elif request.generator:
+        z_dim, n, num_classes = request.generator
+        source = TorchScriptGeneratorSource(request.spec, z_dim, n, num_classes=num_classes, device=device)
+        label = f"{request.label} (generator, {n} samples)"
+    else:
+        source = open_source(request.spec)
+        label = f"{request.label} ({source.length} images)"
+    yield Progress(1.0, f"samples {request.label} ready")
+    return Loaded("samples", request.spec, label, source)
+
+
+def _load_judgments(request: OpenRequest, ctx: TaskContext, device: str) -> Iterator[Progress]:
+    from probescope.core.similarity.readers import load_judgments
+
+    if request.spec == DEMO:
+        from probescope.core.demo.judgments import ensure_demo_judgments
+
+        demo = ensure_demo_judgments()
+        ctx.check()
+        judgments = load_judgments(demo.observations, demo.catalog)
+    else:
+        judgments = load_judgments(request.spec, request.catalog or None, request.image_root or None)
+    yield Progress(1.0, f"{len(judgments.trials)} trials read")
+    label = f"{request.label} ({len(judgments.trials)} trials)"
+    return Loaded("judgments", request.spec, label, judgments)
+
+
+def classify_path(path: str | Path) -> OpenRequest:
+    """What a dropped file or folder opens as; InputError when it is none of the known kinds."""
+    path = Path(path)
+    if not path.exists():
+        raise InputError("no such file or folder", path)
+    if path.is_dir():
+        if (path / "index.csv").is_file():
+            return OpenRequest("dataset", str(path))
+        if (path / "stimuli.txt").is_file() or (path / "train_seqs").is_dir():
+            return OpenRequest("judgments", str(path))
+        if any(p.suffix.lower() in IMAGE_SUFFIXES for p in path.iterdir() if p.is_file()):
+            return OpenRequest("samples", str(path))
+        raise InputError("folder is not a probing dataset (no index.csv), a judgments release or a folder of "
+                         "images", path)
+    name = path.name.lower()
+    if name == "index.csv":
+        return OpenRequest("dataset", str(path.parent))
+    suffix = path.suffix.lower()
+    if suffix in (".npz", ".npy"):
+        return OpenRequest("samples", str(path))
+    if suffix in JUDGMENT_SUFFIXES:
+        if name.startswith("catalog"):
+            raise InputError("a catalog opens together with its judgments: use File > Open judgments", path)
+        return OpenRequest("judgments", str(path))
+    if suffix in MODEL_SUFFIXES:
+        return OpenRequest("model", str(path))
+    raise InputError("unknown file type (expected a model .pt/.pth/.pth.tar, samples .npz/.npy, judgments "
+                     ".hdf5/.zip, or a folder)", path)

@@ -1,0 +1,321 @@
+"""Background work: one compute thread that owns the model and the GPU, and a small pool that decodes images.
+
+A task is a callable taking a `TaskContext` and returning a generator: it yields `Progress` and `Partial` items
+and `return`s its result. The runner checks the cancel flag between steps, so every task stops at its next yield
+once cancelled; a task that calls a long core function passes it `ctx.progress` and `ctx.cancelled`.
+Tasks submitted under the same key replace each other (latest request wins): the older one is cancelled and
+anything it still delivers is dropped. Results reach the GUI thread through a queued Qt signal, so callbacks
+always run in the GUI thread.
+
+The compute thread runs every task under `torch.inference_mode()` (grad mode is per thread, so it is set there,
+not in the GUI thread); torch work is serialised because there is one such thread.
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+import queue
+import threading
+import time
+import traceback
+from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import Any
+
+from PySide6.QtCore import QObject, Signal
+
+from probescope.core.errors import InputError
+from probescope.core.tasks import Cancelled
+
+COMPUTE = "compute"
+IO = "io"
+
+
+def compute_threads() -> int:
+    """Threads torch may use inside the compute thread: all cores but one, which stays free for the GUI thread.
+
+    Set once, early (`torch.set_num_threads(compute_threads())`), before the first torch operation.
+    """
+    return max(1, (os.cpu_count() or 2) - 1)
+_PROGRESS_INTERVAL_S = 0.05  # progress reaches the GUI at most this often per task
+
+
+@dataclass(frozen=True)
+class Progress:
+    """How far a task has come: `fraction` in [0, 1], or None when the total is unknown."""
+
+    fraction: float | None
+    message: str = ""
+
+
+@dataclass(frozen=True)
+class Partial:
+    """A result a view may show before the task is finished (e.g. the first thumbnails)."""
+
+    value: Any
+
+
+@dataclass(frozen=True)
+class TaskError:
+    """A failed task, ready to show: `message` is one line, `details` the full text (traceback for bugs)."""
+
+    message: str
+    details: str
+    input_error: bool
+
+
+class TaskContext:
+    """What a running task gets: a cancel flag (set from the GUI thread) and a progress reporter.
+
+    `cancelled` and `progress` have the signatures of core's `CancelCheck` and `Progress` callbacks
+    (`probescope.core.tasks`), so a task can hand them to a core function that runs for long between yields.
+    """
+
+    def __init__(self, emit: Callable[[Progress], None] | None = None) -> None:
+        self._event = threading.Event()
+        self._emit = emit
+        self._last_emit = 0.0
+
+    def cancel(self) -> None:
+        self._event.set()
+
+    def cancelled(self) -> bool:
+        return self._event.is_set()
+
+    def check(self) -> None:
+        """Stop here (raise `Cancelled`) when the task was cancelled."""
+        if self._event.is_set():
+            raise Cancelled("cancelled")
+
+    def progress(self, fraction: float | None, message: str = "") -> None:
+        """Report progress; reports closer together than 50 ms are dropped (the last step always gets through)."""
+        now = time.monotonic()
+        if self._emit is not None and (now - self._last_emit >= _PROGRESS_INTERVAL_S or fraction == 1.0):
+            self._last_emit = now
+            self._emit(Progress(fraction, message))
+
+
+Task = Callable[[TaskContext], Any]
+
+
+class TaskHandle:
+    """One submitted task. Callbacks run in the GUI thread and never for a cancelled or superseded task."""
+
+    _ids = itertools.count(1)
+
+    def __init__(self, task: Task, name: str, key: str | None, executor: str,
+                 on_result: Callable[[Any], None] | None, on_partial: Callable[[Any], None] | None,
+                 on_error: Callable[[TaskError], None] | None,
+                 emit_progress: Callable[[TaskHandle, Progress], None] | None = None):
+        self.id = next(self._ids)
+        self.task = task
+        self.name = name
+        self.key = key
+        self.executor = executor
+        self.context = TaskContext(None if emit_progress is None else lambda p: emit_progress(self, p))
+        self.on_result = on_result
+        self.on_partial = on_partial
+        self.on_error = on_error
+        self.progress: Progress | None = None
+        self.done = False
+
+    def cancel(self) -> None:
+        self.context.cancel()
+
+    @property
+    def cancelled(self) -> bool:
+        return self.context.cancelled()
+
+    def __repr__(self) -> str:
+        return f"TaskHandle({self.id}, {self.name!r}, key={self.key!r})"
+
+
+def describe_error(name: str, exc: BaseException) -> TaskError:
+    """InputError messages are shown as they are; anything else is a bug: short message plus the traceback."""
+    if isinstance(exc, InputError):
+        return TaskError(str(exc), str(exc), True)
+    details = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
+    first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+    message = f"{name} failed: {type(exc).__name__}" + (f": {first}" if first else "")
+    return TaskError(message, details, False)
+
+
+class _Bridge(QObject):
+    """Lives in the GUI thread; worker threads emit on it, so delivery is queued into the GUI thread."""
+
+    event = Signal(object, str, object)
+
+
+class WorkerPool(QObject):
+    """The compute thread and the decode pool, with latest-request-wins bookkeeping per key.
+
+    Signals (GUI thread): `started(handle)`, `progress(handle, Progress)`, `failed(handle, TaskError)`,
+    `finished(handle)` (every task ends with exactly one `finished`, whether done, failed or cancelled).
+    """
+
+    started = Signal(object)
+    progress = Signal(object, object)
+    failed = Signal(object, object)
+    finished = Signal(object)
+
+    def __init__(self, io_threads: int = 2, parent: QObject | None = None):
+        super().__init__(parent)
+        self._bridge = _Bridge()
+        self._bridge.event.connect(self._deliver)
+        self._queue: queue.Queue[TaskHandle | None] = queue.Queue()
+        self._compute = threading.Thread(target=self._compute_loop, name="probescope-compute", daemon=True)
+        self._compute.start()
+        self._io = ThreadPoolExecutor(max_workers=io_threads, thread_name_prefix="probescope-io")
+        self._active: dict[int, TaskHandle] = {}
+        self._by_key: dict[str, TaskHandle] = {}
+        self._closed = False
+
+    # -- GUI-thread API -------------------------------------------------------------------------------------------
+    def submit(self, task: Task, *, name: str, key: str | None = None, executor: str = COMPUTE,
+               on_result: Callable[[Any], None] | None = None, on_partial: Callable[[Any], None] | None = None,
+               on_error: Callable[[TaskError], None] | None = None) -> TaskHandle:
+        """Queue `task`; a running task with the same `key` is cancelled and its late results dropped."""
+        if self._closed:
+            raise RuntimeError("the worker pool is shut down")
+        if executor not in (COMPUTE, IO):
+            raise ValueError(f"unknown executor {executor!r}")
+        handle = TaskHandle(task, name, key, executor, on_result, on_partial, on_error,
+                            emit_progress=lambda h, p: self._emit(h, "progress", p))
+        if key is not None:
+            previous = self._by_key.get(key)
+            if previous is not None:
+                previous.cancel()
+            self._by_key[key] = handle
+        self._active[handle.id] = handle
+        if executor == COMPUTE:
+            self._queue.put(handle)
+        else:
+            self._io.submit(self._run, handle)
+        return handle
+
+    def is_running(self, key: str) -> bool:
+        """A task submitted under `key` has not finished yet."""
+        return key in self._by_key
+
+    def cancel(self, key: str) -> None:
+        handle = self._by_key.get(key)
+        if handle is not None:
+            handle.cancel()
+
+    def cancel_all(self) -> None:
+        for handle in list(self._active.values()):
+            handle.cancel()
+
+    def active(self) -> list[TaskHandle]:
+        """Tasks submitted and not yet finished, oldest first."""
+        return list(self._active.values())
+
+    def shutdown(self, timeout: float = 30.0) -> None:
+        """Cancel everything and join every thread; called when the window closes."""
+        if self._closed:
+            return
+        self._closed = True
+        self.cancel_all()
+        self._queue.put(None)
+        self._compute.join(timeout)
+        self._io.shutdown(wait=True, cancel_futures=True)
+        for handle in list(self._active.values()):
+            self._finish(handle)
+
+    @property
+    def is_shut_down(self) -> bool:
+        return self._closed
+
+    # -- worker side ----------------------------------------------------------------------------------------------
+    def _compute_loop(self) -> None:
+        import torch
+
+        with torch.inference_mode():
+            while True:
+                handle = self._queue.get()
+                if handle is None:
+                    return
+                self._run(handle)
+
+    def _emit(self, handle: TaskHandle, kind: str, payload: Any = None) -> None:
+        self._bridge.event.emit(handle, kind, payload)
+
+    def _run(self, handle: TaskHandle) -> None:
+        if handle.cancelled:
+            self._emit(handle, "cancelled")
+            return
+        self._emit(handle, "started")
+        try:
+            produced = handle.task(handle.context)
+            if not isinstance(produced, Iterator):
+                self._emit(handle, "result", produced)
+                return
+            while True:
+                if handle.cancelled:
+                    produced.close()
+                    self._emit(handle, "cancelled")
+                    return
+                try:
+                    item = next(produced)
+                except StopIteration as stop:
+                    self._emit(handle, "result", stop.value)
+                    return
+                if isinstance(item, Partial):
+                    self._emit(handle, "partial", item.value)
+                elif isinstance(item, Progress):
+                    handle.context.progress(item.fraction, item.message)
+        except Cancelled:
+            self._emit(handle, "cancelled")
+        except Exception as exc:  # a task's failure is reported to the GUI, never kills the thread
+            self._emit(handle, "error", describe_error(handle.name, exc))
+
+    # -- delivery in the GUI thread -------------------------------------------------------------------------------
+    def _deliver(self, handle: TaskHandle, kind: str, payload: Any) -> None:
+        if handle.done:
+            return
+        if kind == "started":
+            self.started.emit(handle)
+            return
+        stale = handle.cancelled or self._closed
+        if kind == "progress":
+            if not stale:
+                handle.progress = payload
+                self.progress.emit(handle, payload)
+            return
+        if kind == "partial":
+            if not stale and handle.on_partial is not None and not self._call(handle, handle.on_partial, payload):
+                handle.cancel()  # a view that cannot show partial results does not want the rest
+            return
+        if not stale and kind == "result" and handle.on_result is not None:
+            self._call(handle, handle.on_result, payload)
+        elif not stale and kind == "error":
+            self._fail(handle, payload)
+        self._finish(handle)
+
+    def _call(self, handle: TaskHandle, callback: Callable[[Any], None], payload: Any) -> bool:
+        """Run a view's callback; a bug in it is reported like a failed task instead of escaping into Qt."""
+        try:
+            callback(payload)
+            return True
+        except Exception as exc:
+            self._fail(handle, describe_error(f"showing the result of {handle.name}", exc))
+            return False
+
+    def _fail(self, handle: TaskHandle, error: TaskError) -> None:
+        if handle.on_error is not None:
+            try:
+                handle.on_error(error)
+            except Exception as exc:
+                error = describe_error(f"handling the failure of {handle.name}", exc)
+        self.failed.emit(handle, error)
+
+    def _finish(self, handle: TaskHandle) -> None:
+        if handle.done:
+            return
+        handle.done = True
+        self._active.pop(handle.id, None)
+        if handle.key is not None and self._by_key.get(handle.key) is handle:
+            del self._by_key[handle.key]
+        self.finished.emit(handle)

@@ -1,0 +1,14 @@
+#!/usr/bin/env bash
+# The README's screenshots: each workspace on the demo world, rendered offscreen at a fixed size.
+# Usage: scripts/screenshots.sh [OUT_DIR (default docs/screenshots)] [WxH (default 1400x900)]
+# Runs `probescope gui --screenshot`, which waits until the workspace has finished its first work, so the images
+# show real content. The first run generates the demo data into the cache folder (a minute or so).
+set -euo pipefail
+out="${1:-docs/screenshots}"
+size="${2:-1400x900}"
+python="${PYTHON:-python}"
+mkdir -p "$out"
+for workspace in dissection gallery similarity; do
+    QT_QPA_PLATFORM="${QT_QPA_PLATFORM:-offscreen}" "$python" -m probescope gui \
+        --workspace "$workspace" --size "$size" --theme light --screenshot "$out/$workspace.png"
+done

@@ -1,0 +1,85 @@
+"""Shared test setup: Qt runs offscreen, torch is imported before Qt, and no test may leave a thread running."""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+
+os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
+
+import torch  # noqa: E402,F401  (torch before Qt, as the app does)
+import pytest  # noqa: E402
+
+
+@pytest.fixture(autouse=True)
+def _no_threads_left_behind(request):
+    """Fail a test that leaves worker threads (or any other thread it started) alive."""
+    before = set(threading.enumerate())
+    yield
+    deadline = time.monotonic() + 5.0
+    while True:
+        left = [t for t in threading.enumerate() if t not in before and t.is_alive()]
+        if not left or time.monotonic() > deadline:
+            break
+        time.sleep(0.02)
+    if left:
+        pytest.fail(f"{request.node.nodeid} left threads running: {[t.name for t in left]}")
+
+
+@pytest.fixture
+def settings_path(tmp_path):
+    """An isolated settings file: tests never read or write the user's settings."""
+    return tmp_path / "settings.ini"
+
+
+@pytest.fixture(scope="session")
+def small_world(tmp_path_factory):
+    """Small real inputs of every kind, made once: an untrained demo-architecture model, a 12-image Broden
+    dataset, 10 samples in a .npz, and 8-rank-2 judgments over 12 rendered stimuli (psiz HDF5 + catalog)."""
+    import numpy as np
+    from PIL import Image
+
+    from probescope.core.demo import world
+    from probescope.core.demo.dataset import write_demo_dataset
+    from probescope.core.demo.model import DemoNet
+    from probescope.core.similarity.catalog import Catalog, write_catalog_hdf5
+    from probescope.core.similarity.simulate import simulate_trials
+    from probescope.core.similarity.writers import write_psiz_hdf5
+
+    root = tmp_path_factory.mktemp("world")
+    torch.manual_seed(0)
+    torch.save(DemoNet(len(world.SCENES), (4, 8, 8, 8)).state_dict(), root / "model.pt")
+    write_demo_dataset(root / "dataset", n_images=12)
+    samples = np.stack([s.image for s in world.render_batch(1, 10)])
+    np.savez(root / "samples.npz", images=samples)
+    stimuli = world.render_batch(2, 12)
+    (root / "images").mkdir()
+    paths = []
+    for k, s in enumerate(stimuli):
+        paths.append(f"{s.scene}/{k:03d}.png")
+        (root / "images" / s.scene).mkdir(exist_ok=True)
+        Image.fromarray(s.image).save(root / "images" / paths[-1])
+    catalog = Catalog(tuple(paths), np.full(len(paths), -1), root / "images", tuple(s.scene for s in stimuli))
+    write_catalog_hdf5(root / "catalog.hdf5", catalog)
+    rng = np.random.default_rng(0)
+    trials = simulate_trials(rng.normal(size=(12, 2)), 20, rng)
+    write_psiz_hdf5(root / "obs.hdf5", trials)
+    return {
+        "root": root,
+        "model": f"demo:{root / 'model.pt'}",
+        "dataset": root / "dataset",
+        "samples": root / "samples.npz",
+        "judgments": root / "obs.hdf5",
+        "catalog": root / "catalog.hdf5",
+        "image_root": root / "images",
+    }
+
+
+@pytest.fixture
+def isolated_cache(tmp_path_factory, monkeypatch):
+    """The probescope cache (demo data, activations) in a folder shared by this test session, never the user's."""
+    folder = tmp_path_factory.getbasetemp() / "probescope-cache"
+    folder.mkdir(exist_ok=True)
+    monkeypatch.setenv("PROBESCOPE_CACHE", str(folder))
+    return folder

@@ -1,0 +1,50 @@
+"""`probescope gui --screenshot`: writes a non-blank PNG of the chosen workspace, fails cleanly on bad input."""
+
+from __future__ import annotations
+
+import pytest
+from PySide6.QtGui import QImage
+
+from probescope.app.cli import main
+from probescope.app.cmd_gui import parse_size
+from probescope.core.errors import InputError
+
+pytestmark = pytest.mark.usefixtures("isolated_cache")
+
+
+def world_args(world) -> list[str]:
+    return ["--model", world["model"], "--dataset", str(world["dataset"]), "--samples", str(world["samples"]),
+            "--judgments", str(world["judgments"]), "--catalog", str(world["catalog"]),
+            "--image-root", str(world["image_root"])]
+
+
+def test_screenshot_of_a_workspace(qtbot, small_world, tmp_path):
+    out = tmp_path / "similarity.png"
+    code = main(["gui", "--workspace", "similarity", "--screenshot", str(out), "--size", "900x700",
+                 "--settings", str(tmp_path / "s.ini"), *world_args(small_world)])
+    assert code == 0
+    image = QImage(str(out))
+    assert (image.width(), image.height()) == (900, 700)
+    small = image.scaled(90, 70).convertToFormat(QImage.Format.Format_RGB32)
+    assert len({small.pixel(x, y) for x in range(90) for y in range(70)}) > 50  # pictures, not a blank window
+
+
+def test_screenshot_fails_cleanly(qtbot, small_world, tmp_path, capsys):
+    bad = tmp_path / "bad.pt"
+    bad.write_bytes(b"junk")
+    args = world_args(small_world)
+    args[1] = str(bad)
+    code = main(["gui", "--workspace", "gallery", "--screenshot", str(tmp_path / "x.png"), *args])
+    assert code == 1
+    err = capsys.readouterr().err
+    assert "probescope gui: error:" in err and "bad.pt" in err and "Traceback" not in err
+    assert not (tmp_path / "x.png").exists()
+    assert main(["gui", "--screenshot", str(tmp_path / "x.png"), "--catalog", "c.hdf5"]) == 2
+    assert main(["gui", "--screenshot", str(tmp_path / "x.jpg"), *world_args(small_world)]) == 2
+
+
+def test_parse_size():
+    assert parse_size("1400x900") == (1400, 900)
+    for bad in ("1400", "axb", "10x10"):
+        with pytest.raises(InputError):
+            parse_size(bad)

@@ -1,0 +1,280 @@
+"""The main window: demo world on start, every open action on real files and on bad ones, progress and cancel,
+settings across a restart, export, keyboard (workspaces, next/previous, command palette), drag and drop."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from PySide6.QtCore import QMimeData, QPointF, Qt, QUrl
+from PySide6.QtGui import QDropEvent, QImage
+
+from probescope.app import sources
+from probescope.app.main_window import MainWindow
+from probescope.app.settings import Settings
+from probescope.app.sources import OpenRequest, classify_path
+from probescope.app.workers import Progress
+from probescope.core.errors import InputError
+
+pytestmark = pytest.mark.usefixtures("isolated_cache")
+WAIT_MS = 60_000
+
+
+def make_window(qtbot, settings_path) -> MainWindow:
+    window = MainWindow(Settings(settings_path), device="cpu")
+    qtbot.addWidget(window)
+    window.show()
+    return window
+
+
+@pytest.fixture
+def window(qtbot, settings_path):
+    w = make_window(qtbot, settings_path)
+    yield w
+    w.close()
+
+
+def world_requests(world) -> list[OpenRequest]:
+    return [
+        OpenRequest("model", world["model"]),
+        OpenRequest("dataset", str(world["dataset"])),
+        OpenRequest("samples", str(world["samples"])),
+        OpenRequest("judgments", str(world["judgments"]), str(world["catalog"]), str(world["image_root"])),
+    ]
+
+
+def open_all(qtbot, window, requests, workspaces=("dissection", "gallery", "similarity")) -> None:
+    for request in requests:
+        with qtbot.waitSignal(window.opened, timeout=WAIT_MS):
+            window.open(request)
+    qtbot.waitUntil(lambda: all(window.workspaces[name].is_initial_work_done for name in workspaces) and
+                    not window.pool.active(), timeout=WAIT_MS)
+
+
+def test_window_opens_on_the_demo_world(qtbot, window, monkeypatch):
+    monkeypatch.setattr(sources, "DEMO_DATASET_IMAGES", 14)
+    monkeypatch.setattr(sources, "DEMO_SAMPLES", 20)
+    window.open_demo_world()
+    qtbot.waitUntil(lambda: all(ws.is_initial_work_done for ws in window.workspaces.values()), timeout=WAIT_MS)
+    state = window.state
+    assert state.model.name == "demo" and state.layer == "layer4"
+    assert state.dataset.n_images == 14
+    assert state.samples.length == 20
+    assert state.judgments.simulated
+    assert window.workspaces["dissection"].images.thumbnails.rowCount() == 14
+    assert window.workspaces["gallery"].grid.thumbnails.rowCount() == 20
+    assert "demo" in window.source_bar.buttons["model"].text()
+    assert not window.notification.isVisible()
+
+
+def test_every_open_action_works_on_real_files(qtbot, window, small_world):
+    open_all(qtbot, window, world_requests(small_world))
+    state = window.state
+    assert state.layer == "layer4"
+    assert state.dataset.n_images == 12
+    assert state.samples.length == 10
+    assert len(state.judgments.trials) == 20
+    assert window.workspaces["gallery"].grid.thumbnails.rowCount() == 10
+    assert "12 images" in window.source_bar.buttons["dataset"].text()
+    recent = window.settings.recent()
+    assert {item.kind for item in recent} == {"model", "dataset", "samples", "judgments"}
+    dissection = window.workspaces["dissection"]
+    assert dissection.units.rowCount() == 8  # the untrained test model's layer4 has 8 units
+    # switching the layer is followed by the workspaces and the bar; quick switches: the last one wins
+    for layer in ("layer2", "layer1", "layer3"):
+        window.source_bar.layer.setCurrentText(layer)
+    assert state.layer == "layer3"
+    table = dissection.layers
+    assert table.item(table.currentRow(), 0).text() == "layer3"
+    qtbot.waitUntil(lambda: "Units of layer3</b>:" in dissection.units_caption.text(), timeout=WAIT_MS)
+    qtbot.waitUntil(lambda: not window.pool.active(), timeout=WAIT_MS)
+    assert "layer3</b>:" in dissection.units_caption.text() and dissection.units.rowCount() == 8
+    # a device switch reloads the model there and is remembered
+    with qtbot.waitSignal(window.opened, timeout=WAIT_MS) as blocker:
+        window.set_device("cpu")
+    assert blocker.args[0].kind == "model" and window.settings.device() == "cpu"
+
+
+def _bad_files(tmp_path):
+    (tmp_path / "bad.pt").write_bytes(b"not a torch file at all")
+    (tmp_path / "bad_dataset").mkdir()
+    (tmp_path / "bad_dataset" / "index.csv").write_text("image,ih\nx.jpg,notanumber\n")
+    np.savez(tmp_path / "bad.npz", images=np.zeros((2, 3, 8, 8), np.float32))
+    (tmp_path / "bad.hdf5").write_bytes(b"\x89HDF garbage")
+    return [
+        OpenRequest("model", str(tmp_path / "bad.pt")),
+        OpenRequest("dataset", str(tmp_path / "bad_dataset")),
+        OpenRequest("samples", str(tmp_path / "bad.npz")),
+        OpenRequest("judgments", str(tmp_path / "bad.hdf5")),
+    ]
+
+
+def test_bad_files_fail_cleanly_and_keep_what_was_loaded(qtbot, window, small_world, tmp_path):
+    open_all(qtbot, window, world_requests(small_world))
+    before = {slot: window.state.get(slot) for slot in sources.KINDS}
+    thumbs = window.workspaces["dissection"].images.thumbnails.rowCount()
+    for request in _bad_files(tmp_path):
+        with qtbot.waitSignal(window.open_failed, timeout=WAIT_MS) as blocker:
+            window.open(request)
+        error = blocker.args[1]
+        assert error.input_error, error.details  # a one-line InputError, shown as it is
+        assert str(tmp_path) in error.message
+        assert window.notification.isVisible()
+        assert window.notification.message.text() == error.message
+        assert window.state.get(request.kind) is before[request.kind]
+        assert "loading" not in window.source_bar.buttons[request.kind].text()
+    assert window.workspaces["dissection"].images.thumbnails.rowCount() == thumbs
+
+
+def test_drag_and_drop_opens_by_kind(qtbot, window, small_world, tmp_path):
+    assert classify_path(small_world["dataset"]).kind == "dataset"
+    assert classify_path(small_world["dataset"] / "index.csv").kind == "dataset"
+    assert classify_path(small_world["samples"]).kind == "samples"
+    assert classify_path(small_world["judgments"]).kind == "judgments"
+    assert classify_path(small_world["root"] / "model.pt").kind == "model"
+    assert classify_path(small_world["image_root"] / "harbor-s").kind == "samples"
+    (tmp_path / "notes.txt").write_text("hello")
+    with pytest.raises(InputError, match="unknown file type"):
+        classify_path(tmp_path / "notes.txt")
+
+    mime = QMimeData()
+    mime.setUrls([QUrl.fromLocalFile(str(small_world["dataset"]))])
+    event = QDropEvent(QPointF(10, 10), Qt.DropAction.CopyAction, mime, Qt.MouseButton.NoButton,
+                       Qt.KeyboardModifier.NoModifier)
+    with qtbot.waitSignal(window.opened, timeout=WAIT_MS) as blocker:
+        window.dropEvent(event)
+    assert blocker.args[0].kind == "dataset"
+    window.open_path(tmp_path / "notes.txt")
+    assert "unknown file type" in window.notification.message.text()
+
+
+def test_long_task_shows_progress_cancels_and_leaves_no_thread(qtbot, window):
+    import time
+
+    def long_task(ctx):
+        for i in range(100_000):
+            time.sleep(0.001)
+            yield Progress(i / 100_000, f"step {i}")
+        return "finished"
+
+    results = []
+    handle = window.pool.submit(long_task, name="long task", key="test", on_result=results.append)
+    qtbot.waitUntil(lambda: window.progress.isVisible() and "step" in window.progress.label.text(), timeout=WAIT_MS)
+    assert window.progress.bar.maximum() == 1000
+    with qtbot.waitSignal(window.pool.finished, timeout=WAIT_MS):
+        qtbot.mouseClick(window.progress.cancel_button, Qt.MouseButton.LeftButton)
+    assert handle.cancelled and results == []
+    qtbot.waitUntil(lambda: not window.progress.isVisible(), timeout=WAIT_MS)
+    window.pool.submit(long_task, name="left running at close")
+    window.close()  # cancels and joins: the autouse fixture fails the test if a thread survives
+    assert window.pool.is_shut_down
+
+
+def test_settings_survive_a_restart(qtbot, settings_path, small_world):
+    first = make_window(qtbot, settings_path)
+    first.resize(710, 507)  # within the offscreen screen (800x600)
+    first.set_workspace("similarity")
+    first.set_theme("dark")
+    with qtbot.waitSignal(first.opened, timeout=WAIT_MS):
+        first.open(OpenRequest("dataset", str(small_world["dataset"])))
+    first.close()
+
+    second = make_window(qtbot, settings_path)
+    try:
+        assert (second.width(), second.height()) == (710, 507)
+        assert second.current_workspace().name == "similarity"
+        assert second.settings.theme() == "dark"
+        recent = second.settings.recent("dataset")
+        assert recent and OpenRequest.from_json(recent[0].spec).spec == str(small_world["dataset"])
+        assert second.recent_menu.isEnabled()
+    finally:
+        second.set_theme("light")
+        second.close()
+
+
+def test_export_dialog_writes_files_that_open(qtbot, window, small_world, tmp_path):
+    from PySide6.QtSvg import QSvgRenderer
+
+    from probescope.app.export_dialog import ExportDialog
+
+    open_all(qtbot, window, world_requests(small_world)[:2], workspaces=("dissection",))
+    targets = window.current_workspace().export_targets()
+    assert [t.name for t in targets] == ["Dissection", "Dataset images", "Unit table"]
+    for suffix in ("png", "svg", "pdf"):
+        dialog = ExportDialog(targets, window.settings, window)
+        dialog.format.setCurrentText(suffix.upper())
+        dialog.path.setText(str(tmp_path / f"figure.{suffix}"))
+        if suffix == "png":
+            dialog.by_width.setChecked(True)
+            dialog.width.setValue(2 * window.width())
+        assert dialog.save() == tmp_path / f"figure.{suffix}"
+    png = QImage(str(tmp_path / "figure.png"))
+    assert png.width() == 2 * window.width()
+    assert QSvgRenderer(str(tmp_path / "figure.svg")).isValid()
+    assert (tmp_path / "figure.pdf").read_bytes().startswith(b"%PDF")
+    assert window.settings.export_defaults().format == "pdf"
+
+
+def test_keyboard_workspaces_items_and_command_palette(qtbot, window, small_world):
+    open_all(qtbot, window, world_requests(small_world))
+    qtbot.keyClick(window, Qt.Key.Key_3, Qt.KeyboardModifier.ControlModifier)
+    assert window.current_workspace().name == "similarity"
+    similarity = window.workspaces["similarity"]
+    with qtbot.waitSignal(window.pool.finished, timeout=WAIT_MS):
+        qtbot.keyClick(window, Qt.Key.Key_BracketRight, Qt.KeyboardModifier.ControlModifier)
+    assert similarity.trial == 1 and "trial 2 of 20" in similarity.caption.text()
+
+    qtbot.keyClick(window, Qt.Key.Key_1, Qt.KeyboardModifier.ControlModifier)
+    grid = window.workspaces["dissection"].images
+    rows = []
+    for step in ("next_item", "next_item", "next_item", "previous_item"):
+        getattr(window.current_workspace(), step)()
+        rows.append(grid.current_row())
+    assert rows == [0, 1, 2, 1]  # the first "next" selects the first item
+
+    palette = window.show_command_palette()
+    qtbot.keyClicks(palette.search, "gallery work")
+    assert palette.visible_commands() == ["Gallery Workspace"]
+    qtbot.keyClick(palette.search, Qt.Key.Key_Return)
+    assert window.current_workspace().name == "gallery"
+    assert not palette.isVisible()
+
+
+def test_closing_while_the_demo_data_is_generated_is_quick(qtbot, settings_path, monkeypatch, tmp_path):
+    import time
+
+    monkeypatch.setenv("PROBESCOPE_CACHE", str(tmp_path / "fresh-cache"))
+    monkeypatch.setattr(sources, "DEMO_DATASET_IMAGES", 3000)
+    window = make_window(qtbot, settings_path)
+    window.open(OpenRequest("dataset", sources.DEMO))
+    qtbot.waitUntil(lambda: "rendering demo image" in window.progress.label.text(), timeout=WAIT_MS)
+    t0 = time.monotonic()
+    window.close()
+    assert time.monotonic() - t0 < 5
+    assert window.state.dataset is None
+    assert not [p for p in (tmp_path / "fresh-cache").iterdir() if not p.name.endswith(".partial")]
+
+
+@pytest.mark.filterwarnings("ignore:`torch.jit:FutureWarning")
+def test_torchscript_model_and_generator_open(qtbot, window, small_world, tmp_path):
+    import torch
+    from torch import nn
+
+    class Generator(nn.Module):
+        def forward(self, z: torch.Tensor) -> torch.Tensor:
+            return torch.tanh(z[:, :3, None, None].expand(-1, 3, 16, 16))
+
+    class Classifier(nn.Module):
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return x.mean(dim=(2, 3))
+
+    torch.jit.script(Generator()).save(str(tmp_path / "gen.pt"))
+    torch.jit.script(Classifier()).save(str(tmp_path / "clf.pt"))
+    with qtbot.waitSignal(window.opened, timeout=WAIT_MS) as blocker:
+        window.open(OpenRequest("samples", str(tmp_path / "gen.pt"), generator=(4, 6, 0)))
+    assert blocker.args[0].value.length == 6
+    with qtbot.waitSignal(window.opened, timeout=WAIT_MS) as blocker:
+        window.open(OpenRequest("model", f"torchscript:{tmp_path / 'clf.pt'}"))
+    assert window.state.layers() == ["output"]
+    qtbot.waitUntil(lambda: window.workspaces["gallery"].is_initial_work_done and not window.pool.active(),
+                    timeout=WAIT_MS)
+    assert window.workspaces["gallery"].grid.thumbnails.rowCount() == 6

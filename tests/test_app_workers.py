@@ -1,0 +1,186 @@
+"""The worker pool: results in the GUI thread, progress, cancel, latest request wins, errors, shutdown."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import pytest
+
+from probescope.app.workers import COMPUTE, IO, Partial, Progress, WorkerPool
+from probescope.core.errors import InputError
+
+
+@pytest.fixture
+def pool(qtbot):
+    p = WorkerPool(io_threads=2)
+    yield p
+    p.shutdown()
+
+
+def test_result_arrives_in_gui_thread_with_progress_and_partials(qtbot, pool):
+    seen: dict = {"partials": [], "progress": []}
+
+    def task(cancel):
+        for i in range(3):
+            yield Progress((i + 1) / 3, f"step {i}")
+            yield Partial(i)
+        return threading.current_thread().name
+
+    def on_result(value):
+        seen["result"] = value
+        seen["result_thread"] = threading.current_thread() is threading.main_thread()
+
+    pool.progress.connect(lambda h, p: seen["progress"].append(p.fraction))
+    with qtbot.waitSignal(pool.finished, timeout=5000):
+        pool.submit(task, name="count", on_result=on_result, on_partial=seen["partials"].append)
+    assert seen["result"] == "probescope-compute"
+    assert seen["result_thread"]
+    assert seen["partials"] == [0, 1, 2]
+    assert seen["progress"][-1] == 1.0
+    assert pool.active() == []
+
+
+def test_compute_tasks_run_in_inference_mode_and_io_tasks_in_pool(qtbot, pool):
+    import torch
+
+    results = {}
+    with qtbot.waitSignal(pool.finished, timeout=5000):
+        pool.submit(lambda cancel: torch.is_inference_mode_enabled(), name="mode",
+                    on_result=lambda v: results.__setitem__("compute", v))
+    with qtbot.waitSignal(pool.finished, timeout=5000):
+        pool.submit(lambda cancel: threading.current_thread().name, name="io", executor=IO,
+                    on_result=lambda v: results.__setitem__("io", v))
+    assert results["compute"] is True
+    assert results["io"].startswith("probescope-io")
+    assert not torch.is_inference_mode_enabled()  # the GUI thread is untouched
+
+
+def test_cancel_stops_a_long_task_and_drops_its_result(qtbot, pool):
+    steps = []
+    results = []
+
+    def long_task(cancel):
+        for i in range(10_000):
+            steps.append(i)
+            time.sleep(0.002)
+            yield Progress(i / 10_000)
+        return "finished"
+
+    with qtbot.waitSignal(pool.started, timeout=5000):
+        handle = pool.submit(long_task, name="long", on_result=results.append)
+    qtbot.waitUntil(lambda: len(steps) > 5, timeout=5000)
+    with qtbot.waitSignal(pool.finished, timeout=5000):
+        handle.cancel()
+    assert results == []
+    assert len(steps) < 10_000
+
+
+def test_latest_request_wins(qtbot, pool):
+    gate = threading.Event()
+    delivered = []
+
+    def slow(value):
+        def task(cancel):
+            gate.wait(5)
+            yield Progress(0.5)
+            return value
+        return task
+
+    first = pool.submit(slow("old"), name="old", key="view", on_result=delivered.append)
+    second = pool.submit(slow("new"), name="new", key="view", on_result=delivered.append)
+    assert first.cancelled and not second.cancelled
+    gate.set()
+    qtbot.waitUntil(lambda: first.done and second.done, timeout=5000)
+    assert delivered == ["new"]
+
+
+def test_stale_result_already_queued_is_dropped(qtbot, pool):
+    """A result computed before the newer request arrived is still dropped at delivery."""
+    delivered = []
+    first = pool.submit(lambda cancel: "old", name="old", key="view", executor=IO, on_result=delivered.append)
+    time.sleep(0.2)  # the old result is now waiting in the event queue
+    pool.submit(lambda cancel: "new", name="new", key="view", executor=IO, on_result=delivered.append)
+    qtbot.waitUntil(lambda: first.done and not pool.active(), timeout=5000)
+    assert delivered == ["new"]
+
+
+def test_errors_are_reported_not_raised(qtbot, pool):
+    def bad_input(cancel):
+        raise InputError("not a model file", "/tmp/x.pt")
+        yield
+
+    def bug(cancel):
+        yield Progress(0.1)
+        return 1 / 0
+
+    with qtbot.waitSignal(pool.failed, timeout=5000) as blocker:
+        pool.submit(bad_input, name="open model")
+    error = blocker.args[1]
+    assert error.input_error and error.message == "/tmp/x.pt: not a model file"
+
+    with qtbot.waitSignal(pool.failed, timeout=5000) as blocker:
+        pool.submit(bug, name="score", executor=COMPUTE)
+    error = blocker.args[1]
+    assert not error.input_error
+    assert error.message == "score failed: ZeroDivisionError: division by zero"
+    assert "Traceback" in error.details
+    # the thread survived the failure
+    with qtbot.waitSignal(pool.finished, timeout=5000):
+        pool.submit(lambda cancel: 2, name="after")
+
+
+def test_shutdown_cancels_and_joins(qtbot):
+    pool = WorkerPool()
+    started = threading.Event()
+
+    def forever(cancel):
+        started.set()
+        while True:
+            time.sleep(0.005)
+            yield None
+
+    pool.submit(forever, name="forever")
+    pool.submit(forever, name="forever-io", executor=IO)
+    assert started.wait(5)
+    t0 = time.monotonic()
+    pool.shutdown()
+    assert time.monotonic() - t0 < 2
+    assert pool.active() == []
+    assert not [t for t in threading.enumerate() if t.name.startswith("probescope-")]
+
+
+def test_core_style_callbacks_report_progress_and_cancel(qtbot, pool):
+    """A task hands ctx.progress / ctx.cancelled to a core function that runs long between yields."""
+    from probescope.core.tasks import check_cancel, report
+
+    def core_function(progress, cancel):
+        for i in range(1000):
+            check_cancel(cancel)
+            report(progress, i / 1000, f"item {i}")
+            time.sleep(0.002)
+        return "done"
+
+    def task(ctx):
+        return core_function(ctx.progress, ctx.cancelled)
+        yield
+
+    messages = []
+    pool.progress.connect(lambda h, p: messages.append(p.message))
+    handle = pool.submit(task, name="core", on_result=messages.append)
+    qtbot.waitUntil(lambda: len(messages) >= 2, timeout=5000)
+    with qtbot.waitSignal(pool.finished, timeout=5000):
+        handle.cancel()
+    assert messages[0].startswith("item") and "done" not in messages
+
+
+def test_a_bug_in_a_view_callback_is_reported_not_raised(qtbot, pool):
+    def broken_view(_value):
+        raise KeyError("column")
+
+    with qtbot.waitSignal(pool.failed, timeout=5000) as blocker:
+        pool.submit(lambda ctx: 1, name="table", on_result=broken_view)
+    error = blocker.args[1]
+    assert error.message == "showing the result of table failed: KeyError: 'column'"
+    assert "broken_view" in error.details
+    qtbot.waitUntil(lambda: not pool.active(), timeout=5000)

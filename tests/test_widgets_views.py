@@ -1,0 +1,103 @@
+"""Reusable views: image conversion, thumbnails, the trial grid, notifications, progress, the command palette."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from PySide6.QtGui import QAction, QImage
+
+from probescope.widgets.command_palette import CommandPalette, matches
+from probescope.widgets.images import blend, boundaries, label_colors, to_qimage
+from probescope.widgets.notification import Notification
+from probescope.widgets.task_progress import TaskProgress
+from probescope.widgets.thumbnail_grid import Thumbnail, ThumbnailGrid
+from probescope.widgets.trial_grid import TrialGrid
+
+
+def test_to_qimage_copies_pixels_exactly():
+    rgb = np.random.default_rng(0).integers(0, 256, (5, 7, 3), dtype=np.uint8)
+    image = to_qimage(rgb)
+    rgb[:] = 0  # the QImage owns its pixels
+    assert (image.width(), image.height(), image.format()) == (7, 5, QImage.Format.Format_RGB888)
+    original = np.random.default_rng(0).integers(0, 256, (5, 7, 3), dtype=np.uint8)
+    c = image.pixelColor(6, 4)
+    assert (c.red(), c.green(), c.blue()) == tuple(original[4, 6])
+    assert to_qimage(np.zeros((3, 4), np.uint8)).format() == QImage.Format.Format_Grayscale8
+    with pytest.raises(ValueError):
+        to_qimage(np.zeros((3, 4, 3), np.float32))
+
+
+def test_blend_boundaries_and_label_colors_by_hand():
+    image = np.full((2, 2, 3), 100, np.uint8)
+    overlay = np.full((2, 2, 3), 200, np.uint8)
+    mask = np.array([[True, False], [False, False]])
+    out = blend(image, overlay, mask, alpha=0.25)
+    assert out[0, 0, 0] == 125 and out[1, 1, 0] == 100
+    labels = np.array([[0, 0, 3], [0, 0, 3]])
+    assert boundaries(labels).tolist() == [[False, True, False], [False, True, False]]
+    colors = label_colors(labels)
+    assert (colors[labels == 0] == 0).all() and (colors[0, 2] == colors[1, 2]).all() and colors[0, 2].any()
+
+
+def test_thumbnail_grid_appends_and_steps(qtbot):
+    grid = ThumbnailGrid(32)
+    qtbot.addWidget(grid)
+    image = to_qimage(np.zeros((8, 8, 3), np.uint8))
+    grid.thumbnails.set_items([Thumbnail(image, "a")])
+    grid.thumbnails.append_items([Thumbnail(image, "b"), Thumbnail(image, "c")])
+    assert grid.thumbnails.rowCount() == 3
+    rows = []
+    grid.current_changed.connect(rows.append)
+    for offset in (1, 1, 5, -1):
+        grid.step(offset)
+    assert rows == [0, 1, 2, 1]
+    assert grid.thumbnails.item(1).caption == "b"
+
+
+def test_trial_grid_badges_picks(qtbot):
+    grid = TrialGrid(40)
+    qtbot.addWidget(grid)
+    image = to_qimage(np.zeros((8, 8, 3), np.uint8))
+    grid.set_trial((image, "q"), [(image, f"r{k}") for k in range(8)], [5, 2])
+    captions = [cell.caption.text() for cell in grid._cells]
+    assert captions[8] == "query · q"
+    assert captions[5] == "pick 1 · r5" and captions[2] == "pick 2 · r2" and captions[0] == "r0"
+    with pytest.raises(ValueError):
+        grid.set_trial((image, "q"), [(image, "r")] * 9, [])
+
+
+def test_notification_and_progress(qtbot):
+    note = Notification()
+    qtbot.addWidget(note)
+    note.show_message("bad.pt: not a model", "Traceback ...")
+    assert note.isVisible() and not note.details.isVisible() and not note.details_button.isHidden()
+    note.details_button.click()
+    assert note.details.isVisible() and note.details.toPlainText() == "Traceback ..."
+    note.show_message("plain message")
+    assert note.details_button.isHidden()
+    with qtbot.waitSignal(note.dismissed):
+        note.close_button.click()
+    assert not note.isVisible()
+
+    progress = TaskProgress()
+    qtbot.addWidget(progress)
+    progress.show_progress("reading", 0.25)
+    assert progress.bar.value() == 250
+    progress.show_progress("busy", None)
+    assert progress.bar.maximum() == 0
+    with qtbot.waitSignal(progress.cancel_requested):
+        progress.cancel_button.click()
+
+
+def test_command_palette_filters_and_runs(qtbot):
+    assert matches("exp fig", "Export Figure…") and not matches("open gallery", "Open Model")
+    ran = []
+    actions = [QAction("&Open Model…"), QAction("&Export Figure…"), QAction("Gallery Workspace")]
+    actions[1].triggered.connect(lambda: ran.append("export"))
+    palette = CommandPalette(actions)
+    qtbot.addWidget(palette)
+    assert palette.visible_commands() == ["&Open Model…", "&Export Figure…", "Gallery Workspace"]
+    palette.search.setText("fig")
+    assert palette.visible_commands() == ["&Export Figure…"]
+    palette.run_current()
+    assert ran == ["export"]
