@@ -60,13 +60,17 @@ def grade_class(grade: float) -> str:
 
 @dataclass(frozen=True)
 class FilterReport:
-    """What quality control did: trials dropped per filter, sessions per grade class, trials kept."""
+    """What quality control did: trials dropped per filter, sessions per grade class, trials kept.
+
+    `kept_rows` holds the input rows of the kept trials, in order, so views can map filtered trials back to the file.
+    """
 
     dropped: dict[str, int]
     sessions: dict[str, int]
     kept: int
     catch_trials: int
     grades: dict[int, float] = field(default_factory=dict)
+    kept_rows: np.ndarray = field(default_factory=lambda: np.empty(0, dtype=np.int64))
 
 
 def apply_quality_control(
@@ -111,5 +115,6 @@ def apply_quality_control(
     classes = {"premium": 0, "satisfactory": 0, "unsatisfactory": 0}
     for g in grades.values():
         classes[grade_class(g)] += 1
-    report = FilterReport(dropped, classes, int(keep.sum()), int((position >= 0).sum()), grades)
+    report = FilterReport(dropped, classes, int(keep.sum()), int((position >= 0).sum()), grades,
+                          np.flatnonzero(keep))
     return trials.with_weight(weight).subset(keep), report

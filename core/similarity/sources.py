@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -12,6 +13,9 @@ from probescope.core.similarity.catalog import Catalog
 from probescope.core.similarity.readers import Judgments, load_judgments, read_psiz_hdf5
 from probescope.core.similarity.trials import Trials
 from probescope.core.tasks import CancelCheck, Progress
+
+if TYPE_CHECKING:
+    from probescope.core.models import LoadedModel
 
 DEMO = "demo"
 
@@ -82,12 +86,20 @@ def model_features(
     cache_dir: str | Path | None = None, progress: Progress | None = None, cancel: CancelCheck | None = None,
 ) -> np.ndarray:
     """(n, F) features of every catalog image from a model layer: global-average pooled ('avg') or flattened."""
-    from probescope.core.activations import extract_activations
     from probescope.core.models import load_model
 
     if pool not in ("avg", "flatten"):
         raise InputError(f"pooling must be 'avg' or 'flatten', got '{pool}'")
-    model = load_model(spec, device=device)
-    acts = extract_activations(model, layer, CatalogImages(catalog), cache_dir, device=device, progress=progress,
-                               cancel=cancel)
-    return np.asarray(acts.mean(axis=(2, 3)) if pool == "avg" else acts.reshape(len(acts), -1))
+    return loaded_model_features(load_model(spec, device=device), catalog, layer, pool=pool, cache_dir=cache_dir,
+                                 progress=progress, cancel=cancel)
+
+
+def loaded_model_features(
+    model: LoadedModel, catalog: Catalog, layer: str, *, pool: str = "avg", cache_dir: str | Path | None = None,
+    progress: Progress | None = None, cancel: CancelCheck | None = None,
+) -> np.ndarray:
+    """`model_features` for a model that is already loaded (the GUI's): through the activation cache."""
+    from probescope.core.activations import extract_activations
+
+    acts = extract_activations(model, layer, CatalogImages(catalog), cache_dir, progress=progress, cancel=cancel)
+    return np.asarray(acts.mean(axis=(2, 3)) if pool == "avg" else acts.reshape(len(acts), -1), dtype=np.float32)

@@ -1,0 +1,162 @@
+"""Plots of the Similarity workspace: the embedding as a 2-D scatter with thumbnails on hover, and small bar and
+line charts (session grades, catch results, held-out loss per dimensionality, convergence across fits).
+
+Views of plain arrays only; the thumbnail shown on hover is handed in by the owner (`set_thumbnail`) after it
+decoded the image in a worker, so hovering never blocks the GUI thread.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+import pyqtgraph as pg
+from PySide6.QtCore import Qt, Signal
+from PySide6.QtGui import QImage, QPixmap
+from PySide6.QtWidgets import QLabel, QVBoxLayout, QWidget
+
+QUERY_COLOR = "#555555"
+PICK_COLORS = ("#e67e22", "#2e86de")
+REFERENCE_COLOR = "#8e44ad"
+
+
+def _plot(title: str, left: str, bottom: str) -> pg.PlotWidget:
+    plot = pg.PlotWidget(background="w")
+    plot.setTitle(title, color="k", size="10pt")
+    for axis, text in (("left", left), ("bottom", bottom)):
+        plot.setLabel(axis, text, color="k")
+        plot.getAxis(axis).setPen("k")
+        plot.getAxis(axis).setTextPen("k")
+        plot.getAxis(axis).enableAutoSIPrefix(False)
+    plot.setMenuEnabled(False)
+    return plot
+
+
+class EmbeddingView(QWidget):
+    """Points of a 2-D embedding; `hovered(index)` (-1 when the pointer leaves every point), `clicked(index)`.
+
+    `highlight(query, picks, references)` rings the shown trial's stimuli: the query dark, the picks in the grid's
+    pick colours, the other references purple.
+    """
+
+    hovered = Signal(int)
+    clicked = Signal(int)
+
+    def __init__(self, parent: QWidget | None = None):
+        super().__init__(parent)
+        self.plot = _plot("", "", "")
+        self.plot.setAspectLocked(True)
+        self.points = pg.ScatterPlotItem(size=7, pen=pg.mkPen("#ffffff", width=0.5), brush=pg.mkBrush("#7f8c8d"),
+                                         hoverable=True, hoverSize=11, hoverBrush=pg.mkBrush("#f1c40f"))
+        self.marks = pg.ScatterPlotItem(size=15, brush=pg.mkBrush(0, 0, 0, 0))
+        self.plot.addItem(self.points)
+        self.plot.addItem(self.marks)
+        self.points.sigHovered.connect(self._hovered)
+        self.points.sigClicked.connect(self._clicked)
+        self.thumbnail = QLabel(self.plot)  # a child of the plot: drawn (and exported) over its corner
+        self.thumbnail.setStyleSheet("background: white; border: 1px solid #888; color: black; padding: 2px;")
+        self.thumbnail.hide()
+        layout = QVBoxLayout(self)
+        layout.setContentsMargins(0, 0, 0, 0)
+        layout.addWidget(self.plot)
+        self._xy = np.empty((0, 2))
+        self._hover = -1
+
+    def set_points(self, xy: np.ndarray, title: str, colors: Sequence[str] | None = None) -> None:
+        self._xy = np.asarray(xy, dtype=np.float64)
+        brushes = [pg.mkBrush(c) for c in colors] if colors is not None else None
+        self.points.setData(pos=self._xy, data=np.arange(len(self._xy)), **({"brush": brushes} if brushes else {}))
+        self.plot.setTitle(title, color="k", size="10pt")
+        self.marks.setData([])
+        self.plot.autoRange()
+
+    def highlight(self, query: int, picks: Sequence[int], references: Sequence[int]) -> None:
+        if len(self._xy) == 0:
+            return
+        spots = [(query, QUERY_COLOR, 18)] + [(r, REFERENCE_COLOR, 14) for r in references if r not in picks]
+        spots += [(p, PICK_COLORS[min(k, 1)], 16) for k, p in enumerate(picks)]
+        spots = [s for s in spots if 0 <= s[0] < len(self._xy)]
+        self.marks.setData(pos=self._xy[[s[0] for s in spots]],
+                           pen=[pg.mkPen(c, width=3) for _, c, _ in spots],
+                           size=[size for _, _, size in spots], brush=pg.mkBrush(0, 0, 0, 0))
+
+    def highlighted(self) -> int:
+        """How many stimuli are ringed now."""
+        return len(self.marks.data)
+
+    def set_thumbnail(self, index: int, image: QImage | None, caption: str) -> None:
+        """Show `image` for point `index` (only while that point is still under the pointer)."""
+        if index != self._hover or image is None:
+            return
+        pixmap = QPixmap.fromImage(image).scaled(96, 96, Qt.AspectRatioMode.KeepAspectRatio,
+                                                 Qt.TransformationMode.SmoothTransformation)
+        self.thumbnail.setPixmap(pixmap)
+        self.thumbnail.setToolTip(caption)
+        self.thumbnail.adjustSize()
+        self.thumbnail.move(self.plot.width() - self.thumbnail.width() - 8, 8)
+        self.thumbnail.show()
+
+    def _hovered(self, _item, points, _event) -> None:
+        index = int(points[0].data()) if len(points) else -1
+        if index != self._hover:
+            self._hover = index
+            if index < 0:
+                self.thumbnail.hide()
+            self.hovered.emit(index)
+
+    def _clicked(self, _item, points, _event) -> None:
+        if len(points):
+            self.clicked.emit(int(points[0].data()))
+
+
+class BarChart(QWidget):
+    """Labelled bars (counts or values), one colour per bar."""
+
+    def __init__(self, title: str, left: str, bottom: str = "", parent: QWidget | None = None):
+        super().__init__(parent)
+        self.plot = _plot(title, left, bottom)
+        self.plot.setMouseEnabled(False, False)
+        layout = QVBoxLayout(self)
+        layout.setContentsMargins(0, 0, 0, 0)
+        layout.addWidget(self.plot)
+        self.values: list[float] = []
+
+    def set_bars(self, labels: Sequence[str], values: Sequence[float], colors: Sequence[str]) -> None:
+        self.plot.clear()
+        self.values = [float(v) for v in values]
+        x = np.arange(len(values))
+        self.plot.addItem(pg.BarGraphItem(x=x, height=self.values, width=0.7, brushes=[pg.mkBrush(c) for c in colors],
+                                          pens=[pg.mkPen(c) for c in colors]))
+        self.plot.getAxis("bottom").setTicks([list(zip(x.tolist(), labels))])
+        top = max(self.values, default=1.0)
+        self.plot.setYRange(0, top * 1.1 if top > 0 else 1.0)
+        self.plot.setXRange(-0.6, len(values) - 0.4)
+
+
+class LinePlot(QWidget):
+    """One or more named series over a shared x (points joined by lines), with a legend."""
+
+    COLORS = ("#2e86de", "#e67e22", "#27ae60", "#c0392b")
+
+    def __init__(self, title: str, left: str, bottom: str, parent: QWidget | None = None):
+        super().__init__(parent)
+        self.plot = _plot(title, left, bottom)
+        self.legend = self.plot.addLegend(labelTextColor="k", offset=(-10, 10))
+        layout = QVBoxLayout(self)
+        layout.setContentsMargins(0, 0, 0, 0)
+        layout.addWidget(self.plot)
+        self.series: dict[str, tuple[list[float], list[float]]] = {}
+
+    def set_series(self, series: dict[str, tuple[Sequence[float], Sequence[float]]]) -> None:
+        self.plot.clear()
+        self.legend.clear()
+        self.series = {}
+        for k, (name, (x, y)) in enumerate(series.items()):
+            keep = [(a, b) for a, b in zip(x, y) if b is not None and np.isfinite(b)]
+            if not keep:
+                continue
+            xs, ys = [float(a) for a, _ in keep], [float(b) for _, b in keep]
+            self.series[name] = (xs, ys)
+            color = self.COLORS[k % len(self.COLORS)]
+            self.plot.plot(xs, ys, pen=pg.mkPen(color, width=2), symbol="o", symbolBrush=color, symbolPen=color,
+                           symbolSize=7, name=name)

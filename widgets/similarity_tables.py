@@ -1,0 +1,237 @@
+"""Tables of the Similarity workspace: the list of trials (filtered and sorted in numpy, so 400,000 trials stay
+responsive) and the model table (triplet accuracy per distance, Spearman with the psychological embedding)."""
+
+from __future__ import annotations
+
+import csv
+import io
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+from PySide6.QtCore import QAbstractTableModel, QModelIndex, QPersistentModelIndex, Qt
+from PySide6.QtGui import QBrush, QColor
+from PySide6.QtWidgets import QAbstractItemView, QHeaderView, QTableView, QTableWidget, QTableWidgetItem, QWidget
+
+TRIAL_COLUMNS = ("#", "session", "grade", "catch", "agree", "QC", "query")
+AGREE, QC, QUERY = 4, 5, 6
+CATCH_TEXT = {1.0: "1st", 0.5: "2nd", 0.0: "missed"}
+
+
+@dataclass(frozen=True)
+class TrialColumns:
+    """Per-trial values the list shows (all arrays of the file's length m)."""
+
+    session: np.ndarray
+    grade: np.ndarray  # nan: unknown
+    catch_grade: np.ndarray  # nan: not a catch trial
+    query: np.ndarray
+    query_name: Sequence[str]
+    kept: np.ndarray  # bool: kept by quality control
+
+
+class TrialListModel(QAbstractTableModel):
+    """Rows are the trials in `rows` (indices into the file), in that order; `correct`/`total` fill 'agree'."""
+
+    def __init__(self, parent: QWidget | None = None):
+        super().__init__(parent)
+        self.columns: TrialColumns | None = None
+        self.rows = np.empty(0, dtype=np.int64)
+        self.correct: np.ndarray | None = None
+        self.total: np.ndarray | None = None
+        self._sort = (0, Qt.SortOrder.AscendingOrder)
+
+    def rowCount(self, parent: QModelIndex | QPersistentModelIndex = QModelIndex()) -> int:  # noqa: N802
+        return 0 if parent.isValid() else len(self.rows)
+
+    def columnCount(self, parent: QModelIndex | QPersistentModelIndex = QModelIndex()) -> int:  # noqa: N802
+        return 0 if parent.isValid() else len(TRIAL_COLUMNS)
+
+    def headerData(self, section: int, orientation: Qt.Orientation,  # noqa: N802
+                   role: int = Qt.ItemDataRole.DisplayRole):
+        if role == Qt.ItemDataRole.DisplayRole and orientation == Qt.Orientation.Horizontal:
+            return TRIAL_COLUMNS[section]
+        return None
+
+    def data(self, index: QModelIndex | QPersistentModelIndex, role: int = Qt.ItemDataRole.DisplayRole):
+        if not index.isValid() or self.columns is None:
+            return None
+        t = int(self.rows[index.row()])
+        c, col = self.columns, index.column()
+        if role == Qt.ItemDataRole.DisplayRole:
+            if col == 0:
+                return str(t + 1)
+            if col == 1:
+                return str(int(c.session[t])) if c.session[t] >= 0 else "–"
+            if col == 2:
+                return "–" if np.isnan(c.grade[t]) else f"{c.grade[t]:.3f}"
+            if col == 3:
+                return "" if np.isnan(c.catch_grade[t]) else CATCH_TEXT.get(float(c.catch_grade[t]), "?")
+            if col == AGREE:
+                return "" if self.correct is None else f"{int(self.correct[t])}/{int(self.total[t])}"
+            if col == QC:
+                return "kept" if c.kept[t] else "dropped"
+            return c.query_name[t]
+        if role == Qt.ItemDataRole.ForegroundRole and col == QC and not c.kept[t]:
+            return QBrush(QColor("#c0392b"))
+        return None
+
+    def set_trials(self, columns: TrialColumns) -> None:
+        self.beginResetModel()
+        self.columns = columns
+        self.rows = np.arange(len(columns.session), dtype=np.int64)
+        self.correct = self.total = None
+        self.endResetModel()
+
+    def set_agreement(self, correct: np.ndarray | None, total: np.ndarray | None) -> None:
+        self.correct, self.total = correct, total
+        if self.rows.size:
+            self.dataChanged.emit(self.index(0, AGREE), self.index(len(self.rows) - 1, AGREE))
+
+    def show_rows(self, mask: np.ndarray) -> None:
+        """Show the trials where `mask` is true, in the current sort order."""
+        self.beginResetModel()
+        self.rows = self._ordered(np.nonzero(mask)[0])
+        self.endResetModel()
+
+    def sort(self, column: int, order: Qt.SortOrder = Qt.SortOrder.AscendingOrder) -> None:
+        self._sort = (column, order)
+        self.layoutAboutToBeChanged.emit()
+        self.rows = self._ordered(self.rows)
+        self.layoutChanged.emit()
+
+    def sort_key(self, column: int) -> np.ndarray:
+        c = self.columns
+        m = len(c.session)
+        keys = {
+            0: np.arange(m, dtype=np.float64),
+            1: c.session.astype(np.float64),
+            2: np.nan_to_num(c.grade, nan=-1.0),
+            3: np.nan_to_num(c.catch_grade, nan=-1.0),
+            AGREE: (self.correct / np.maximum(self.total, 1)) if self.correct is not None else np.zeros(m),
+            QC: c.kept.astype(np.float64),
+        }
+        if column == QUERY:
+            names = np.asarray(c.query_name, dtype=object)
+            return np.unique(names, return_inverse=True)[1].astype(np.float64)
+        return keys[column]
+
+    def _ordered(self, rows: np.ndarray) -> np.ndarray:
+        if self.columns is None or rows.size == 0:
+            return rows
+        column, order = self._sort
+        key = self.sort_key(column)[rows]
+        order_index = np.lexsort((rows, -key if order == Qt.SortOrder.DescendingOrder else key))
+        return rows[order_index]
+
+    def row_of(self, trial: int) -> int:
+        """Row showing trial `trial`, -1 when it is filtered out."""
+        hit = np.nonzero(self.rows == trial)[0]
+        return int(hit[0]) if hit.size else -1
+
+
+class TrialList(QTableView):
+    """The trial list: one row selected at a time; the arrow keys move through it, headers sort it."""
+
+    def __init__(self, parent: QWidget | None = None):
+        super().__init__(parent)
+        self.list_model = TrialListModel(self)
+        self.setModel(self.list_model)
+        self.setSelectionBehavior(QAbstractItemView.SelectionBehavior.SelectRows)
+        self.setSelectionMode(QAbstractItemView.SelectionMode.SingleSelection)
+        self.setSortingEnabled(True)
+        self.horizontalHeader().setSortIndicator(0, Qt.SortOrder.AscendingOrder)
+        self.verticalHeader().hide()
+        self.verticalHeader().setDefaultSectionSize(20)
+        self.horizontalHeader().setSectionResizeMode(QHeaderView.ResizeMode.ResizeToContents)
+        self.horizontalHeader().setStretchLastSection(True)  # the query's name: never elided, the list scrolls
+        self.setAlternatingRowColors(True)
+
+    def current_trial(self) -> int:
+        row = self.currentIndex().row()
+        return int(self.list_model.rows[row]) if 0 <= row < len(self.list_model.rows) else -1
+
+    def select_trial(self, trial: int) -> bool:
+        row = self.list_model.row_of(trial)
+        if row < 0:
+            return False
+        self.setCurrentIndex(self.list_model.index(row, 0))
+        self.scrollTo(self.list_model.index(row, 0))
+        return True
+
+    def select_row(self, row: int) -> None:
+        if self.list_model.rowCount():
+            row = min(max(row, 0), self.list_model.rowCount() - 1)
+            self.setCurrentIndex(self.list_model.index(row, 0))
+            self.scrollTo(self.list_model.index(row, 0))
+
+
+MODEL_COLUMNS = ("model / layer", "L1", "L2", "cosine", "Spearman dot", "Spearman cosine")
+
+
+@dataclass(frozen=True)
+class ModelRow:
+    """One row of the model table: accuracies by distance and Spearman by similarity (None: not computed)."""
+
+    name: str
+    l1: float
+    l2: float
+    cosine: float
+    spearman_dot: float | None
+    spearman_cosine: float | None
+    reference: bool = False  # the psychological embedding's row
+
+
+class ModelTable(QTableWidget):
+    """Target models and layers against the judgments; the embedding's row (the reference) is shown in bold."""
+
+    def __init__(self, parent: QWidget | None = None):
+        super().__init__(0, len(MODEL_COLUMNS), parent)
+        self.setHorizontalHeaderLabels(list(MODEL_COLUMNS))
+        self.setEditTriggers(QAbstractItemView.EditTrigger.NoEditTriggers)
+        self.setSelectionBehavior(QAbstractItemView.SelectionBehavior.SelectRows)
+        self.setSelectionMode(QAbstractItemView.SelectionMode.SingleSelection)
+        self.verticalHeader().hide()
+        self.horizontalHeader().setSectionResizeMode(QHeaderView.ResizeMode.ResizeToContents)
+        self.horizontalHeader().setSectionResizeMode(0, QHeaderView.ResizeMode.Stretch)
+        self.rows: list[ModelRow] = []
+
+    def set_rows(self, rows: list[ModelRow]) -> None:
+        selected = self.currentRow()
+        self.rows = list(rows)
+        self.setRowCount(len(rows))
+        for r, row in enumerate(rows):
+            for c, text in enumerate(self.cells(row)):
+                item = QTableWidgetItem(text)
+                if c:
+                    item.setTextAlignment(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
+                if row.reference:
+                    font = item.font()
+                    font.setBold(True)
+                    item.setFont(font)
+                    if 1 <= c <= 3:
+                        item.setToolTip("the embedding ranks references by its expected similarity, the same "
+                                        "under every distance")
+                self.setItem(r, c, item)
+        if 0 <= selected < len(rows):
+            self.selectRow(selected)
+        self.resizeRowsToContents()
+
+    @staticmethod
+    def cells(row: ModelRow) -> list[str]:
+        def number(v: float | None, digits: int = 4) -> str:
+            return "–" if v is None or not np.isfinite(v) else f"{v:.{digits}f}"
+
+        return [row.name + ("  (reference)" if row.reference else ""), number(row.l1), number(row.l2),
+                number(row.cosine), number(row.spearman_dot), number(row.spearman_cosine)]
+
+    def csv_text(self) -> str:
+        out = io.StringIO()
+        writer = csv.writer(out, lineterminator="\n")
+        writer.writerow(["model", "triplet_accuracy_l1", "triplet_accuracy_l2", "triplet_accuracy_cosine",
+                         "spearman_dot", "spearman_cosine", "reference"])
+        for row in self.rows:
+            values = [row.l1, row.l2, row.cosine, row.spearman_dot, row.spearman_cosine]
+            writer.writerow([row.name, *("" if v is None or not np.isfinite(v) else repr(float(v)) for v in values),
+                             int(row.reference)])
+        return out.getvalue()
