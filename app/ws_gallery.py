@@ -1,46 +1,51 @@
-"""Gallery workspace (first version): the generator's first samples, each captioned with the model's top class and
-its probability. Scoring (Inception Score, class histograms) replaces this in the Gallery issue.
+"""Gallery workspace: score generator samples with the Inception Score, live, and look at every image's share.
+
+The opened samples (the demo sampler by default) stream through the classifier in the compute thread, a few images
+per batch; the GUI thread adds each batch to `GalleryScores` and, at most every 40 ms, redraws the live IS, the
+decomposition H(p(y)) - mean H(p(y|x)) = I(X;Y) = log IS, the marginal and IS against N. The split protocol
+(torch-fidelity's) is recomputed in the I/O pool from the rows kept so far. The grid paints only visible cells;
+thumbnails are rendered or decoded in the I/O pool for visible rows only.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import bisect
+import time
+from pathlib import Path
 
-from PySide6.QtWidgets import QLabel, QVBoxLayout, QWidget
+from PySide6.QtCore import Qt, QTimer
+from PySide6.QtGui import QImage
+from PySide6.QtWidgets import (QCheckBox, QComboBox, QDoubleSpinBox, QFileDialog, QLabel, QPushButton, QScrollArea,
+                               QSlider, QSpinBox, QSplitter, QToolBar, QVBoxLayout, QWidget)
 
 from probescope.app.export import ExportTarget
-from probescope.app.workers import COMPUTE, Partial, Progress, TaskContext
+from probescope.app.workers import COMPUTE, IO, TaskError
 from probescope.app.ws_base import Workspace
-from probescope.widgets.images import to_qimage
-from probescope.widgets.thumbnail_grid import Thumbnail, ThumbnailGrid
+from probescope.app.ws_gallery_data import FILTER_KEYS, SORT_KEYS, GalleryScores
+from probescope.app.ws_gallery_panels import DetailPanel, ScorePanel
+from probescope.app.ws_gallery_stream import (DemoStream, ResumedSource, image_task, load_classifier_task,
+                                              random_access, stream_task, thumbnail_task)
+from probescope.core.demo.sampler import DemoSampler
+from probescope.core.demo.world import SCENES
+from probescope.core.scoring.classifiers import classifier_of_model
+from probescope.core.scoring.examples import CLASS_NAMES as EXAMPLE_CLASSES
+from probescope.core.scoring.examples import DESCRIPTIONS, worked_example
+from probescope.core.scoring.protocol import DEFAULT_SEED, DEFAULT_SPLITS
+from probescope.widgets.gallery_grid import ContactSheet, GalleryGrid
 
-N_PREVIEW = 48
-BATCH = 16
-
-
-def classified_thumbnails(source, model, n: int, ctx: TaskContext) -> Iterator[Partial | Progress]:
-    """The first `n` samples with the model's top class, one batch at a time (runs in the compute thread)."""
-    import torch
-
-    model.module.eval()
-    names = model.class_names
-    seen = 0
-    for batch in source.batches(BATCH):
-        ctx.check()
-        batch = batch[: n - seen]
-        x = model.preprocess(batch, device=model.device)
-        probs = torch.softmax(model.module(x).float(), dim=1).cpu().numpy()
-        items = []
-        for image, p in zip(batch, probs):
-            top = int(p.argmax())
-            label = names[top] if names and top < len(names) else f"class {top}"
-            items.append(Thumbnail(to_qimage(image), f"{label}\n{p[top]:.2f}", f"sample {seen}: {label} "
-                                   f"(p = {p[top]:.3f})"))
-            seen += 1
-        yield Partial(items)
-        yield Progress(seen / n, f"classifying sample {seen} of {n}")
-        if seen >= n:
-            break
+UPDATE_MS = 40  # the live IS redraws at most this often (25 Hz), at least once per arriving batch
+SLOW_UPDATE_S = 0.25  # the marginal and the curve: at most 4 times a second while streaming
+GRID_UPDATE_S = 1.0  # the grid's order and badges, the detail (a full repaint of the grid): once a second
+SPLIT_EVERY_S = 0.5  # the split protocol is recomputed at most this often while streaming
+KL_BADGE_LIMIT = 2_000_000  # images x classes up to which every cell's KL badge follows the live marginal
+CLASSIFIERS = (
+    ("model", "Loaded model"),
+    ("demo", "Demo CNN (14 scenes)"),
+    ("inception-tf", "Inception v3, TF port (published IS)…"),
+    ("inception-tv", "Inception v3, torchvision…"),
+)
+SOURCES = ("samples", "A", "B", "C", "D")
+FILTER_LABELS = {"": "no filter", "kl": "KL in", "entropy": "H(p(y|x)) in", "confidence": "confidence in"}
 
 
 class GalleryWorkspace(Workspace):
@@ -50,30 +55,492 @@ class GalleryWorkspace(Workspace):
 
     def __init__(self, pool, parent: QWidget | None = None):
         super().__init__(pool, parent)
+        self.scores = GalleryScores()
+        self.classifier = None  # a core.scoring Classifier
+        self.class_names: tuple[str, ...] | None = None
+        self.score_updates = 0  # redraws of the live numbers (measured by the benchmark)
+        self.split = None
+        self._split_n = 0
+        self._split_time = 0.0
+        self._slow_time = 0.0
+        self._grid_time = 0.0
+        self._demo: DemoStream | None = None
+        self._segments: list[tuple[int, DemoSampler]] = []  # demo: which settings drew images from each start on
+        self._reader = None  # image k of a random-access source
+        self._keep_thumbnails = False
+        self._generation = 0
+        self._streaming = False
+        self._build()
+
+    # -- layout -----------------------------------------------------------------------------------------------------
+    def _build(self) -> None:
+        self.source = QComboBox()
+        self.source.addItem("Opened samples", "samples")
+        for g in "ABCD":
+            self.source.addItem(f"Worked example {g}: {DESCRIPTIONS[g]}", g)
+        self.source.setToolTip("The seed note's worked example (3 classes, 3 images) is a teaching preset")
+        self.open_button = QPushButton("Open samples…")
+        self.classifier_box = QComboBox()
+        for key, label in CLASSIFIERS:
+            self.classifier_box.addItem(label, key)
+        self.play = QPushButton("Start")
+        self.play.setCheckable(True)
+        self.reset_button = QPushButton("Reset")
+        self.diversity = QSpinBox()
+        self.diversity.setRange(1, len(SCENES))
+        self.diversity.setValue(len(SCENES))
+        self.diversity.setToolTip("Scene classes the demo sampler draws from (1 = total mode collapse)")
+        self.fidelity = QSlider(Qt.Orientation.Horizontal)
+        self.fidelity.setRange(0, 100)
+        self.fidelity.setValue(100)
+        self.fidelity.setFixedWidth(110)
+        self.fidelity.setToolTip("How recognisable each drawn image is (blur, noise, intruders below 1)")
+        self.fidelity_value = QLabel("1.00")
+        self.target = QSpinBox()
+        self.target.setRange(10, 1_000_000)
+        self.target.setSingleStep(1000)
+        self.target.setValue(1000)
+        self.target.setToolTip("The demo stream stops after this many images")
+        self.sort = QComboBox()
+        for key, label in SORT_KEYS.items():
+            self.sort.addItem(label, key)
+        self.descending = QCheckBox("largest first")
+        self.class_filter = QComboBox()
+        self.class_filter.addItem("all classes", None)
+        self.filter_key = QComboBox()
+        for key in ("", *FILTER_KEYS):
+            self.filter_key.addItem(FILTER_LABELS[key], key)
+        self.filter_low, self.filter_high = QDoubleSpinBox(), QDoubleSpinBox()
+        for box, value in ((self.filter_low, 0.0), (self.filter_high, 100.0)):
+            box.setRange(0.0, 100.0)
+            box.setDecimals(3)
+            box.setSingleStep(0.05)
+            box.setValue(value)
+        self.sheet_count = QSpinBox()
+        self.sheet_count.setRange(1, 1000)
+        self.sheet_count.setValue(48)
+        self.sheet_count.setToolTip("Contact sheet export: the first this many images shown")
+        self.csv_button = QPushButton("Export scores CSV…")
+
+        # Tool bars, not rows of a layout: a narrow window tucks what does not fit behind the bar's » button.
+        row1, row2 = QToolBar("Source"), QToolBar("View")
+        for bar, widgets in ((row1, (QLabel("Source "), self.source, self.open_button, QLabel(" Classifier "),
+                                     self.classifier_box, self.play, self.reset_button, QLabel(" Diversity "),
+                                     self.diversity, QLabel(" Fidelity "), self.fidelity, self.fidelity_value,
+                                     QLabel(" N "), self.target)),
+                             (row2, (QLabel("Sort "), self.sort, self.descending, QLabel(" Class "),
+                                     self.class_filter, QLabel(" Filter "), self.filter_key, self.filter_low,
+                                     QLabel(" to "), self.filter_high, QLabel(" Sheet "), self.sheet_count,
+                                     self.csv_button))):
+            bar.setMovable(False)
+            for w in widgets:
+                bar.addWidget(w)
+
+        self.grid = GalleryGrid(96)
+        self.sheet = ContactSheet(self.grid.thumbnails, self.grid.delegate)
         self.caption = QLabel()
-        self.grid = ThumbnailGrid(128)
+        left = QWidget()
+        left_layout = QVBoxLayout(left)
+        left_layout.setContentsMargins(0, 0, 0, 0)
+        left_layout.addWidget(self.caption)
+        left_layout.addWidget(self.grid, 1)
+        self.score_panel = ScorePanel()
+        self.detail = DetailPanel()
+        splitter = QSplitter(Qt.Orientation.Horizontal)
+        splitter.addWidget(left)
+        for panel in (self.score_panel, self.detail):  # small windows scroll the panels instead of squeezing them
+            scroll = QScrollArea()
+            scroll.setWidget(panel)
+            scroll.setWidgetResizable(True)
+            scroll.setFrameShape(QScrollArea.Shape.NoFrame)
+            splitter.addWidget(scroll)
+        splitter.setStretchFactor(0, 5)
+        splitter.setStretchFactor(1, 3)
+        splitter.setStretchFactor(2, 2)
         layout = QVBoxLayout(self)
-        layout.addWidget(self.caption)
-        layout.addWidget(self.grid)
+        layout.addWidget(row1)
+        layout.addWidget(row2)
+        layout.addWidget(splitter, 1)
+
+        self._update_timer = QTimer(self)
+        self._update_timer.setSingleShot(True)
+        self._update_timer.setInterval(UPDATE_MS)
+        self._update_timer.timeout.connect(self.update_views)
+
+        self.source.currentIndexChanged.connect(lambda _i: self._source_changed())
+        self.open_button.clicked.connect(self._open_samples)
+        self.classifier_box.activated.connect(lambda _i: self._classifier_chosen())
+        self.play.toggled.connect(self._play_toggled)
+        self.reset_button.clicked.connect(self.reset)
+        self.diversity.valueChanged.connect(lambda _v: self._knobs_changed())
+        self.fidelity.valueChanged.connect(lambda _v: self._knobs_changed())
+        self.target.valueChanged.connect(lambda _v: self._target_changed())
+        for signal in (self.sort.currentIndexChanged, self.descending.toggled, self.class_filter.currentIndexChanged,
+                       self.filter_key.currentIndexChanged, self.filter_low.valueChanged,
+                       self.filter_high.valueChanged):
+            signal.connect(lambda *_: self._order_changed())
+        self.sheet_count.valueChanged.connect(lambda _v: self._order_changed())
+        self.csv_button.clicked.connect(self._export_csv_dialog)
+        self.grid.current_image_changed.connect(self._show_detail)
+        self.grid.thumbnails_wanted.connect(self._load_thumbnails)
 
     def export_targets(self) -> list[ExportTarget]:
-        return [ExportTarget("Gallery", self), ExportTarget("Samples", self.grid)]
+        return [ExportTarget("Gallery", self), ExportTarget("Contact sheet", self.sheet),
+                ExportTarget("Detail panel", self.detail), ExportTarget("Score panel", self.score_panel)]
 
     def step(self, offset: int) -> None:
         self.grid.step(offset)
 
+    # -- inputs -----------------------------------------------------------------------------------------------------
+    @property
+    def samples_source(self):
+        return None if self.state is None else self.state.samples
+
     def refresh(self) -> None:
-        model, samples = self.state.get("model"), self.state.get("samples")
-        n = N_PREVIEW if samples.value.length is None else min(N_PREVIEW, samples.value.length)
-        first = [True]
+        """New model or samples: score the opened samples from the start."""
+        if self.classifier_box.currentData() == "model":
+            self._set_classifier(classifier_of_model(self.state.model))
+        source = self.samples_source
+        demo = isinstance(source, DemoSampler)
+        if demo:
+            for box, value in ((self.diversity, len(source.scenes)), (self.target, source.length),
+                               (self.fidelity, round(source.fidelity * 100))):
+                box.blockSignals(True)
+                box.setValue(value)
+                box.blockSignals(False)
+            self.fidelity_value.setText(f"{source.fidelity:.2f}")
+        if self.source.currentData() != "samples":
+            self.source.blockSignals(True)
+            self.source.setCurrentIndex(0)
+            self.source.blockSignals(False)
+        self.reset(start=True)
 
-        def show(items: list[Thumbnail]) -> None:
-            if first[0]:  # the previous samples stay until the new ones arrive
-                first[0] = False
-                self.grid.thumbnails.set_items([])
-                self.caption.setText(f"{samples.label}: the first {n} samples with {model.label}'s top class")
-            self.grid.thumbnails.append_items(items)
+    def _source_changed(self) -> None:
+        key = self.source.currentData()
+        if key == "samples":
+            if self.ready():
+                self.reset(start=True)
+            return
+        self.stop()
+        self._clear()
+        self.class_names = EXAMPLE_CLASSES
+        self.grid.thumbnails.has_images = False
+        self.scores.add_probabilities(worked_example(key))
+        self.score_panel.show_classifier("none", "the seed note's worked example: p(y|x) given, no images")
+        self._controls_for(demo=False, stream=False)
+        self.update_views()
+        self.grid.select_image(0)
+        self.mark_initial_work_done()
 
-        self.pool.submit(lambda ctx: classified_thumbnails(samples.value, model.value, n, ctx),
-                         name="classify samples", key=self.task_key(), executor=COMPUTE, on_partial=show,
-                         on_result=lambda _r: self.mark_initial_work_done())
+    def _open_samples(self) -> None:
+        window = self.window()
+        if hasattr(window, "browse"):
+            window.browse("samples")
+
+    def _controls_for(self, demo: bool, stream: bool) -> None:
+        for w in (self.diversity, self.fidelity, self.target):
+            w.setEnabled(demo)
+        for w in (self.play, self.reset_button, self.classifier_box):
+            w.setEnabled(stream)
+
+    # -- classifier -------------------------------------------------------------------------------------------------
+    def _set_classifier(self, classifier) -> None:
+        self.classifier = classifier
+        self.class_names = classifier.class_names
+        comparable = " (comparable with published scores)" if classifier.comparable else ""
+        self.score_panel.show_classifier(classifier.name, classifier.note + comparable)
+
+    def _classifier_chosen(self) -> None:
+        key = self.classifier_box.currentData()
+        if key == "model":
+            if self.ready():
+                self.refresh()
+            return
+        spec = key
+        if key.startswith("inception"):
+            path, _ = QFileDialog.getOpenFileName(self, "Inception v3 weights", "", "Weights (*.pth *.pt);;All (*)")
+            if not path:
+                return
+            spec = f"{key}:{path}"
+        self.set_classifier_spec(spec)
+
+    def set_classifier_spec(self, spec: str) -> None:
+        """Load classifier `spec` ('demo', 'inception-tf:<file>', ...) in the compute thread, then rescore."""
+        device = str(self.state.model.device) if self.state and self.state.model is not None else "cpu"
+
+        def loaded(classifier) -> None:
+            self._set_classifier(classifier)
+            self.reset(start=True)
+
+        self.stop()
+        self.pool.submit(lambda ctx: load_classifier_task(spec, device, ctx), name=f"load classifier {spec}",
+                         key=self.task_key("classifier"), executor=COMPUTE, on_result=loaded)
+
+    # -- streaming --------------------------------------------------------------------------------------------------
+    def _clear(self) -> None:
+        self.stop()
+        self.scores.reset()
+        self.split = None
+        self._split_n = 0
+        self._segments = []
+        self._generation += 1
+        self.pool.cancel(self.task_key("split"))
+        self.grid.thumbnails.clear()
+        self.detail.clear()
+
+    def reset(self, start: bool = False) -> None:
+        """Forget every score; with `start` (or while streaming) stream the opened samples again from image 0."""
+        was_streaming = self._streaming
+        self._clear()
+        if self.source.currentData() != "samples" or self.samples_source is None:
+            self.update_views()
+            return
+        source = self.samples_source
+        if self.classifier is not None:  # (the worked example may have replaced the class names)
+            self._set_classifier(self.classifier)
+        self.grid.thumbnails.has_images = True
+        self._reader = random_access(source)
+        self._keep_thumbnails = not isinstance(source, DemoSampler) and self._reader is None
+        self._controls_for(demo=isinstance(source, DemoSampler), stream=True)
+        self.update_views()
+        if start or was_streaming:
+            self.start()
+
+    def start(self) -> None:
+        """Stream from the next unscored image (start, or resume after a pause)."""
+        if self.classifier is None or self.samples_source is None or self.source.currentData() != "samples":
+            return
+        source = self.samples_source
+        start = self.scores.n
+        if isinstance(source, DemoSampler):
+            stream = DemoStream(self.target.value(), *self._knobs(), seed=source.seed, start=start)
+            self._demo = stream
+        else:
+            stream = ResumedSource(source, start, self._keep_thumbnails)
+            self._demo = None
+        if stream.length is not None and start >= stream.length:  # all scored: Start begins again
+            self.reset(start=True)
+            return
+        classifier = self.classifier
+        self._set_streaming(True)
+        self.pool.submit(lambda ctx: stream_task(stream, classifier, start, ctx), name="score samples",
+                         key=self.task_key("stream"), executor=COMPUTE, on_partial=self._on_batch,
+                         on_result=self._on_stream_end, on_error=self._on_stream_error)
+
+    def stop(self) -> None:
+        """Pause: the stream stops after its current batch; nothing it scored is lost."""
+        self.pool.cancel(self.task_key("stream"))
+        self._set_streaming(False)
+
+    def _set_streaming(self, on: bool) -> None:
+        self._streaming = on
+        self.play.blockSignals(True)
+        self.play.setChecked(on)
+        source = self.samples_source
+        paused = 0 < self.scores.n < (self.target.value() if isinstance(source, DemoSampler) else
+                                      getattr(source, "length", None) or 0)
+        self.play.setText("Pause" if on else ("Resume" if paused else "Start"))
+        self.play.blockSignals(False)
+
+    def _play_toggled(self, on: bool) -> None:
+        if on:
+            self.start()
+        else:
+            self.stop()
+            self.mark_initial_work_done()
+
+    @property
+    def streaming(self) -> bool:
+        return self._streaming
+
+    def _knobs(self) -> tuple[int, float]:
+        return self.diversity.value(), self.fidelity.value() / 100.0
+
+    def _knobs_changed(self) -> None:
+        self.fidelity_value.setText(f"{self.fidelity.value() / 100:.2f}")
+        if self._demo is not None:
+            self._demo.knobs = self._knobs()  # what the stream draws next
+
+    def _target_changed(self) -> None:
+        if self._streaming and self.scores.n < self.target.value():  # go on with the new length
+            self.stop()
+            self.start()
+
+    def _on_batch(self, batch) -> None:
+        if batch.start != self.scores.n:  # a batch of a stream that was replaced
+            return
+        self.scores.add_logits(batch.logits)
+        if batch.sampler is not None:
+            self._segments.append((batch.start, batch.sampler))
+        if batch.thumbnails:
+            self.grid.thumbnails.add_thumbnails({batch.start + i: im for i, im in enumerate(batch.thumbnails)},
+                                                keep=self._keep_thumbnails)
+        if not self._update_timer.isActive():
+            self._update_timer.start()
+
+    def _on_stream_end(self, _n: int) -> None:
+        self._set_streaming(False)
+        self.update_views()
+        self.mark_initial_work_done()
+
+    def _on_stream_error(self, _error: TaskError) -> None:
+        self._set_streaming(False)
+        self.mark_initial_work_done()
+
+    # -- views ------------------------------------------------------------------------------------------------------
+    def update_views(self) -> None:
+        """Redraw the score panel, the grid's order and the detail from the current scores."""
+        self.score_updates += 1
+        scores = self.scores
+        d = scores.decomposition()
+        self.score_panel.show_numbers(d, "streaming…" if self._streaming else "")
+        self._maybe_split(final=not self._streaming)
+        now = time.monotonic()
+        if self._streaming and now - self._slow_time < SLOW_UPDATE_S:
+            return
+        self._slow_time = now
+        self._fill_class_filter()
+        self.score_panel.show_distribution(d, self.class_names, scores.live.history if d else ((), ()))
+        if self._streaming and now - self._grid_time < GRID_UPDATE_S:
+            return
+        self._grid_time = now
+        self._order_changed()
+        current = self.grid.current_image()
+        if current < 0 and scores.n:
+            self.grid.select_image(0)
+        elif current >= 0:
+            self._show_numbers(current)
+
+    def _fill_class_filter(self) -> None:
+        n = self.scores.n_classes or 0
+        names = [self.class_names[k] if self.class_names and k < len(self.class_names) else f"class {k}"
+                 for k in range(n)]
+        if [self.class_filter.itemText(i) for i in range(1, self.class_filter.count())] == names:
+            return
+        self.class_filter.blockSignals(True)
+        self.class_filter.clear()
+        self.class_filter.addItem("all classes", None)
+        for k, name in enumerate(names):
+            self.class_filter.addItem(name, k)
+        self.class_filter.blockSignals(False)
+
+    def view_settings(self) -> dict:
+        key = self.filter_key.currentData()
+        return {
+            "key": self.sort.currentData(),
+            "descending": self.descending.isChecked(),
+            "class_filter": self.class_filter.currentData(),
+            "value_filter": (key, self.filter_low.value(), self.filter_high.value()) if key else None,
+        }
+
+    def _order_changed(self) -> None:
+        scores = self.scores
+        settings = self.view_settings()
+        order = scores.order(**settings) if scores.n else []
+        # Every image's KL costs O(N x classes) after each batch; past KL_BADGE_LIMIT (50,000 Inception rows) the
+        # badges show confidence unless the view sorts or filters by KL anyway.
+        uses_kl = settings["key"] == "kl" or (settings["value_filter"] or ("",))[0] == "kl"
+        if scores.n and (uses_kl or scores.n * (scores.n_classes or 0) <= KL_BADGE_LIMIT):
+            badge, badge_label = scores.kl(), "KL"
+        else:
+            badge, badge_label = (scores.confidence if scores.n else None), "p"
+        names = self.class_names or [f"class {k}" for k in range(scores.n_classes or 0)]
+        self.grid.thumbnails.set_items(order, scores.top_classes, scores.top_probs, names, badge, badge_label)
+        self.sheet.set_rows(min(self.sheet_count.value(), len(order)))
+        shown = f"{len(order):,} of {scores.n:,} images" if scores.n else "no images"
+        badge_text = "KL against the current marginal (nats)" if badge_label == "KL" else "confidence"
+        self.caption.setText(f"<b>{shown}</b>, {SORT_KEYS[self.sort.currentData()]} order "
+                             f"— bars: top classes; badge: {badge_text}")
+
+    def _maybe_split(self, final: bool) -> None:
+        """Recompute the split protocol in the I/O pool when N changed (throttled while streaming)."""
+        n = self.scores.n
+        if n < DEFAULT_SPLITS:
+            self.split = None
+            self.score_panel.show_split(None, self._classifier_label(), DEFAULT_SPLITS, n)
+            return
+        if n == self._split_n or self.pool.is_shut_down or (
+                not final and time.monotonic() - self._split_time < SPLIT_EVERY_S):
+            return
+        self._split_n, self._split_time = n, time.monotonic()
+        rows = self.scores.live.probabilities()  # rows never change once written: safe to read in a worker
+        generation = self._generation
+
+        def task(ctx):
+            from probescope.core.scoring.distributions import ClassScores
+            from probescope.core.scoring.protocol import split_inception_score
+
+            return split_inception_score(ClassScores(rows, "probs"), DEFAULT_SPLITS, True, DEFAULT_SEED)
+
+        def done(split) -> None:
+            if generation == self._generation:
+                self.split = split
+                self.score_panel.show_split(split, self._classifier_label(), DEFAULT_SPLITS, n)
+
+        self.pool.submit(task, name="split protocol", key=self.task_key("split"), executor=IO, on_result=done)
+
+    def _classifier_label(self) -> str:
+        if self.source.currentData() != "samples":
+            return "none (given probabilities)"
+        return self.classifier.name if self.classifier is not None else "—"
+
+    # -- thumbnails and detail --------------------------------------------------------------------------------------
+    def _image_reader(self, k: int):
+        """A zero-argument reader of image k, or None when it cannot be read again."""
+        if self.source.currentData() != "samples":
+            return None
+        if self._segments:
+            starts = [s for s, _ in self._segments]
+            sampler = self._segments[bisect.bisect_right(starts, k) - 1][1]
+            return lambda: sampler.sample(k)[0]
+        if self._reader is not None:
+            reader = self._reader
+            return lambda: reader(k)
+        return None
+
+    def _load_thumbnails(self, wanted: list[int]) -> None:
+        rows = self.sheet.rows()
+        model = self.grid.thumbnails
+        wanted = wanted + [model.image_index(r) for r in range(rows) if model.pixmap(model.image_index(r)) is None]
+        jobs = [(k, read) for k in dict.fromkeys(wanted) if (read := self._image_reader(k)) is not None]
+        if not jobs or self.pool.is_shut_down:  # (a timer may fire while the window closes)
+            return
+        generation = self._generation
+
+        def show(images: dict[int, QImage]) -> None:
+            if generation == self._generation:
+                model.add_thumbnails(images)
+                self.grid.viewport().update()
+                self.sheet.update()
+
+        self.pool.submit(lambda ctx: thumbnail_task(jobs, ctx), name="thumbnails", key=self.task_key("thumbs"),
+                         executor=IO, on_partial=show)
+
+    def _show_detail(self, i: int) -> None:
+        self._show_numbers(i)
+        read = self._image_reader(i)
+        if self.pool.is_shut_down:
+            return
+        if read is None:
+            self.detail.set_image(self.grid.thumbnails.kept_thumbnail(i))
+            return
+        generation = self._generation
+        self.pool.submit(lambda ctx: image_task(read, ctx), name="detail image", key=self.task_key("detail"),
+                         executor=IO, on_result=lambda im: generation == self._generation and self.detail.set_image(im))
+
+    def _show_numbers(self, i: int) -> None:
+        scores = self.scores
+        if not 0 <= i < scores.n:
+            return
+        self.detail.show_sample(i, scores.probabilities(i), float(scores.entropy[i]), scores.kl_of(i),
+                                scores.n, scores.live.mutual_information, self.class_names)
+
+    # -- export -----------------------------------------------------------------------------------------------------
+    def export_csv(self, path: str | Path) -> Path:
+        """Per-image scores as CSV, written atomically."""
+        return self.scores.write_csv(path, self.class_names)
+
+    def _export_csv_dialog(self) -> None:
+        path, _ = QFileDialog.getSaveFileName(self, "Export per-image scores", "scores.csv", "CSV (*.csv)")
+        if path:
+            self.export_csv(path)

@@ -12,12 +12,16 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 import torch
 from torch import nn
 
 from probescope.core.errors import InputError
+
+if TYPE_CHECKING:
+    from probescope.core.models import LoadedModel
 
 TV_WEIGHTS_FILE_NAME = "inception_v3_google-0cc3c7bd.pth"
 TV_WEIGHTS_URL = "https://download.pytorch.org/models/" + TV_WEIGHTS_FILE_NAME
@@ -133,13 +137,17 @@ def model_classifier(spec: str, device: str = "cpu") -> Classifier:
     """Any model probescope can load (load_model spec), with its own preprocessing and class names."""
     from probescope.core.models import load_model
 
-    model = load_model(spec, device=device)
+    return classifier_of_model(load_model(spec, device=device))
+
+
+def classifier_of_model(model: LoadedModel) -> Classifier:
+    """An already-loaded model as a scoring classifier (the GUI's current model, without loading it again)."""
     return Classifier(
         name=model.name,
         module=model.module,
         prepare=lambda images: model.preprocess(list(images)),
         class_names=tuple(model.class_names) if model.class_names else None,
-        device=device,
+        device=str(model.device),
         comparable=False,
         note=f"{model.name} with {model.preprocess.describe()}: its own classes, not comparable with published IS",
     )

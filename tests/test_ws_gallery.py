@@ -1,0 +1,284 @@
+"""Gallery workspace: the live Inception Score streamed from the demo sampler agrees with the engine's batch
+numbers (also across a pause), the diversity knob moves IS, sorting and filtering, the detail of one image, an
+.npz opened from disk, the seed's worked example A-D, and every export."""
+
+from __future__ import annotations
+
+import csv
+import math
+
+import numpy as np
+import pytest
+from PySide6.QtCore import Qt
+from PySide6.QtGui import QImage
+
+from probescope.app.export import export_widget
+from probescope.app.state import AppState, Loaded
+from probescope.app.workers import WorkerPool
+from probescope.app.ws_gallery import GalleryWorkspace
+from probescope.core.demo.sampler import DemoSampler
+from probescope.core.scoring.distributions import ClassScores
+from probescope.core.scoring.report import score_report
+
+WAIT_MS = 60_000
+
+
+@pytest.fixture
+def gallery(qtbot):
+    pool = WorkerPool()
+    state = AppState()
+    ws = GalleryWorkspace(pool)
+    qtbot.addWidget(ws)
+    ws.resize(1500, 950)
+    ws.show()
+    ws.load_state(state)
+    yield ws
+    ws.stop()
+    pool.shutdown()
+
+
+@pytest.fixture(scope="module")
+def demo_model():
+    from probescope.core.models import load_model
+
+    return load_model("demo")
+
+
+def open_samples(qtbot, ws, model, source, label="samples") -> None:
+    """Put the model and `source` into the state and wait until the first stream has finished."""
+    if ws.state.model is not model:
+        ws.state.set(Loaded("model", "demo", "demo", model))
+    ws._initial_done = False
+    ws.state.set(Loaded("samples", label, label, source))
+    qtbot.waitUntil(lambda: ws.is_initial_work_done and not ws.streaming, timeout=WAIT_MS)
+
+
+def engine_report(images: list[np.ndarray], model, splits: int = 10):
+    """The engine's batch numbers for `images`: logits of the same classifier (in the stream's batch size, so the
+    float32 logits are bit-identical), then score_report."""
+    from probescope.app.ws_gallery_stream import STREAM_BATCH
+    from probescope.core.scoring.classifiers import classifier_of_model
+
+    classifier = classifier_of_model(model)
+    logits = np.concatenate([classifier.classify(images[a : a + STREAM_BATCH])
+                             for a in range(0, len(images), STREAM_BATCH)])
+    return score_report(ClassScores(logits, "logits"), splits=splits)
+
+
+def demo_images(n: int, diversity: int = 14, fidelity: float = 1.0) -> list[np.ndarray]:
+    sampler = DemoSampler(n, diversity, fidelity)
+    return [sampler.sample(k)[0] for k in range(n)]
+
+
+def test_streamed_scores_agree_with_the_engine_across_a_pause(qtbot, gallery, demo_model):
+    ws = gallery
+    ws.state.set(Loaded("model", "demo", "demo", demo_model))
+    ws.state.set(Loaded("samples", "demo", "demo", DemoSampler(48)))
+    qtbot.waitUntil(lambda: ws.scores.n >= 16, timeout=WAIT_MS)
+    ws.play.click()  # pause
+    assert not ws.streaming and ws.play.text() == "Resume"
+    qtbot.waitUntil(lambda: not ws.pool.is_running(ws.task_key("stream")), timeout=WAIT_MS)
+    n = ws.scores.n
+    partial = engine_report(demo_images(48)[:n], demo_model, splits=2)
+    assert ws.scores.live.is_ == pytest.approx(partial.is_all, rel=1e-9)
+    ws.play.click()  # resume at image n
+    qtbot.waitUntil(lambda: ws.scores.n == 48 and not ws.streaming, timeout=WAIT_MS)
+
+    report = engine_report(demo_images(48), demo_model)
+    d = ws.scores.decomposition()
+    assert d.is_ == pytest.approx(report.is_all, rel=1e-9)
+    assert d.marginal_entropy == pytest.approx(report.marginal_entropy, abs=1e-9)
+    assert d.conditional_entropy == pytest.approx(report.conditional_entropy, abs=1e-9)
+    assert d.mutual_information == pytest.approx(math.log(report.is_all), abs=1e-9)
+    np.testing.assert_allclose(ws.scores.kl(), report.contributions, atol=1e-9)
+    np.testing.assert_allclose(ws.score_panel.marginal.values, report.marginal, atol=1e-12)
+    # what the panel shows is these numbers
+    assert ws.score_panel.is_label.text() == f"IS {report.is_all:.2f}"
+    assert "N = 48" in ws.score_panel.n_label.text()
+    text = ws.score_panel.decomposition_label.text()
+    for value in (report.marginal_entropy, report.conditional_entropy, report.mutual_information):
+        assert f"{value:.3f}" in text
+    x, y = ws.score_panel.curve.curve_data()
+    assert x[-1] == 48 and y[-1] == pytest.approx(report.is_all)
+    # the split protocol, labelled with its protocol and classifier
+    qtbot.waitUntil(lambda: ws.split is not None and ws.split.n == 48, timeout=WAIT_MS)
+    assert ws.split.mean == pytest.approx(report.split.mean, rel=1e-9)
+    assert ws.split.std == pytest.approx(report.split.std, rel=1e-9)
+    label = ws.score_panel.split_label.text()
+    assert f"{report.split.mean:.2f} ± {report.split.std:.2f}" in label
+    assert "10 splits" in label and "seed 2020" in label and "demo" in label
+    assert "demo" in ws.score_panel.classifier_label.text()
+    assert ws.grid.thumbnails.rowCount() == 48
+
+
+def test_turning_diversity_down_makes_is_fall(qtbot, gallery, demo_model):
+    ws = gallery
+    open_samples(qtbot, ws, demo_model, DemoSampler(40))
+    diverse = ws.scores.live.is_
+    ws.diversity.setValue(1)  # total mode collapse from now on
+    ws.reset(start=True)
+    qtbot.waitUntil(lambda: ws.scores.n == 40 and not ws.streaming, timeout=WAIT_MS)
+    collapsed = ws.scores.live.is_
+    assert collapsed < 0.5 * diverse
+    assert all(len(s.scenes) == 1 for _start, s in ws._segments)
+    # mid-stream: the knob changes what is drawn next, and IS falls from where it was
+    ws.diversity.setValue(14)
+    ws.target.setValue(160)
+    ws.reset(start=True)
+    qtbot.waitUntil(lambda: ws.scores.n >= 24, timeout=WAIT_MS)
+    before, changed_at = ws.scores.live.is_, ws.scores.n
+    ws.diversity.setValue(1)
+    qtbot.waitUntil(lambda: ws.scores.n == 160 and not ws.streaming, timeout=WAIT_MS)
+    first_collapsed = next(start for start, s in ws._segments if len(s.scenes) == 1)
+    assert first_collapsed <= changed_at + 4 * 8  # at most the batches already prepared ahead were diverse
+    assert all(len(s.scenes) == (1 if start >= first_collapsed else 14) for start, s in ws._segments)
+    assert ws.scores.live.is_ < 0.8 * before
+
+
+def test_sort_filter_select_and_arrow_keys(qtbot, gallery, demo_model):
+    ws = gallery
+    open_samples(qtbot, ws, demo_model, DemoSampler(40))
+    scores = ws.scores
+    ws.sort.setCurrentIndex(ws.sort.findData("kl"))
+    ws.descending.setChecked(True)
+    expected = np.argsort(-scores.kl(), kind="stable")
+    np.testing.assert_array_equal(ws.grid.thumbnails.order, expected)
+    # select the image with the largest KL contribution and read its detail
+    top = int(expected[0])
+    assert ws.grid.select_image(top) and ws.grid.current_row() == 0
+    p = scores.probabilities(top)
+    bars = ws.detail.bars.values
+    np.testing.assert_allclose(bars, np.sort(p)[::-1][: len(bars)])
+    assert ws.detail.bars.names[0] == ws.class_names[int(p.argmax())]
+    assert f"{scores.kl()[top]:.3f}" in ws.detail.numbers.text()
+    assert f"{scores.entropy[top]:.3f}" in ws.detail.numbers.text()
+    share = scores.kl()[top] / scores.kl().sum()
+    assert f"{share:.2%}" in ws.detail.numbers.text()
+    qtbot.waitUntil(lambda: ws.detail.image.pixmap() is not None and not ws.detail.image.pixmap().isNull(),
+                    timeout=WAIT_MS)
+    # arrow keys move through the samples in the shown order
+    ws.grid.setFocus()
+    qtbot.keyClick(ws.grid, Qt.Key.Key_Right)
+    assert ws.grid.current_image() == int(expected[1])
+    # filters: one predicted class, then confidence in a range
+    c = int(scores.predicted[top])
+    ws.class_filter.setCurrentIndex(ws.class_filter.findData(c))
+    order = ws.grid.thumbnails.order
+    assert len(order) == int((scores.predicted == c).sum()) and (scores.predicted[order] == c).all()
+    ws.class_filter.setCurrentIndex(0)
+    ws.filter_key.setCurrentIndex(ws.filter_key.findData("confidence"))
+    ws.filter_low.setValue(0.9)
+    ws.filter_high.setValue(1.0)
+    order = ws.grid.thumbnails.order
+    assert len(order) == int((scores.confidence >= 0.9).sum()) and (scores.confidence[order] >= 0.9).all()
+    ws.sort.setCurrentIndex(ws.sort.findData("entropy"))
+    ws.descending.setChecked(False)
+    assert (np.diff(scores.entropy[ws.grid.thumbnails.order]) >= 0).all()
+    # visible thumbnails are rendered in the pool
+    qtbot.waitUntil(lambda: ws.grid.thumbnails.pixmap(int(ws.grid.thumbnails.order[0])) is not None,
+                    timeout=WAIT_MS)
+
+
+def test_npz_samples_from_disk(qtbot, gallery, demo_model, tmp_path):
+    from probescope.core.scoring.sources import open_source
+
+    images = np.stack(demo_images(12, fidelity=0.6))
+    np.savez(tmp_path / "samples.npz", images=images)
+    ws = gallery
+    open_samples(qtbot, ws, demo_model, open_source(tmp_path / "samples.npz"), "samples.npz")
+    report = engine_report(list(images), demo_model)
+    assert ws.scores.n == 12 and ws.scores.live.is_ == pytest.approx(report.is_all, rel=1e-9)
+    assert not ws.diversity.isEnabled()  # the knobs belong to the demo sampler
+    qtbot.waitUntil(lambda: ws.split is not None and ws.split.n == 12, timeout=WAIT_MS)
+    assert ws.split.mean == pytest.approx(report.split.mean, rel=1e-9)
+    qtbot.waitUntil(lambda: ws.grid.thumbnails.pixmap(0) is not None, timeout=WAIT_MS)
+    # another classifier the engine supports: loaded in the compute thread, then everything is scored again
+    ws._initial_done = False
+    ws.set_classifier_spec("demo")
+    qtbot.waitUntil(lambda: ws.is_initial_work_done and not ws.streaming and ws.scores.n == 12, timeout=WAIT_MS)
+    assert ws.classifier is not None and "not comparable" in ws.score_panel.classifier_label.text()
+    assert ws.scores.live.is_ == pytest.approx(report.is_all, rel=1e-6)  # the same demo weights
+
+
+@pytest.mark.parametrize("generator, expected", [("A", "2.02"), ("B", "1.00"), ("C", "1.00"), ("D", "1.52")])
+def test_worked_example_preset(qtbot, gallery, demo_model, generator, expected):
+    ws = gallery
+    if generator == "D":  # the preset replaces what was streamed, and going back scores the samples again
+        open_samples(qtbot, ws, demo_model, DemoSampler(12))
+    ws.source.setCurrentIndex(ws.source.findData(generator))
+    assert ws.score_panel.is_label.text() == f"IS {expected}"
+    assert ws.scores.n == 3 and ws.grid.thumbnails.rowCount() == 3
+    text = ws.score_panel.decomposition_label.text()
+    if generator == "A":
+        assert "1.099" in text and "0.394" in text and "0.704" in text
+    assert "needs N ≥ 10" in ws.score_panel.split_label.text()
+    assert ws.detail.bars.names[0] in ("beagle", "corgi", "husky")
+    if generator == "B":  # mode collapse: corgi and husky are never predicted
+        assert "never predicted (2 of 3: corgi, husky)" in ws.score_panel.marginal.legend
+    if generator == "D":
+        assert ws.class_filter.itemText(1) == "beagle"
+        ws.source.setCurrentIndex(0)
+        qtbot.waitUntil(lambda: ws.scores.n == 12 and not ws.streaming, timeout=WAIT_MS)
+        assert ws.class_filter.itemText(1) == "harbor-s" and "demo" in ws.score_panel.classifier_label.text()
+
+
+def test_exports(qtbot, gallery, demo_model, tmp_path):
+    from PySide6.QtSvg import QSvgRenderer
+
+    ws = gallery
+    open_samples(qtbot, ws, demo_model, DemoSampler(24))
+    path = ws.export_csv(tmp_path / "scores.csv")
+    with open(path, newline="") as fh:
+        rows = list(csv.DictReader(fh))
+    assert len(rows) == 24 and rows[0]["predicted_name"] in ws.class_names
+    kl = np.array([float(r["kl_nats"]) for r in rows])
+    assert kl.mean() == pytest.approx(math.log(ws.scores.live.is_), abs=1e-5)
+    assert sum(float(r["share_of_log_is"]) for r in rows) == pytest.approx(1.0, abs=1e-4)
+    assert [p.name for p in tmp_path.iterdir()] == ["scores.csv"]  # no temporary file left behind
+
+    names = [t.name for t in ws.export_targets()]
+    assert names == ["Gallery", "Contact sheet", "Detail panel", "Score panel"]
+    ws.sheet_count.setValue(10)
+    qtbot.waitUntil(lambda: all(ws.grid.thumbnails.pixmap(i) is not None for i in range(10)), timeout=WAIT_MS)
+    for target in ws.export_targets()[1:]:
+        stem = target.name.replace(" ", "_")
+        png = export_widget(target.widget, tmp_path / f"{stem}.png", scale=2)
+        image = QImage(str(png))
+        assert image.width() == 2 * target.widget.width()
+        assert QSvgRenderer(str(export_widget(target.widget, tmp_path / f"{stem}.svg"))).isValid()
+        assert export_widget(target.widget, tmp_path / f"{stem}.pdf").read_bytes().startswith(b"%PDF")
+    sheet = QImage(str(tmp_path / "Contact_sheet.png"))
+    assert sheet.width() > 8 * 100  # 8 cells in a row
+    # the sheet is not blank: its thumbnails carry colour
+    pixels = {sheet.pixel(x, y) for x in range(0, sheet.width(), 17) for y in range(0, sheet.height(), 17)}
+    assert len(pixels) > 50
+
+
+def test_gallery_scores_against_brute_force():
+    from probescope.app.ws_gallery_data import GalleryScores
+
+    rng = np.random.default_rng(3)
+    logits = rng.normal(size=(300, 6)) * 3
+    scores = GalleryScores()
+    for a in range(0, 300, 7):  # uneven batches
+        scores.add_logits(logits[a : a + 7])
+    p = np.exp(logits - logits.max(1, keepdims=True))
+    p /= p.sum(1, keepdims=True)
+    q = p.mean(0)
+    kl = (p * (np.log(p) - np.log(q))).sum(1)
+    entropy = -(p * np.log(p)).sum(1)
+    assert scores.kl_of(7) == pytest.approx(kl[7], abs=1e-12)  # one image, before every KL is computed
+    np.testing.assert_allclose(scores.kl(), kl, atol=1e-12)
+    np.testing.assert_allclose(scores.entropy, entropy, atol=1e-12)
+    np.testing.assert_array_equal(scores.top_classes, np.argsort(-p, axis=1, kind="stable")[:, :3])
+    assert math.exp(kl.mean()) == pytest.approx(scores.live.is_, rel=1e-12)
+    order = scores.order("confidence", True, class_filter=2, value_filter=("entropy", 0.1, 1.2))
+    keep = [i for i in range(300) if p[i].argmax() == 2 and 0.1 <= entropy[i] <= 1.2]
+    assert sorted(order) == keep and list(order) == sorted(keep, key=lambda i: -p[i].max())
+    assert scores.share_of_log_is(5) == pytest.approx(kl[5] / kl.sum())
+    two = GalleryScores()  # fewer classes than bars: padded with class -1
+    two.add_probabilities(np.array([[0.3, 0.7]]))
+    assert two.top_classes.tolist() == [[1, 0, -1]] and two.top_probs[0, 2] == 0
+    flat = GalleryScores()  # IS = 1: shares of log IS are undefined, not a division by zero
+    flat.add_probabilities(np.full((4, 3), 1 / 3))
+    assert math.isnan(flat.share_of_log_is(0))

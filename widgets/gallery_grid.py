@@ -1,0 +1,363 @@
+"""A scrolling grid of scored samples that stays smooth with 50,000 of them.
+
+One QListView (list mode, left-to-right flow, wrapping, uniform cells: Qt lays the grid out arithmetically) over a
+model that holds only arrays: the order of image indices to show and each image's top classes. A delegate paints
+every visible cell (thumbnail, index, a badge value, the top classes as small bars), so there is no widget per
+item. Thumbnails are QPixmaps in QPixmapCache, made from QImages that arrive from workers; a cell without one
+draws a placeholder, and the grid asks for the visible missing thumbnails (`thumbnails_wanted`) after a short
+pause, so fast scrolling never queues work for images already scrolled past.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+from PySide6.QtCore import (QAbstractListModel, QModelIndex, QPersistentModelIndex, QPoint, QRect, QRectF, QSize, Qt,
+                            QTimer, Signal)
+from PySide6.QtGui import QColor, QFont, QFontMetrics, QImage, QPainter, QPalette, QPixmap, QPixmapCache
+from PySide6.QtWidgets import QAbstractItemView, QListView, QStyle, QStyledItemDelegate, QStyleOptionViewItem, QWidget
+
+from probescope.widgets.plots_bars import class_color
+
+
+QPixmapCache.setCacheLimit(max(QPixmapCache.cacheLimit(), 256 * 1024))  # KiB
+
+BAR_ROW = 12  # pixels per class bar under a thumbnail
+TEXT_ROW = 15
+
+
+class GalleryModel(QAbstractListModel):
+    """Rows are `order[row]` image indices; per-image arrays are indexed by image index."""
+
+    def __init__(self, parent: QWidget | None = None):
+        super().__init__(parent)
+        self._order = np.empty(0, dtype=np.int64)
+        self._top = np.empty((0, 0), dtype=np.int64)
+        self._top_p = np.empty((0, 0))
+        self._badge: np.ndarray | None = None
+        self._badge_label = ""
+        self._names: list[str] = []
+        self._kept: dict[int, QImage] = {}  # thumbnails that cannot be made again (generator samples)
+        self.has_images = True  # False: scores without images (the worked example), cells say so
+        self._generation = 0
+
+    # -- data -----------------------------------------------------------------------------------------------------
+    def rowCount(self, parent: QModelIndex | QPersistentModelIndex = QModelIndex()) -> int:  # noqa: N802
+        return 0 if parent.isValid() else len(self._order)
+
+    def data(self, index: QModelIndex | QPersistentModelIndex, role: int = Qt.ItemDataRole.DisplayRole):
+        if not index.isValid():
+            return None
+        image = int(self._order[index.row()])
+        if role == Qt.ItemDataRole.DisplayRole:
+            return f"#{image}"
+        if role == Qt.ItemDataRole.ToolTipRole:
+            bars = ", ".join(f"{self.class_name(int(c))} {p:.2f}" for c, p in zip(self._top[image],
+                                                                                   self._top_p[image], strict=True)
+                             if c >= 0)
+            return f"sample {image}: {bars}"
+        if role == Qt.ItemDataRole.UserRole:
+            return image
+        return None
+
+    def class_name(self, k: int) -> str:
+        return self._names[k] if 0 <= k < len(self._names) else str(k)
+
+    def image_index(self, row: int) -> int:
+        return int(self._order[row])
+
+    def row_of(self, image: int) -> int:
+        """The row showing `image`, or -1 when it is filtered out."""
+        hits = np.flatnonzero(self._order == image)
+        return int(hits[0]) if len(hits) else -1
+
+    @property
+    def order(self) -> np.ndarray:
+        return self._order.copy()
+
+    def cell(self, row: int) -> tuple[int, np.ndarray, np.ndarray, str]:
+        """What a cell shows: image index, its top classes and probabilities, and the badge text."""
+        image = int(self._order[row])
+        badge = "" if self._badge is None else f"{self._badge_label} {self._badge[image]:.2f}"
+        return image, self._top[image], self._top_p[image], badge
+
+    def set_items(self, order: np.ndarray, top: np.ndarray, top_p: np.ndarray, names: Sequence[str],
+                  badge: np.ndarray | None = None, badge_label: str = "") -> None:
+        """Show `order`; a pure extension of the current order inserts rows (streaming keeps the scroll and the
+        selection), anything else is a layout change that keeps the selected image selected."""
+        order = np.asarray(order, dtype=np.int64)
+        self._top, self._top_p, self._names = top, top_p, list(names)
+        self._badge, self._badge_label = badge, badge_label
+        old = self._order
+        if len(order) >= len(old) and np.array_equal(order[: len(old)], old):
+            if len(order) > len(old):
+                self.beginInsertRows(QModelIndex(), len(old), len(order) - 1)
+                self._order = order
+                self.endInsertRows()
+            if len(old):
+                self.dataChanged.emit(self.index(0), self.index(len(old) - 1))
+            return
+        self.layoutAboutToBeChanged.emit()
+        persistent = self.persistentIndexList()
+        images = [int(old[i.row()]) if 0 <= i.row() < len(old) else -1 for i in persistent]
+        self._order = order
+        position = np.full(int(max(order.max(initial=-1), max(images, default=-1))) + 2, -1, dtype=np.int64)
+        position[order] = np.arange(len(order))
+        moved = [self.index(int(position[im])) if im >= 0 and position[im] >= 0 else QModelIndex() for im in images]
+        self.changePersistentIndexList(persistent, moved)
+        self.layoutChanged.emit()
+
+    def clear(self) -> None:
+        self.beginResetModel()
+        self._order = np.empty(0, dtype=np.int64)
+        self._kept.clear()
+        self._generation += 1
+        self.endResetModel()
+
+    # -- thumbnails -----------------------------------------------------------------------------------------------
+    def key(self, image: int) -> str:
+        """Cache key of everything drawn for `image` (changes when the images or their scores are replaced)."""
+        return f"probescope-gallery-{id(self)}-{self._generation}-{image}"
+
+    def pixmap(self, image: int) -> QPixmap | None:
+        pixmap = QPixmapCache.find(self.key(image))
+        if pixmap is None and image in self._kept:
+            pixmap = QPixmap.fromImage(self._kept[image])
+            QPixmapCache.insert(self.key(image), pixmap)
+        return pixmap
+
+    def kept_thumbnail(self, image: int) -> QImage | None:
+        return self._kept.get(image)
+
+    def add_thumbnails(self, images: dict[int, QImage], keep: bool = False) -> None:
+        """Thumbnails by image index (made in workers); `keep` holds them for good (no way to make them again)."""
+        for image, qimage in images.items():
+            if keep:
+                self._kept[image] = qimage
+            QPixmapCache.insert(self.key(image), QPixmap.fromImage(qimage))
+
+    def forget_thumbnails(self) -> None:
+        """Images changed (a new source): old thumbnails must never show again."""
+        self._generation += 1
+        self._kept.clear()
+
+
+class GalleryDelegate(QStyledItemDelegate):
+    """Paints a cell: thumbnail, index and badge, and one small bar per top class.
+
+    An image's top classes never change, so its bars are drawn once into a cached pixmap; a repaint (the badge
+    moves with the marginal while samples stream) then costs two pixmap blits and two short texts per cell.
+    """
+
+    def __init__(self, thumb: int, parent: QWidget | None = None):
+        super().__init__(parent)
+        self.thumb = thumb
+        self.missing: set[int] = set()
+        self._font: QFont | None = None
+
+    def cell_size(self) -> QSize:
+        return QSize(self.thumb + 12, self.thumb + 12 + TEXT_ROW + 3 * BAR_ROW + 4)
+
+    def sizeHint(self, option: QStyleOptionViewItem, index: QModelIndex) -> QSize:  # noqa: N802
+        return self.cell_size()
+
+    def small_font(self, base: QFont) -> QFont:
+        if self._font is None:
+            self._font = QFont(base)
+            self._font.setPointSizeF(max(base.pointSizeF() * 0.8, 6.0))
+        return self._font
+
+    def paint(self, painter: QPainter, option: QStyleOptionViewItem, index: QModelIndex) -> None:
+        model: GalleryModel = index.model()
+        image, top, top_p, badge = model.cell(index.row())
+        rect: QRect = option.rect
+        palette = option.palette
+        selected = bool(option.state & QStyle.StateFlag.State_Selected)
+        painter.save()
+        if selected:
+            painter.fillRect(rect.adjusted(1, 1, -1, -1), palette.color(QPalette.ColorRole.Highlight))
+        box = QRect(rect.x() + (rect.width() - self.thumb) // 2, rect.y() + 6, self.thumb, self.thumb)
+        pixmap = model.pixmap(image)
+        if pixmap is None:
+            painter.fillRect(box, palette.color(QPalette.ColorRole.AlternateBase))
+            if model.has_images:
+                self.missing.add(image)
+            else:
+                painter.setPen(palette.color(QPalette.ColorRole.PlaceholderText))
+                painter.drawText(box, Qt.AlignmentFlag.AlignCenter, "no image\n(p(y|x) given)")
+        else:
+            size = pixmap.size().scaled(box.size(), Qt.AspectRatioMode.KeepAspectRatio)
+            target = QRect(box.x() + (box.width() - size.width()) // 2, box.y() + (box.height() - size.height()) // 2,
+                           size.width(), size.height())
+            if size != pixmap.size():
+                painter.setRenderHint(QPainter.RenderHint.SmoothPixmapTransform)
+            painter.drawPixmap(target, pixmap)
+        font = self.small_font(option.font)
+        painter.setFont(font)
+        text_color = palette.color(QPalette.ColorRole.HighlightedText if selected else QPalette.ColorRole.Text)
+        painter.setPen(text_color)
+        line = QRect(rect.x() + 4, box.bottom() + 2, rect.width() - 8, TEXT_ROW)
+        painter.drawText(line, Qt.AlignmentFlag.AlignLeft | Qt.AlignmentFlag.AlignVCenter, f"#{image}")
+        if badge:
+            painter.drawText(line, Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter, badge)
+        painter.drawPixmap(rect.x() + 4, line.bottom() + 1, self._bars(model, image, top, top_p, rect.width() - 8,
+                                                                       font, text_color))
+        painter.restore()
+
+    def _bars(self, model: GalleryModel, image: int, top: np.ndarray, top_p: np.ndarray, width: int, font: QFont,
+              color: QColor) -> QPixmap:
+        key = f"{model.key(image)}-bars-{width}-{color.rgba()}"
+        cached = QPixmapCache.find(key)
+        if cached is not None:
+            return cached
+        pixmap = QPixmap(width, BAR_ROW * len(top))
+        pixmap.fill(Qt.GlobalColor.transparent)
+        painter = QPainter(pixmap)
+        painter.setFont(font)
+        fm = QFontMetrics(font)
+        for i, (c, p) in enumerate(zip(top, top_p, strict=True)):
+            if c < 0:
+                continue
+            bar = QRectF(0, i * BAR_ROW + 1, width, BAR_ROW - 2)
+            painter.fillRect(bar, QColor(127, 127, 127, 40))
+            painter.fillRect(QRectF(0, bar.y(), width * float(p), bar.height()), class_color(int(c)))
+            painter.setPen(color)
+            label = fm.elidedText(f"{model.class_name(int(c))} {p:.2f}", Qt.TextElideMode.ElideMiddle, width - 4)
+            painter.drawText(bar.adjusted(3, 0, 0, 0), Qt.AlignmentFlag.AlignLeft | Qt.AlignmentFlag.AlignVCenter,
+                             label)
+        painter.end()
+        QPixmapCache.insert(key, pixmap)
+        return pixmap
+
+
+class GalleryGrid(QListView):
+    """The grid. `current_image_changed(image index)` follows keyboard and mouse; `thumbnails_wanted(indices)`
+    asks for the visible images that have no thumbnail yet."""
+
+    current_image_changed = Signal(int)
+    thumbnails_wanted = Signal(list)
+
+    def __init__(self, thumb: int = 96, parent: QWidget | None = None):
+        super().__init__(parent)
+        self.thumbnails = GalleryModel(self)
+        self.setModel(self.thumbnails)
+        self.delegate = GalleryDelegate(thumb, self)
+        self.setItemDelegate(self.delegate)
+        self.setViewMode(QListView.ViewMode.ListMode)
+        self.setFlow(QListView.Flow.LeftToRight)
+        self.setWrapping(True)
+        self.setResizeMode(QListView.ResizeMode.Adjust)
+        self.setMovement(QListView.Movement.Static)
+        self.setUniformItemSizes(True)
+        self.setGridSize(self.delegate.cell_size())
+        self.setSelectionMode(QAbstractItemView.SelectionMode.SingleSelection)
+        self.setVerticalScrollMode(QAbstractItemView.ScrollMode.ScrollPerPixel)
+        self.verticalScrollBar().setSingleStep(24)
+        self._want_timer = QTimer(self)
+        self._want_timer.setSingleShot(True)
+        self._want_timer.setInterval(40)
+        self._want_timer.timeout.connect(self._ask_for_thumbnails)
+        self.verticalScrollBar().valueChanged.connect(lambda _v: self._want_timer.start())
+        self.selectionModel().currentChanged.connect(self._current_changed)
+        self.thumbnails.rowsInserted.connect(lambda *_: self._want_timer.start())
+        self.thumbnails.layoutChanged.connect(lambda *_: self._want_timer.start())
+        self.thumbnails.modelReset.connect(lambda *_: self._want_timer.start())
+
+    def _current_changed(self, current: QModelIndex, _previous: QModelIndex) -> None:
+        if current.isValid():
+            self.current_image_changed.emit(self.thumbnails.image_index(current.row()))
+
+    def current_row(self) -> int:
+        return self.currentIndex().row()
+
+    def current_image(self) -> int:
+        """The selected image index, or -1."""
+        row = self.current_row()
+        return self.thumbnails.image_index(row) if row >= 0 else -1
+
+    def select_image(self, image: int) -> bool:
+        row = self.thumbnails.row_of(image)
+        if row < 0:
+            return False
+        self.setCurrentIndex(self.thumbnails.index(row))
+        return True
+
+    def step(self, offset: int) -> None:
+        """Move the current item by `offset` (next/previous item), clamped to the list."""
+        n = self.thumbnails.rowCount()
+        if n == 0:
+            return
+        row = self.current_row()
+        row = 0 if row < 0 else min(max(row + offset, 0), n - 1)
+        self.setCurrentIndex(self.thumbnails.index(row))
+
+    def visible_rows(self) -> range:
+        """Rows whose cells intersect the viewport (a little beyond, for the next scroll step)."""
+        n = self.thumbnails.rowCount()
+        grid = self.gridSize()
+        first = self.indexAt(QPoint(grid.width() // 2, grid.height() // 2))
+        start = first.row() if first.isValid() else 0
+        columns = max(1, self.viewport().width() // max(grid.width(), 1))
+        rows = self.viewport().height() // max(grid.height(), 1) + 2
+        return range(max(start - columns, 0), min(start + columns * rows, n))
+
+    def missing_thumbnails(self) -> list[int]:
+        model = self.thumbnails
+        return [model.image_index(r) for r in self.visible_rows() if model.pixmap(model.image_index(r)) is None]
+
+    def _ask_for_thumbnails(self) -> None:
+        self.delegate.missing.clear()
+        wanted = self.missing_thumbnails()
+        if wanted:
+            self.thumbnails_wanted.emit(wanted)
+
+    def paintEvent(self, event) -> None:  # noqa: N802
+        super().paintEvent(event)
+        if self.delegate.missing and not self._want_timer.isActive():
+            self._want_timer.start()
+
+    def resizeEvent(self, event) -> None:  # noqa: N802
+        super().resizeEvent(event)
+        self._want_timer.start()
+
+    def request_thumbnails(self) -> None:
+        """Ask for missing visible thumbnails soon (e.g. after the images changed)."""
+        self._want_timer.start()
+
+
+class ContactSheet(QWidget):
+    """The first `rows` cells of a gallery laid out as a sheet, painted by the grid's delegate: an exportable
+    figure of a chosen selection (sort and filter first, then export)."""
+
+    COLUMNS = 8
+
+    def __init__(self, model: GalleryModel, delegate: GalleryDelegate, parent: QWidget | None = None):
+        super().__init__(parent)
+        self.model, self.delegate = model, delegate
+        self._rows = 0
+        self.set_rows(0)
+
+    def rows(self) -> int:
+        return min(self._rows, self.model.rowCount())
+
+    def set_rows(self, rows: int) -> None:
+        self._rows = rows
+        cell = self.delegate.cell_size()
+        columns = max(1, min(self.COLUMNS, rows))
+        lines = max(1, -(-rows // columns))
+        self.resize(columns * cell.width() + 8, lines * cell.height() + 8)
+        self.update()
+
+    def paintEvent(self, event) -> None:  # noqa: N802
+        painter = QPainter(self)
+        painter.fillRect(self.rect(), self.palette().color(QPalette.ColorRole.Base))
+        cell = self.delegate.cell_size()
+        option = QStyleOptionViewItem()
+        option.palette = self.palette()
+        option.font = self.font()
+        for row in range(self.rows()):
+            option.rect = QRect(4 + (row % self.COLUMNS) * cell.width(), 4 + (row // self.COLUMNS) * cell.height(),
+                                cell.width(), cell.height())
+            self.delegate.paint(painter, option, self.model.index(row))
+        painter.end()

@@ -1,0 +1,147 @@
+"""Bar charts of class probabilities, painted directly (crisp at any export size, vector in SVG/PDF).
+
+`ClassBars` draws one labelled horizontal bar per class while they fit; with more classes than rows (1,008
+Inception classes) it switches to a dense strip of vertical bars. Marked classes (e.g. never predicted) get a red
+tick and a red label, so dropped modes stand out in both layouts.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+from PySide6.QtCore import QRectF, QSize, Qt
+from PySide6.QtGui import QColor, QFontMetrics, QPainter, QPaintEvent, QPalette, QPen
+from PySide6.QtWidgets import QSizePolicy, QWidget
+
+
+# A qualitative palette (Tableau 20 order); classes cycle through it.
+_PALETTE = ("#4e79a7", "#f28e2b", "#59a14f", "#e15759", "#76b7b2", "#edc948", "#b07aa1", "#ff9da7", "#9c755f",
+            "#bab0ac", "#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f",
+            "#bcbd22", "#17becf")
+MARK_COLOR = QColor("#d62728")
+
+
+def class_color(k: int) -> QColor:
+    """The colour of class `k`, the same in every view."""
+    return QColor(_PALETTE[k % len(_PALETTE)]) if k >= 0 else QColor("#999999")
+
+
+class ClassBars(QWidget):
+    """Labelled bars: `set_bars(names, values, classes, marked)`; values in [0, vmax]."""
+
+    ROW = 17  # pixels per bar in the labelled layout
+    MAX_ROWS = 40  # more bars than this: the dense strip
+
+    def __init__(self, title: str = "", parent: QWidget | None = None):
+        super().__init__(parent)
+        self.title = title
+        self._names: list[str] = []
+        self._values = np.empty(0)
+        self._classes = np.empty(0, dtype=np.int64)
+        self._marked: set[int] = set()
+        self._vmax: float | None = None
+        self._legend = ""
+        self.setSizePolicy(QSizePolicy.Policy.Expanding, QSizePolicy.Policy.Fixed)
+        self.setMinimumHeight(60)
+
+    def set_bars(self, names: Sequence[str], values: np.ndarray, classes: Sequence[int] | None = None,
+                 marked: Sequence[int] = (), vmax: float | None = None, legend: str = "") -> None:
+        """`classes` give each bar its class colour (default: bar order); `marked` are bar positions to flag."""
+        self._names = list(names)
+        self._values = np.asarray(values, dtype=np.float64)
+        self._classes = np.arange(len(self._values)) if classes is None else np.asarray(classes)
+        self._marked = {int(m) for m in marked}
+        self._vmax = vmax
+        self._legend = legend
+        self.setMinimumHeight(self.sizeHint().height())  # labelled bars never squeeze into each other
+        self.updateGeometry()
+        self.update()
+
+    def clear(self) -> None:
+        self.set_bars([], np.empty(0))
+
+    @property
+    def values(self) -> np.ndarray:
+        return self._values.copy()
+
+    @property
+    def names(self) -> list[str]:
+        return list(self._names)
+
+    @property
+    def legend(self) -> str:
+        return self._legend
+
+    def sizeHint(self) -> QSize:  # noqa: N802
+        rows = len(self._values) if len(self._values) <= self.MAX_ROWS else 8
+        return QSize(320, 26 + 20 * bool(self._legend) + self.ROW * max(rows, 3))
+
+    def paintEvent(self, event: QPaintEvent) -> None:  # noqa: N802
+        painter = QPainter(self)
+        painter.setRenderHint(QPainter.RenderHint.Antialiasing)
+        text = self.palette().color(QPalette.ColorRole.WindowText)
+        fm = QFontMetrics(self.font())
+        top = 2.0
+        if self.title:
+            bold = self.font()
+            bold.setBold(True)
+            painter.setFont(bold)
+            painter.setPen(text)
+            painter.drawText(QRectF(0, top, self.width(), fm.height()), Qt.AlignmentFlag.AlignLeft, self.title)
+            painter.setFont(self.font())
+            top += fm.height() + 4
+        bottom = self.height() - (fm.height() + 4 if self._legend else 2)
+        if self._legend:
+            painter.setPen(text)
+            painter.drawText(QRectF(0, bottom + 2, self.width(), fm.height()), Qt.AlignmentFlag.AlignLeft,
+                             self._legend)
+        if len(self._values) == 0:
+            painter.end()
+            return
+        vmax = self._vmax if self._vmax is not None else max(float(self._values.max()), 1e-12)
+        if len(self._values) <= self.MAX_ROWS:
+            self._paint_rows(painter, fm, text, top, bottom, vmax)
+        else:
+            self._paint_strip(painter, fm, text, top, bottom, vmax)
+        painter.end()
+
+    def _paint_rows(self, painter: QPainter, fm: QFontMetrics, text: QColor, top: float, bottom: float,
+                    vmax: float) -> None:
+        n = len(self._values)
+        row = min(float(self.ROW), (bottom - top) / n)
+        label_w = min(max((fm.horizontalAdvance(s) for s in self._names), default=0) + 8, self.width() * 0.45)
+        value_w = fm.horizontalAdvance("0.000") + 8
+        bar_w = max(self.width() - label_w - value_w - 4, 10)
+        for i, (name, v) in enumerate(zip(self._names, self._values, strict=True)):
+            y = top + i * row
+            marked = i in self._marked
+            painter.setPen(MARK_COLOR if marked else text)
+            label = fm.elidedText(name, Qt.TextElideMode.ElideRight, int(label_w - 6))
+            painter.drawText(QRectF(0, y, label_w - 6, row), Qt.AlignmentFlag.AlignRight
+                             | Qt.AlignmentFlag.AlignVCenter, label)
+            width = bar_w * min(max(v / vmax, 0.0), 1.0)
+            painter.fillRect(QRectF(label_w, y + row * 0.15, width, row * 0.7), class_color(int(self._classes[i])))
+            if marked:
+                painter.setPen(QPen(MARK_COLOR, 1.5))
+                painter.drawLine(int(label_w), int(y + 2), int(label_w), int(y + row - 2))
+            painter.setPen(MARK_COLOR if marked else text)
+            painter.drawText(QRectF(label_w + width + 4, y, value_w, row), Qt.AlignmentFlag.AlignLeft
+                             | Qt.AlignmentFlag.AlignVCenter, f"{v:.3f}")
+
+    def _paint_strip(self, painter: QPainter, fm: QFontMetrics, text: QColor, top: float, bottom: float,
+                     vmax: float) -> None:
+        n = len(self._values)
+        ticks = 6.0
+        height = bottom - top - ticks
+        step = self.width() / n
+        for i, v in enumerate(self._values):
+            h = height * min(max(v / vmax, 0.0), 1.0)
+            painter.fillRect(QRectF(i * step, top + height - h, max(step, 1.0), h), class_color(int(self._classes[i])))
+        painter.setPen(QPen(MARK_COLOR, max(step, 1.0)))
+        for i in self._marked:
+            x = i * step + step / 2
+            painter.drawLine(QRectF(x, top + height + 1, 0, ticks - 1).topLeft(),
+                             QRectF(x, top + height + 1, 0, ticks - 1).bottomLeft())
+        painter.setPen(text)
+        painter.drawLine(0, int(top + height), self.width(), int(top + height))
