@@ -1,0 +1,176 @@
+"""Dissection of one layer: the entry point shared by the GUI, the command line and the benchmark.
+
+    store = LabelStore.build(BrodenDataset.open(root))          # label maps read once
+    result = dissect(store, activations, DissectionSettings(), progress=..., cancel=...)
+
+`activations` is (images, units, h, w) in the dataset's row order (a memmap is fine: units are read in blocks).
+Units are independent; `previous` results are kept and only missing units are computed, and `checkpoint` is called
+with the partial result every `checkpoint_seconds`, so a stopped run resumes where it was.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass
+
+import numpy as np
+
+from probescope.core.dissection.counts import DatasetCounts, UnitScorer
+from probescope.core.dissection.labels import LabelStore
+from probescope.core.dissection.results import SEARCH_MODES, DissectionResult, Explanation, UnitResult
+from probescope.core.dissection.search import (BeamSearch, Scored, da_select, da_stop, iou_explanation,
+                                               length_sweep)
+from probescope.core.dissection.unitmasks import unit_pixels, unit_thresholds
+from probescope.core.errors import InputError
+from probescope.core.tasks import CancelCheck, Cancelled, Progress, check_cancel, report
+
+_BLOCK_BYTES = 256 << 20  # activations read per block of units
+
+
+@dataclass(frozen=True)
+class DissectionSettings:
+    """Protocol settings (seed 002 defaults). `sweep_length` N records the best-IoU formula at max lengths 1..N
+    (the seed uses 10; it costs about N / 2 times a length-3 search, so it is off by default); `da_limit` is the
+    safety cap on atoms for da-select / da-stop. `device` and `cache_bytes` change speed, never results."""
+
+    quantile: float = 0.005
+    beam_size: int = 5
+    beam_limit: int = 50
+    max_length: int = 3
+    min_samples: int = 5
+    searches: tuple[str, ...] = ("iou",)
+    sweep_length: int = 0
+    da_limit: int = 10
+    device: str = "cpu"
+    cache_bytes: int = 1 << 30
+
+    def __post_init__(self) -> None:
+        bad = [m for m in self.searches if m not in SEARCH_MODES]
+        if bad:
+            raise InputError(f"unknown search mode(s) {', '.join(bad)} (choose from {', '.join(SEARCH_MODES)})")
+        if not 0 < self.quantile < 1:
+            raise InputError(f"quantile must lie in (0, 1), got {self.quantile}")
+        if self.beam_size < 1 or self.max_length < 1 or self.da_limit < 1 or self.sweep_length < 0:
+            raise InputError("beam size, max length and DA limit must be at least 1")
+
+    def protocol(self) -> dict:
+        """The settings that determine results (what a resumed run must match)."""
+        d = asdict(self)
+        for k in ("device", "cache_bytes"):
+            d.pop(k)
+        d["searches"] = list(self.searches)
+        return d
+
+
+def dissect(store: LabelStore, activations: np.ndarray, settings: DissectionSettings = DissectionSettings(),
+            units: Sequence[int] | None = None, *, correct: np.ndarray | None = None,
+            previous: DissectionResult | None = None, dataset_info: dict | None = None,
+            model_info: dict | None = None, progress: Progress | None = None, cancel: CancelCheck | None = None,
+            checkpoint: Callable[[DissectionResult], None] | None = None,
+            checkpoint_seconds: float = 30.0) -> DissectionResult:
+    """Dissect `units` (default all) of a layer.
+
+    `correct` (images,) int8: 1 = the model's top-1 prediction is right, 0 = wrong, -1 = no true label; when given,
+    each unit gets the accuracies behind the accuracy-correlation experiment. On cancel, `checkpoint` gets the
+    partial result and Cancelled is raised. `dataset_info` / `model_info` identify the inputs (JSON values only); a
+    `previous` result's units are kept (and not recomputed) only when they and the protocol settings match.
+    """
+    if activations.ndim != 4:
+        raise InputError(f"activations must be (images, units, h, w), got shape {activations.shape}")
+    n, n_units = activations.shape[:2]
+    if n != store.n_images:
+        raise InputError(f"activations hold {n} images, the dataset index has {store.n_images} rows")
+    units = list(range(n_units)) if units is None else [int(u) for u in units]
+    bad = [u for u in units if not 0 <= u < n_units]
+    if bad:
+        raise InputError(f"unit(s) {', '.join(map(str, bad[:5]))} out of range (the layer has {n_units} units)")
+    if correct is not None and len(correct) != n:
+        raise InputError(f"predictions hold {len(correct)} images, the dataset index has {n} rows")
+    concepts = store.concepts(settings.min_samples)
+    result = DissectionResult(
+        settings=settings.protocol(), dataset=dataset_info or {}, model=model_info or {},
+        labels={int(c): (store.names.get(int(c), str(c)), store.categories.get(int(c), "")) for c in concepts},
+        n_units=n_units)
+    if previous is not None and (previous.settings, previous.dataset, previous.model, previous.n_units) == (
+            result.settings, result.dataset, result.model, n_units):
+        result.units = dict(previous.units)  # kept even when not asked for this time: finished work stays
+    todo = [u for u in units if u not in result.units]
+    counts = DatasetCounts(store, settings.cache_bytes)
+    per_block = max(1, _BLOCK_BYTES // max(1, activations[:1, :1].nbytes * n))
+    last_save = time.monotonic()
+    done = 0
+    try:
+        for start in range(0, len(todo), per_block):
+            block_units = todo[start:start + per_block]
+            block = np.asarray(activations[:, block_units], dtype=np.float32)
+            finite = np.isfinite(block).reshape(n, len(block_units), -1).all(axis=(0, 2))
+            if not finite.all():
+                raise InputError(f"unit {block_units[int(np.argmin(finite))]} has non-finite activations")
+            thresholds = unit_thresholds(block, settings.quantile)
+            for j, u in enumerate(block_units):
+                check_cancel(cancel)
+                report(progress, done / max(1, len(todo)), f"unit {u} ({done + 1}/{len(todo)})")
+                pixels = unit_pixels(block[:, j], float(thresholds[j]), store.offsets, store.seg_shapes,
+                                     settings.device)
+                result.units[u] = dissect_unit(counts, concepts, u, float(thresholds[j]), pixels, settings,
+                                               result.names, correct)
+                done += 1
+                if checkpoint is not None and time.monotonic() - last_save > checkpoint_seconds:
+                    checkpoint(result)
+                    last_save = time.monotonic()
+    except (Cancelled, KeyboardInterrupt):
+        if checkpoint is not None:
+            checkpoint(result)
+        raise
+    result.complete = len(result.units) == n_units
+    report(progress, 1.0, f"dissected {len(todo)} units")
+    return result
+
+
+def dissect_unit(counts: DatasetCounts, concepts: np.ndarray, unit: int, threshold: float, pixels: np.ndarray,
+                 settings: DissectionSettings, names: dict[int, str],
+                 correct: np.ndarray | None = None) -> UnitResult:
+    """One unit from its mask pixels: NetDissect label, the chosen searches, trace and sweep."""
+    scorer = UnitScorer(counts, pixels, concepts)
+    search = BeamSearch(scorer, settings.beam_size, settings.beam_limit)
+
+    def explain(s: Scored | None) -> Explanation | None:
+        return None if s is None else Explanation(s.formula, s.formula.text(names), s.iou, s.da)
+
+    found: dict[str, Scored | None] = {}
+    for mode in settings.searches:
+        if mode == "iou":
+            found[mode] = iou_explanation(search, settings.max_length)
+        elif mode == "da-select":
+            found[mode] = da_select(search, settings.da_limit)
+        else:
+            found[mode] = da_stop(search, settings.da_limit)
+    if "iou" not in found:
+        found["iou"] = iou_explanation(search, settings.max_length)
+    sweep = length_sweep(search, settings.sweep_length)
+    netdissect = None if search.empty else search.beam(0)[0]
+    fired = scorer.fired_images()
+    accuracy = None
+    if correct is not None:
+        chosen = {"netdissect": netdissect, **found}
+        chosen.update({f"length-{k + 1}": s for k, s in enumerate(sweep)})
+        accuracy = {name: _set_accuracies(correct, fired, counts.record(s.formula).images)
+                    for name, s in chosen.items() if s is not None}
+    return UnitResult(
+        unit=unit, threshold=threshold, mask_pixels=len(pixels), fired_images=len(fired),
+        netdissect=explain(netdissect), explanations={k: explain(v) for k, v in found.items()},
+        trace=[[explain(s) for s in beam] for beam in search.computed], sweep=[explain(s) for s in sweep],
+        top_atoms=search.atom_ranking[:10], accuracy=accuracy)
+
+
+def _set_accuracies(correct: np.ndarray, fired: np.ndarray, present: np.ndarray) -> dict[str, list]:
+    """Top-1 accuracy (over images with a true label) on the fired / explanation / union / intersection sets."""
+    sets = {"fired": fired, "explanation": present, "union": np.union1d(fired, present),
+            "intersection": np.intersect1d(fired, present, assume_unique=True)}
+    out = {}
+    for name, images in sets.items():
+        c = correct[images]
+        c = c[c >= 0]
+        out[name] = [float(c.mean()) if len(c) else None, int(len(c))]
+    return out

@@ -1,0 +1,163 @@
+"""Results of a dissection: per unit its threshold, explanations with IoU and DA, beam traces and length sweep.
+
+Saved as `dissection.json` (settings, dataset and model identity, label table, units) and summarised in
+`tally.csv`. Formulas are stored both as text (label.csv names) and in the names-free list form.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from probescope.core.atomic import write_json, write_text
+from probescope.core.dissection.formula import Formula
+from probescope.core.errors import InputError
+
+SEARCH_MODES = ("iou", "da-select", "da-stop")
+_TALLY_PREFIX = {"iou": "comp", "da-select": "daselect", "da-stop": "dastop"}
+FORMAT = "probescope-dissection/1"
+
+
+@dataclass(frozen=True)
+class Explanation:
+    formula: Formula
+    label: str  # text form
+    iou: float
+    da: float
+
+    @property
+    def length(self) -> int:
+        return self.formula.length
+
+    def to_json(self) -> dict:
+        return {"label": self.label, "formula": self.formula.to_json(), "length": self.length,
+                "iou": self.iou, "da": self.da}
+
+    @classmethod
+    def from_json(cls, d: dict) -> Explanation:
+        return cls(Formula.from_json(d["formula"]), d["label"], float(d["iou"]), float(d["da"]))
+
+
+def _opt(e: Explanation | None) -> dict | None:
+    return None if e is None else e.to_json()
+
+
+def _opt_from(d: dict | None) -> Explanation | None:
+    return None if d is None else Explanation.from_json(d)
+
+
+@dataclass
+class UnitResult:
+    """Everything found for one unit. `trace[k]` is the beam (best first) after growing to k + 1 atoms; every
+    search mode walks this same sequence (see search.py). `sweep[k]` is the best-IoU formula capped at k + 1 atoms.
+    `accuracy[method][set]` = [top-1 accuracy, images] for the sets fired/explanation/union/intersection."""
+
+    unit: int
+    threshold: float
+    mask_pixels: int
+    fired_images: int
+    netdissect: Explanation | None
+    explanations: dict[str, Explanation | None]
+    trace: list[list[Explanation]]
+    sweep: list[Explanation]
+    top_atoms: list[tuple[int, float]] = field(default_factory=list)
+    accuracy: dict[str, dict[str, list]] | None = None
+
+    def to_json(self) -> dict:
+        return {
+            "unit": self.unit, "threshold": self.threshold, "mask_pixels": self.mask_pixels,
+            "fired_images": self.fired_images, "netdissect": _opt(self.netdissect),
+            "explanations": {k: _opt(v) for k, v in self.explanations.items()},
+            "trace": [[e.to_json() for e in beam] for beam in self.trace],
+            "sweep": [e.to_json() for e in self.sweep],
+            "top_atoms": [list(a) for a in self.top_atoms],
+            "accuracy": self.accuracy,
+        }
+
+    @classmethod
+    def from_json(cls, d: dict) -> UnitResult:
+        return cls(
+            unit=int(d["unit"]), threshold=float(d["threshold"]), mask_pixels=int(d["mask_pixels"]),
+            fired_images=int(d["fired_images"]), netdissect=_opt_from(d["netdissect"]),
+            explanations={k: _opt_from(v) for k, v in d["explanations"].items()},
+            trace=[[Explanation.from_json(e) for e in beam] for beam in d["trace"]],
+            sweep=[Explanation.from_json(e) for e in d["sweep"]],
+            top_atoms=[(int(a), float(b)) for a, b in d.get("top_atoms", [])],
+            accuracy=d.get("accuracy"),
+        )
+
+
+@dataclass
+class DissectionResult:
+    """A layer's dissection. `settings` are the protocol settings (DissectionSettings.protocol()); `dataset` and
+    `model` identify what was dissected; `labels` maps label numbers to (name, category)."""
+
+    settings: dict[str, Any]
+    dataset: dict[str, Any]
+    model: dict[str, Any]
+    labels: dict[int, tuple[str, str]]
+    n_units: int
+    units: dict[int, UnitResult] = field(default_factory=dict)
+    complete: bool = False
+
+    @property
+    def names(self) -> dict[int, str]:
+        return {k: v[0] for k, v in self.labels.items()}
+
+    def to_json(self) -> dict:
+        return {
+            "format": FORMAT, "settings": self.settings, "dataset": self.dataset, "model": self.model,
+            "labels": {str(k): list(v) for k, v in sorted(self.labels.items())}, "n_units": self.n_units,
+            "complete": self.complete, "units": [self.units[u].to_json() for u in sorted(self.units)],
+        }
+
+    @classmethod
+    def from_json(cls, d: dict) -> DissectionResult:
+        return cls(settings=d["settings"], dataset=d["dataset"], model=d["model"],
+                   labels={int(k): (v[0], v[1]) for k, v in d["labels"].items()}, n_units=int(d["n_units"]),
+                   units={int(u["unit"]): UnitResult.from_json(u) for u in d["units"]},
+                   complete=bool(d.get("complete", False)))
+
+    def save(self, path: str | Path) -> None:
+        write_json(path, self.to_json(), indent=None)
+
+    @classmethod
+    def load(cls, path: str | Path) -> DissectionResult:
+        path = Path(path)
+        try:
+            d = json.loads(path.read_text(encoding="utf-8"))
+            if d.get("format") != FORMAT:
+                raise InputError(f"not a probescope dissection (format {d.get('format')!r})", path)
+            return cls.from_json(d)
+        except FileNotFoundError:
+            raise InputError("file not found", path) from None
+        except (ValueError, KeyError, TypeError, IndexError) as exc:
+            raise InputError(f"damaged dissection file ({type(exc).__name__}: {exc})", path) from None
+
+    def tally_csv(self, searches: tuple[str, ...]) -> str:
+        """tally.csv text: one row per unit; the netdissect and comp columns, then one group per extra search."""
+        header = ["unit", "threshold", "netdissect_label", "netdissect_category", "netdissect_iou", "netdissect_da"]
+        modes = ["iou"] + [m for m in searches if m != "iou"]
+        for m in modes:
+            p = _TALLY_PREFIX[m]
+            header += [f"{p}_label", f"{p}_length", f"{p}_iou", f"{p}_da"]
+        buf = io.StringIO()
+        w = csv.writer(buf, lineterminator="\n")
+        w.writerow(header)
+        for u in sorted(self.units):
+            r = self.units[u]
+            nd = r.netdissect
+            row: list = [u, repr(r.threshold)]
+            row += ([nd.label, self.labels[nd.formula.atoms[0]][1], nd.iou, nd.da] if nd else ["", "", 0.0, 0.0])
+            for m in modes:
+                e = r.explanations.get(m)
+                row += [e.label, e.length, e.iou, e.da] if e else ["", 0, 0.0, 0.0]
+            w.writerow(row)
+        return buf.getvalue()
+
+    def write_tally(self, path: str | Path, searches: tuple[str, ...]) -> None:
+        write_text(path, self.tally_csv(searches))

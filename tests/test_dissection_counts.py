@@ -1,0 +1,177 @@
+"""Label store, thresholds, unit masks, IoU and Detection Accuracy against brute-force code on small data."""
+
+import numpy as np
+import pytest
+import torch
+import torch.nn.functional as F
+
+from probescope.core.broden import Label
+from probescope.core.dissection.counts import DatasetCounts, UnitScorer
+from probescope.core.dissection.formula import AND, AND_NOT, OPERATORS, OR, Formula
+from probescope.core.dissection.labels import LabelStore
+from probescope.core.dissection.masks import formula_mask, image_masks
+from probescope.core.dissection.synthetic import ListBroden, concept_mask
+from probescope.core.dissection.unitmasks import unit_pixels, unit_thresholds
+from probescope.core.errors import InputError
+
+N_LABELS = 12
+
+
+def random_dataset(seed: int = 0, n: int = 12, varied_shapes: bool = True) -> ListBroden:
+    """Colours, objects, 0-3 part layers (with repeated labels), scenes that sometimes also appear pixel-level."""
+    rng = np.random.default_rng(seed)
+    layers, whole, shapes = [], [], []
+    for i in range(n):
+        shape = (int(rng.integers(5, 9)), int(rng.integers(5, 9))) if varied_shapes else (6, 7)
+        shapes.append(shape)
+        img = [("color", rng.integers(1, 4, shape)), ("object", rng.integers(0, 8, shape) * (rng.random(shape) < .7))]
+        for _ in range(int(rng.integers(0, 4))):
+            img.append(("part", rng.choice([0, 0, 7, 8, 9], shape)))
+        layers.append([(c, m.astype(np.int32)) for c, m in img])
+        whole.append([("scene", int(rng.choice([10, 11, 5])))] if rng.random() < 0.8 else [])
+    labels = {k: Label(k, f"l{k}", "scene" if k >= 10 else "object") for k in range(1, N_LABELS)}
+    return ListBroden(layers, whole, labels, shapes)
+
+
+def brute_masks(ds: ListBroden) -> dict[int, np.ndarray]:
+    """label -> flat bool mask over all pixels (image after image)."""
+    out = {}
+    for c in range(1, N_LABELS):
+        out[c] = np.concatenate([concept_mask(ds.pixel_layers(i), ds.image_labels(i), c, ds.seg_shape(i)).ravel()
+                                 for i in range(ds.n_images)])
+    return out
+
+
+def image_ids(ds: ListBroden) -> np.ndarray:
+    return np.concatenate([np.full(ds.seg_shape(i)[0] * ds.seg_shape(i)[1], i) for i in range(ds.n_images)])
+
+
+@pytest.mark.parametrize("varied", [True, False])
+def test_store_counts_match_brute_force(varied):
+    ds = random_dataset(1, varied_shapes=varied)
+    store = LabelStore.build(ds)
+    masks = brute_masks(ds)
+    img = image_ids(ds)
+    for c, m in masks.items():
+        assert store.label_totals[c] == m.sum(), c
+        assert store.label_images[c] == len(np.unique(img[m])), c
+        assert (store.atom_pixels(c) == np.flatnonzero(m)).all(), c
+    pixels = np.sort(np.random.default_rng(2).choice(store.n_pixels, 50, replace=False))
+    counts = store.label_counts(store.gather(pixels), store.image_of(pixels))
+    for c, m in masks.items():
+        assert counts[c] == m[pixels].sum()
+    assert (store.image_of(np.arange(store.n_pixels)) == img).all()
+    assert list(store.concepts(5)) == [c for c in masks if len(np.unique(img[masks[c]])) >= 5]
+
+
+@pytest.mark.parametrize("seed", [1, 2])
+def test_cooccurrence_matches_brute_force(seed):
+    ds = random_dataset(seed)
+    store = LabelStore.build(ds)
+    masks = brute_masks(ds)
+    cooc = store.cooccurrence(chunk=37)
+    for a, ma in masks.items():
+        for b, mb in masks.items():
+            assert cooc[a, b] == (ma & mb).sum(), (a, b)
+
+
+def test_store_rejects_unknown_labels():
+    ds = random_dataset(3, n=2)
+    ds._layers[1][0] = ("color", np.full(ds.seg_shape(1), 99, np.int32))
+    with pytest.raises(InputError):
+        LabelStore.build(ds)
+
+
+def test_thresholds_are_numpy_quantiles():
+    act = np.random.default_rng(0).standard_normal((9, 3, 4, 5)).astype(np.float32)
+    t = unit_thresholds(act, 0.005)
+    assert (unit_thresholds(act, 0.005, chunk_values=50) == t).all()  # one unit at a time
+    for u in range(3):
+        assert t[u] == np.quantile(act[:, u].astype(np.float64).ravel(), 0.995)
+
+
+def brute_unit_mask(maps: np.ndarray, threshold: float, ds) -> np.ndarray:
+    out = []
+    for i in range(len(maps)):
+        up = F.interpolate(torch.from_numpy(maps[i][None, None].astype(np.float32)), size=ds.seg_shape(i),
+                           mode="bilinear", align_corners=False)[0, 0].double().numpy()
+        out.append((up >= threshold).ravel())
+    return np.concatenate(out)
+
+
+@pytest.mark.parametrize("varied", [True, False])
+def test_unit_pixels_match_full_upsampling(varied):
+    ds = random_dataset(4, n=30, varied_shapes=varied)
+    store = LabelStore.build(ds)
+    rng = np.random.default_rng(5)
+    maps = rng.standard_normal((30, 3, 3)).astype(np.float32)
+    maps[7] = 0.0  # flat images sit exactly at or below the threshold
+    for q in (0.005, 0.05, 0.3):
+        t = float(np.quantile(maps.astype(np.float64).ravel(), 1 - q))
+        got = unit_pixels(maps, t, store.offsets, store.seg_shapes)
+        assert (got == np.flatnonzero(brute_unit_mask(maps, t, ds))).all()
+    # threshold equal to an image's maximum: that image must still be upsampled
+    t = float(maps[3].max())
+    got = unit_pixels(maps, t, store.offsets, store.seg_shapes)
+    assert (got == np.flatnonzero(brute_unit_mask(maps, t, ds))).all()
+
+
+def brute_scores(mask: np.ndarray, g: np.ndarray, img: np.ndarray, n: int) -> tuple[float, float]:
+    union = (mask | g).sum()
+    iou = (mask & g).sum() / union if union else 0.0
+    present = np.bincount(img[g], minlength=n) > 0
+    hit = np.bincount(img[mask & g], minlength=n) > 0
+    return float(iou), float(hit.sum() / present.sum()) if present.any() else 0.0
+
+
+def test_iou_and_da_of_grown_formulas_match_masks():
+    ds = random_dataset(6, n=20)
+    store = LabelStore.build(ds)
+    masks = brute_masks(ds)
+    img = image_ids(ds)
+    rng = np.random.default_rng(7)
+    mask = rng.random(store.n_pixels) < 0.1
+    concepts = store.concepts(1)
+    counts = DatasetCounts(store, cache_bytes=2000)  # tiny cache: pixel sets get evicted and rebuilt
+    scorer = UnitScorer(counts, np.flatnonzero(mask), concepts)
+    for k, c in enumerate(concepts):
+        assert scorer.atom_ious()[k] == brute_scores(mask, masks[c], img, ds.n_images)[0]
+    for _ in range(25):
+        atoms = rng.choice(concepts, size=int(rng.integers(1, 4)), replace=False)
+        f = Formula(tuple(int(a) for a in atoms), tuple(str(rng.choice(OPERATORS)) for _ in atoms[1:]))
+        fm = f.evaluate(masks.get)
+        cands = np.array([c for c in concepts if c not in f.atoms])
+        ious = scorer.expand(f, cands)
+        for j, c in enumerate(cands):
+            for o, gm in enumerate((fm | masks[c], fm & masks[c], fm & ~masks[c])):
+                assert ious[o, j] == brute_scores(mask, gm, img, ds.n_images)[0]
+        assert scorer.da(f) == brute_scores(mask, fm, img, ds.n_images)[1]
+        assert counts.record(f).n == fm.sum()
+
+
+def test_per_image_masks_for_display():
+    ds = random_dataset(8, n=6)
+    store = LabelStore.build(ds)
+    masks = brute_masks(ds)
+    f = Formula((1, 7, 10), (OR, AND_NOT))
+    act = np.random.default_rng(9).standard_normal((6, 2, 3, 3)).astype(np.float32)
+    t = 0.5
+    full = brute_unit_mask(act[:, 1], t, ds)
+    fm = f.evaluate(masks.get)
+    for i in range(6):
+        lo, hi = store.image_pixel_range(i)
+        um, gm = image_masks(store, act, 1, t, i, f)
+        assert gm.shape == um.shape == ds.seg_shape(i)
+        assert (um.ravel() == full[lo:hi]).all() and (gm.ravel() == fm[lo:hi]).all()
+        g = Formula((2, 3), (AND,))
+        assert (formula_mask(store, i, g).ravel() == g.evaluate(masks.get)[lo:hi]).all()
+
+
+def test_float32_threshold_is_equivalent():
+    from probescope.core.dissection.unitmasks import float32_threshold
+
+    rng = np.random.default_rng(11)
+    values = rng.standard_normal(2000).astype(np.float32)
+    for t in [*rng.standard_normal(50), float(values[3]), float(np.nextafter(values[5], np.float32(9))) - 1e-12]:
+        t32 = float32_threshold(t)
+        assert ((values.astype(np.float64) >= t) == (values >= np.float32(t32))).all()

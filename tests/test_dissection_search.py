@@ -1,0 +1,115 @@
+"""Beam search and the DA variants against the brute-force mask-based reference, and on a hand-worked case."""
+
+from fractions import Fraction
+
+import numpy as np
+import pytest
+
+from probescope.core.broden import Label
+from probescope.core.dissection.counts import DatasetCounts
+from probescope.core.dissection.engine import DissectionSettings, dissect, dissect_unit
+from probescope.core.dissection.formula import Formula
+from probescope.core.dissection.labels import LabelStore
+from probescope.core.dissection.reference import MaskReference
+from probescope.core.dissection.synthetic import (ListBroden, SyntheticBroden, SyntheticSpec, planted_formulas,
+                                                  synthetic_activations)
+
+MODES = ("iou", "da-select", "da-stop")
+
+
+def hand_case() -> tuple[ListBroden, np.ndarray]:
+    """20 images 16x16 (feature maps at segmentation size, so upsampling is the identity).
+
+    dot: 2x2 in images 0-9, always inside the unit mask       -> detected every time, small
+    big: 8x8 in images 0-3, inside the mask in images 0-1      -> large overlap, detected half the time
+    x:   4x4 in image 10 (inside the mask), 1x2 in images 11-19 -> raises IoU a little, lowers DA a lot
+    """
+    layers, act = [], np.zeros((20, 1, 16, 16), np.float32)
+    for i in range(20):
+        m = np.full((16, 16), 4, np.int32)
+        if i < 10:
+            m[0:2, 0:2] = 1
+            act[i, 0, 0:2, 0:2] = 1
+        if i < 4:
+            m[8:16, 8:16] = 2
+            act[i, 0, 8:16, 8:16] = 1 if i < 2 else 0
+        if i == 10:
+            m[4:8, 4:8] = 3
+            act[i, 0, 4:8, 4:8] = 1
+        elif i > 10:
+            m[0:1, 0:2] = 3
+        layers.append([("object", m)])
+    labels = {k: Label(k, name, "object") for k, name in [(1, "dot"), (2, "big"), (3, "x"), (4, "bg")]}
+    return ListBroden(layers, [[] for _ in range(20)], labels), act
+
+
+def test_da_variants_pick_other_explanations_than_iou():
+    ds, act = hand_case()
+    settings = DissectionSettings(quantile=0.02, min_samples=1, searches=MODES, sweep_length=4)
+    r = dissect(LabelStore.build(ds), act, settings).units[0]
+    assert r.threshold == 1.0 and r.mask_pixels == 10 * 4 + 2 * 64 + 16
+    # IoU search: the verbose formula wins on IoU (184 / 330) but is detected in 11 of 20 images
+    e = r.explanations["iou"]
+    assert (e.label, Fraction(e.iou).limit_denominator(1000), e.da) == (
+        "((dot OR big) OR x)", Fraction(184, 330), 0.55)
+    # da-select: the highest-DA beam formula of the first beam (dot, DA 1) is never beaten
+    e = r.explanations["da-select"]
+    assert (e.label, e.iou, e.da) == ("dot", 40 / 184, 1.0)
+    # da-stop: big (DA 1/2) -> (dot OR big) (DA 1) -> ((dot OR big) OR x) (DA 0.55, stop): keep the length-2 one
+    e = r.explanations["da-stop"]
+    assert (e.label, e.iou, e.da) == ("(dot OR big)", 168 / 312, 1.0)
+    assert r.netdissect.label == "big" and r.netdissect.iou == 128 / 312 and r.netdissect.da == 0.5
+    # ties in IoU: (dot OR big) before (big OR dot) (lower label numbers first)
+    assert [x.label for x in r.trace[1][:2]] == ["(dot OR big)", "(big OR dot)"]
+    assert [x.iou for x in r.sweep] == [128 / 312, 168 / 312, 184 / 330, 184 / 330]
+
+
+def synthetic_problem(seed: int, n_units: int = 5):
+    ds = SyntheticBroden(SyntheticSpec(n_images=40, seg_size=24, feat_size=4, n_objects=25, n_parts=8,
+                                       n_scenes=6, seed=seed))
+    act = synthetic_activations(ds, planted_formulas(ds, n_units, seed), noise=0.2, seed=seed)
+    return ds, act
+
+
+@pytest.mark.parametrize("seed,beam_size,beam_limit,max_length,quantile", [
+    (0, 5, 50, 3, 0.005), (1, 3, 0, 3, 0.05), (2, 1, 6, 4, 0.02), (3, 5, 10, 2, 0.1),
+])
+def test_engine_matches_mask_reference(seed, beam_size, beam_limit, max_length, quantile):
+    ds, act = synthetic_problem(seed)
+    settings = DissectionSettings(quantile=quantile, beam_size=beam_size, beam_limit=beam_limit,
+                                  max_length=max_length, min_samples=3, searches=MODES, sweep_length=5, da_limit=5)
+    result = dissect(LabelStore.build(ds), act, settings)
+    ref = MaskReference(ds, min_samples=3)
+    for u in range(act.shape[1]):
+        r = result.units[u]
+        x = ref.dissect_unit(act[:, u], quantile, beam_size, beam_limit, max_length, sweep_length=5, da_limit=5,
+                             searches=MODES)
+        assert (r.threshold, r.mask_pixels) == (x.threshold, x.mask_pixels)
+        assert len(r.trace) <= len(x.beams)
+        for k, beam in enumerate(r.trace):
+            assert [(e.formula, e.iou, e.da) for e in beam] == x.beams[k], (u, k)
+        for mode in MODES:
+            e = r.explanations[mode]
+            assert (e.formula, e.iou, e.da) == x.explanations[mode], (u, mode)
+        assert [(e.formula, e.iou, e.da) for e in r.sweep] == x.sweep
+        assert (r.netdissect.formula, r.netdissect.iou) == x.beams[0][0][:2]
+
+
+def test_unit_without_active_pixels_has_no_explanation():
+    ds, _ = synthetic_problem(4)
+    store = LabelStore.build(ds)
+    settings = DissectionSettings(searches=MODES)
+    r = dissect_unit(DatasetCounts(store), store.concepts(5), 0, 9.0, np.zeros(0, np.int64), settings, store.names)
+    assert r.netdissect is None and all(e is None for e in r.explanations.values())
+    assert r.trace == [] and r.sweep == [] and r.mask_pixels == 0
+
+
+def test_planted_concepts_are_found():
+    ds = SyntheticBroden(SyntheticSpec(n_images=60, seg_size=32, feat_size=8, n_objects=20, n_parts=6, n_scenes=5))
+    first = ds.first["object"]
+    planted = [Formula.atom(first + 1), Formula.atom(first + 2), Formula.atom(ds.first["color"] + 3)]
+    act = synthetic_activations(ds, planted, noise=0.02)
+    result = dissect(LabelStore.build(ds), act, DissectionSettings(quantile=0.05, sweep_length=0))
+    for u, f in enumerate(planted):
+        assert result.units[u].netdissect.formula == f
+        assert f.atoms[0] in result.units[u].explanations["iou"].formula.atoms
