@@ -38,7 +38,8 @@ def unit_thresholds(block: np.ndarray, quantile: float, chunk_values: int = 1 <<
 
 def upsample(maps: np.ndarray, seg_shape: tuple[int, int], device: str = "cpu") -> torch.Tensor:
     """Bilinear upsampling (align_corners=False) of float maps (n, h, w) to (n, sh, sw), float32 on `device`."""
-    t = torch.as_tensor(np.ascontiguousarray(maps, dtype=np.float32), device=device)[:, None]
+    # a fresh writable copy: maps may be a read-only view of a memmap, which torch does not take
+    t = torch.from_numpy(np.array(maps, dtype=np.float32)).to(device)[:, None]
     return F.interpolate(t, size=tuple(int(s) for s in seg_shape), mode="bilinear", align_corners=False)[:, 0]
 
 
