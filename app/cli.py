@@ -20,6 +20,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "demo-data": ("probescope.app.cmd_demo_data", "write the demo world's Broden-format probing dataset"),
     "info": ("probescope.app.cmd_info", "show what a model or dataset spec resolves to"),
     "dissect": ("probescope.app.cmd_dissect", "Network Dissection, compositional explanations, Detection Accuracy"),
+    "batch": ("probescope.app.cmd_batch", "dissect many models and layers, locally or on a Ray cluster"),
     "score": ("probescope.app.cmd_score", "Inception Score of samples, probabilities or logits"),
     "similarity": ("probescope.app.cmd_similarity", "triplet accuracy of model features on human judgments"),
     "embed": ("probescope.app.cmd_embed", "fit a psychological embedding to similarity judgments"),

@@ -68,67 +68,15 @@ def _progress(fraction: float, message: str) -> None:
     print(f"\r[{100 * fraction:5.1f}%] {message:<60}", end="", file=sys.stderr, flush=True)
 
 
-def _load_activations(path: Path, n_images: int):
-    import numpy as np
-
-    from probescope.core.errors import InputError
-
-    try:
-        act = np.load(path, mmap_mode="r", allow_pickle=False)
-    except FileNotFoundError:
-        raise InputError("file not found", path) from None
-    except (ValueError, OSError) as exc:
-        raise InputError(f"not a readable .npy array ({exc})", path) from None
-    if act.ndim != 4 or act.dtype.kind != "f":
-        raise InputError(f"expected float activations (images, units, h, w), got {act.dtype} {act.shape}", path)
-    if act.shape[0] != n_images:
-        raise InputError(f"{act.shape[0]} images, but the dataset index has {n_images} rows", path)
-    for start in range(0, n_images, 256):
-        if not np.isfinite(act[start:start + 256]).all():
-            raise InputError(f"non-finite activations (first in images {start}-{min(n_images, start + 256) - 1})",
-                             path)
-    stat = path.stat()
-    return act, {"activations": str(path.resolve()), "shape": list(act.shape), "bytes": stat.st_size,
-                 "mtime_ns": stat.st_mtime_ns}
-
-
-def _model_activations(args: argparse.Namespace, dataset):
-    """Activations (and predictions, when the model has class names) from --model / --layer. Predictions are the
-    argmax of the last module's output (the classifier head) when its width matches the class names."""
-    import numpy as np
-
-    from probescope.core.activations import extract_activations
-    from probescope.core.cache import cache_dir
-    from probescope.core.errors import InputError
-    from probescope.core.models import TORCHSCRIPT_OUTPUT, load_model
-
-    model = load_model(args.model, trust_pickle=args.trust_pickle, device=args.device,
-                       class_names=args.class_names)
-    layer = args.layer or model.default_layer
-    if not layer:
-        raise InputError(f"{model.name}: no default layer; give --layer (see `probescope info {args.model}`)")
-    act = extract_activations(model, layer, dataset, cache_dir(), device=args.device, progress=_progress)
-    predictions = None
-    if model.class_names and args.predictions is None:
-        head = (TORCHSCRIPT_OUTPUT if not model.hookable
-                else [name for name, m in model.module.named_modules() if name and not list(m.children())][-1])
-        logits = extract_activations(model, head, dataset, cache_dir(), device=args.device, progress=_progress)
-        if logits.shape[1] == len(model.class_names):
-            predictions = np.asarray(logits).reshape(len(logits), -1).argmax(axis=1)
-    info = {"spec": args.model, "name": model.name, "layer": layer, "source_key": model.source_key,
-            "preprocess": model.preprocess.describe()}
-    return act, info, predictions, model.class_names
-
-
 def run(args: argparse.Namespace) -> int:
     import sys
 
     import numpy as np
 
-    from probescope.core.broden import BrodenDataset
     from probescope.core.dissection.correlation import (accuracy_correlation, correct_predictions, read_label_map,
                                                         scene_truth, write_correlation_csv)
     from probescope.core.dissection.engine import DissectionSettings, dissect
+    from probescope.core.dissection.inputs import extract_model_layers, load_activation_file, open_dataset
     from probescope.core.dissection.labels import LabelStore
     from probescope.core.dissection.results import DissectionResult
     from probescope.core.errors import InputError
@@ -145,14 +93,17 @@ def run(args: argparse.Namespace) -> int:
 
         if not torch.cuda.is_available():
             raise InputError("--device cuda: no CUDA device available")
-    dataset = BrodenDataset.open(args.dataset, args.index, only_source=args.source)
+    dataset, dataset_info = open_dataset(args.dataset, args.index, args.source or "")
     class_names = read_class_names(args.class_names) if args.class_names else None
     predictions = None
     if args.activations is not None:
-        act, model_info = _load_activations(args.activations, dataset.n_images)
+        act, model_info = load_activation_file(args.activations, dataset.n_images)
     else:
-        act, model_info, predictions, model_classes = _model_activations(args, dataset)
-        class_names = class_names or model_classes
+        [job] = extract_model_layers(args.model, [args.layer], args.dataset, args.index, args.source or "",
+                                     args.device, args.trust_pickle, class_names=args.class_names,
+                                     predict=args.predictions is None, progress=_progress)
+        act, model_info, predictions = job.activations, job.model_info, job.predictions
+        class_names = class_names or job.class_names
     if args.predictions is not None:
         try:
             predictions = np.load(args.predictions, allow_pickle=False)
@@ -160,10 +111,6 @@ def run(args: argparse.Namespace) -> int:
             raise InputError(f"not a readable .npy array ({exc})", args.predictions) from None
     if units is not None and units[-1] >= act.shape[1]:
         raise InputError(f"--units: unit {units[-1]} out of range (the layer has {act.shape[1]} units)")
-    index_path = dataset.index_path
-    dataset_info = {"root": str(dataset.root.resolve()), "index": index_path.name, "source": args.source or "",
-                    "n_images": dataset.n_images, "index_bytes": index_path.stat().st_size,
-                    "index_mtime_ns": index_path.stat().st_mtime_ns}
 
     store = LabelStore.build(dataset, progress=_progress)
     correct = None

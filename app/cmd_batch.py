@@ -1,0 +1,40 @@
+"""`probescope batch MANIFEST.toml --out DIR [--ray auto|ADDRESS]`: dissect many models and layers.
+
+Without --ray the jobs run here, one after another; with --ray they run as tasks on a Ray cluster (`auto`: the
+cluster this machine belongs to, or a local one started for the run). Either way DIR/<model>/<layer>/ gets the
+dissection.json and tally.csv that `probescope dissect` writes; DIR/status.json tracks progress, and running the
+command again resumes, skipping finished chunks. See docs/cluster.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("manifest", type=Path, help="batch manifest (TOML): dataset, models with layers, settings")
+    parser.add_argument("--out", type=Path, required=True, help="output folder")
+    parser.add_argument("--ray", metavar="auto|ADDRESS",
+                        help="run on a Ray cluster (needs probescope[cluster]); default: locally, one job at a time")
+
+
+def run(args: argparse.Namespace) -> int:
+    import sys
+
+    from probescope.core.batch.manifest import read_manifest
+    from probescope.core.batch.runner import run_batch
+
+    manifest = read_manifest(args.manifest)
+    executor = None
+    if args.ray:
+        from probescope.core.batch.ray_executor import RayExecutor
+
+        executor = RayExecutor(args.ray)
+    try:
+        doc = run_batch(manifest, args.out, executor)
+    finally:
+        if executor is not None:
+            executor.close()
+    print(f"wrote {len(doc['jobs'])} layer(s) under {args.out}", file=sys.stderr)
+    return 0

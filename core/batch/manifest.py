@@ -1,0 +1,167 @@
+"""The batch manifest (TOML): one dataset, the models and layers to dissect, and the dissection settings.
+
+    [dataset]
+    path = "broden"             # Broden-format folder, relative to the manifest's folder
+    index = "index.csv"         # optional
+    source = "ade20k/"          # optional: keep only index rows whose image path starts with this
+
+    [settings]                  # optional; the `probescope dissect` options, with underscores
+    quantile = 0.005
+    searches = ["iou", "da-stop"]
+    chunk_units = 16            # units per task (changes scheduling only, never results)
+
+    [[models]]
+    spec = "resnet18:/data/weights.pth"   # a model spec (see `probescope info`), passed as it is
+    layers = ["layer3", "layer4"]
+    name = "resnet18"           # optional: its output folder (default from the spec)
+    gpus = 1                    # optional: GPUs its extraction task asks Ray for (extracts on cuda)
+
+    [[models]]
+    name = "precomputed"
+    activations = "act.npy"     # activations already extracted: (images, units, h, w), relative to the manifest
+"""
+
+from __future__ import annotations
+
+import re
+import tomllib
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from probescope.core.dissection.engine import DissectionSettings
+from probescope.core.errors import InputError
+
+_SETTING_KEYS = ("quantile", "beam_size", "beam_limit", "max_length", "min_samples", "searches", "sweep_length",
+                 "da_limit", "device", "cache_mb", "chunk_units")
+_MODEL_KEYS = ("spec", "layers", "name", "gpus", "trust_pickle", "activations", "layer")
+_UNSAFE = re.compile(r"[^A-Za-z0-9._+-]+")
+
+
+@dataclass(frozen=True)
+class ModelJob:
+    """One model of the manifest: a spec with layers, or a precomputed activations file (one layer)."""
+
+    name: str
+    layers: tuple[str, ...]
+    spec: str | None = None
+    activations: Path | None = None
+    gpus: float = 0.0
+    trust_pickle: bool = False
+
+
+@dataclass(frozen=True)
+class Manifest:
+    path: Path
+    dataset: Path
+    index: str
+    source: str
+    settings: DissectionSettings
+    chunk_units: int
+    models: tuple[ModelJob, ...]
+
+    @property
+    def layer_jobs(self) -> list[tuple[ModelJob, str]]:
+        """(model, layer) in manifest order: the unit of output (one folder, one dissection.json each)."""
+        return [(m, layer) for m in self.models for layer in m.layers]
+
+
+def folder_name(text: str) -> str:
+    """A file-system-safe folder name for a model or layer name ('layer4.1' stays, 'a/b c' -> 'a_b_c')."""
+    return _UNSAFE.sub("_", text).strip("._") or "_"
+
+
+def read_manifest(path: str | Path) -> Manifest:
+    """Read and check a manifest; InputError names the file and the first problem."""
+    path = Path(path)
+    try:
+        doc = tomllib.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise InputError("file not found", path) from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise InputError(f"cannot read the manifest ({exc})", path) from None
+    except tomllib.TOMLDecodeError as exc:
+        raise InputError(f"not valid TOML ({exc})", path) from None
+    base = path.resolve().parent
+    dataset = _table(doc, "dataset", path, required=True)
+    _check_keys(dataset, ("path", "index", "source"), "[dataset]", path)
+    if not isinstance(dataset.get("path"), str):
+        raise InputError("[dataset] needs path = \"<Broden folder>\"", path)
+    settings_doc = _table(doc, "settings", path)
+    _check_keys(settings_doc, _SETTING_KEYS, "[settings]", path)
+    settings = _settings(settings_doc, path)
+    chunk_units = settings_doc.get("chunk_units", 16)
+    if not isinstance(chunk_units, int) or chunk_units < 1:
+        raise InputError(f"[settings] chunk_units must be a positive integer, got {chunk_units!r}", path)
+    models_doc = doc.get("models")
+    if not isinstance(models_doc, list) or not models_doc:
+        raise InputError("no [[models]] entries", path)
+    models = tuple(_model(m, k, base, path) for k, m in enumerate(models_doc))
+    names = [m.name for m in models]
+    dupes = sorted({n for n in names if names.count(n) > 1})
+    if dupes:
+        raise InputError(f"model name(s) {', '.join(dupes)} used twice: give each [[models]] its own name", path)
+    unknown = set(doc) - {"dataset", "settings", "models"}
+    if unknown:
+        raise InputError(f"unknown table(s) {', '.join(sorted(unknown))}", path)
+    return Manifest(path=path, dataset=base / dataset["path"], index=str(dataset.get("index", "index.csv")),
+                    source=str(dataset.get("source", "")), settings=settings, chunk_units=chunk_units,
+                    models=models)
+
+
+def _table(doc: dict, key: str, path: Path, required: bool = False) -> dict:
+    value = doc.get(key, None if required else {})
+    if not isinstance(value, dict):
+        raise InputError(f"[{key}] table {'missing' if value is None else 'malformed'}", path)
+    return value
+
+
+def _check_keys(table: dict, allowed: tuple[str, ...], where: str, path: Path) -> None:
+    unknown = sorted(set(table) - set(allowed))
+    if unknown:
+        raise InputError(f"{where}: unknown key(s) {', '.join(unknown)} (known: {', '.join(allowed)})", path)
+
+
+def _settings(doc: dict[str, Any], path: Path) -> DissectionSettings:
+    kwargs = {k: v for k, v in doc.items() if k not in ("cache_mb", "chunk_units")}
+    if "searches" in kwargs:
+        searches = kwargs["searches"]
+        if isinstance(searches, str):
+            searches = [s.strip() for s in searches.split(",") if s.strip()]
+        kwargs["searches"] = tuple(searches)
+    if "cache_mb" in doc:
+        kwargs["cache_bytes"] = int(doc["cache_mb"]) << 20
+    try:
+        return DissectionSettings(**kwargs)
+    except InputError as exc:
+        raise InputError(f"[settings]: {exc}", path) from None
+    except TypeError as exc:
+        raise InputError(f"[settings]: {exc}", path) from None
+
+
+def _model(doc: Any, k: int, base: Path, path: Path) -> ModelJob:
+    where = f"[[models]] #{k + 1}"
+    if not isinstance(doc, dict):
+        raise InputError(f"{where} is not a table", path)
+    _check_keys(doc, _MODEL_KEYS, where, path)
+    spec, act = doc.get("spec"), doc.get("activations")
+    if (spec is None) == (act is None):
+        raise InputError(f"{where}: give either spec (with layers) or activations", path)
+    gpus = doc.get("gpus", 0)
+    if not isinstance(gpus, int | float) or gpus < 0:
+        raise InputError(f"{where}: gpus must be a number >= 0, got {gpus!r}", path)
+    if spec is not None:
+        layers = doc.get("layers")
+        if not isinstance(spec, str) or not isinstance(layers, list) or not layers or not all(
+                isinstance(x, str) and x for x in layers):
+            raise InputError(f"{where}: spec must be a string and layers a non-empty list of layer names", path)
+        if len(set(layers)) != len(layers) or len({folder_name(x) for x in layers}) != len(layers):
+            raise InputError(f"{where}: layers repeat (or differ only in characters unsafe in folder names)", path)
+        default_name = Path(spec.rsplit(":", 1)[-1]).stem  # 'demo' -> demo, 'resnet18:/w/r18.pth' -> r18
+        return ModelJob(name=folder_name(str(doc.get("name", default_name))), layers=tuple(layers), spec=spec,
+                        gpus=float(gpus), trust_pickle=bool(doc.get("trust_pickle", False)))
+    if not isinstance(act, str) or "layers" in doc:
+        raise InputError(f"{where}: activations must be a path string (one layer: name it with layer = ...)", path)
+    act_path = base / act
+    return ModelJob(name=folder_name(str(doc.get("name", act_path.stem))), layers=(str(doc.get("layer", "units")),),
+                    activations=act_path)

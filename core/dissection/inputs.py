@@ -1,0 +1,97 @@
+"""What a dissection job reads: the dataset's identity, activations (a file, or extracted from a model) and the
+model's predictions. `probescope dissect` and `probescope batch` both go through these functions, so they record
+the same identities, a batch's results are byte-identical to single-machine runs, and either can resume the other.
+
+They run in the command line's process, a batch driver or remote workers (extraction as one task per model): they
+take and return plain values (paths, arrays, dicts) only.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from probescope.core.broden import BrodenDataset
+from probescope.core.errors import InputError
+from probescope.core.tasks import Progress
+
+
+@dataclass
+class LayerInput:
+    """One layer ready to dissect: activations (images, units, h, w) (or, from a remote extraction, their object
+    store reference), the layer's width, the model identity recorded in dissection.json, and the model's predicted
+    class per image with its class names (None when unknown)."""
+
+    layer: str
+    activations: Any
+    n_units: int
+    model_info: dict
+    predictions: np.ndarray | None = None
+    class_names: list[str] | None = None
+
+
+def open_dataset(root: Path, index: str, source: str) -> tuple[BrodenDataset, dict]:
+    """The dataset and its identity (folder, index file name, row filter, size and modification time)."""
+    dataset = BrodenDataset.open(root, index, only_source=source or None)
+    index_path = dataset.index_path
+    stat = index_path.stat()
+    info = {"root": str(dataset.root.resolve()), "index": index_path.name, "source": source or "",
+            "n_images": dataset.n_images, "index_bytes": stat.st_size, "index_mtime_ns": stat.st_mtime_ns}
+    return dataset, info
+
+
+def load_activation_file(path: Path, n_images: int) -> tuple[np.ndarray, dict]:
+    """A read-only memmap of ACT.npy, checked (float, 4-d, one row per image, finite), and its identity."""
+    try:
+        act = np.load(path, mmap_mode="r", allow_pickle=False)
+    except FileNotFoundError:
+        raise InputError("file not found", path) from None
+    except (ValueError, OSError) as exc:
+        raise InputError(f"not a readable .npy array ({exc})", path) from None
+    if act.ndim != 4 or act.dtype.kind != "f":
+        raise InputError(f"expected float activations (images, units, h, w), got {act.dtype} {act.shape}", path)
+    if act.shape[0] != n_images:
+        raise InputError(f"{act.shape[0]} images, but the dataset index has {n_images} rows", path)
+    for start in range(0, n_images, 256):
+        if not np.isfinite(act[start:start + 256]).all():
+            raise InputError(f"non-finite activations (first in images {start}-{min(n_images, start + 256) - 1})",
+                             path)
+    stat = path.stat()
+    return act, {"activations": str(path.resolve()), "shape": list(act.shape), "bytes": stat.st_size,
+                 "mtime_ns": stat.st_mtime_ns}
+
+
+def extract_model_layers(spec: str, layers: list[str | None], root: Path, index: str, source: str,
+                         device: str = "cpu", trust_pickle: bool = False, cache: Path | None = None, *,
+                         class_names: Path | None = None, predict: bool = True,
+                         progress: Progress | None = None) -> list[LayerInput]:
+    """Load the model once and extract every asked layer (None = the model's default layer) over the dataset, through
+    the activation cache at `cache` (default: the user cache folder). With `predict`, predictions are the argmax of
+    the last module's output (the classifier head) when its width matches the model's class names."""
+    from probescope.core.activations import extract_activations
+    from probescope.core.cache import cache_dir
+    from probescope.core.models import TORCHSCRIPT_OUTPUT, load_model
+
+    dataset, _ = open_dataset(root, index, source)
+    folder = cache if cache is not None else cache_dir()
+    model = load_model(spec, trust_pickle=trust_pickle, device=device, class_names=class_names)
+    predictions = None
+    if predict and model.class_names:
+        head = (TORCHSCRIPT_OUTPUT if not model.hookable
+                else [name for name, m in model.module.named_modules() if name and not list(m.children())][-1])
+        logits = extract_activations(model, head, dataset, folder, device=device, progress=progress)
+        if logits.shape[1] == len(model.class_names):
+            predictions = np.asarray(logits).reshape(len(logits), -1).argmax(axis=1)
+    out = []
+    for asked in layers:
+        layer = asked or model.default_layer
+        if not layer:
+            raise InputError(f"{model.name}: no default layer; name one (see `probescope info {spec}`)")
+        act = extract_activations(model, layer, dataset, folder, device=device, progress=progress)
+        info = {"spec": spec, "name": model.name, "layer": layer, "source_key": model.source_key,
+                "preprocess": model.preprocess.describe()}
+        out.append(LayerInput(layer, act, int(act.shape[1]), info, predictions, model.class_names))
+    return out
