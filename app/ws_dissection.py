@@ -1,218 +1,583 @@
-"""Dissection workspace (first version): the model's layers, a table of the selected layer's units with their
-best single concept (Network Dissection: IoU and Detection Accuracy), and the probing dataset's images with their
-object labels overlaid. Compositional explanations, unit maps and the rest come with the Dissection issue.
+"""Dissection workspace: what each unit of a layer detects (Network Dissection, compositional explanations, and the
+Detection Accuracy searches of seed 002).
+
+Left, the unit table (every explanation with its length, IoU and DA; sortable, searchable, filterable by category,
+interpretable and specialised units) under a summary line. Centre, the selected unit: its top images (or the images
+where the explanation is present) with the activation heat map, the unit's mask outlined in yellow and the
+explanation's concept mask tinted cyan; below, IoU and DA of each explanation, the length sweep and the activation
+histogram with the threshold. Right, tabs: the beam-search trace (click a formula to see its mask), the layer views
+(IoU against DA over units, explanation lengths per method), the unit card (a paper-ready figure) and the runs panel
+(re-dissect with other settings; every settings set's result is kept and can be switched back to).
+
+The dissection runs in the worker pool (`ws_dissection_data.layer_task`), is saved in the cache per model, layer,
+dataset and settings, and arrives block by block; overlays are built in the I/O pool and kept per unit, so going
+back to a unit is instant.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections import OrderedDict
+from pathlib import Path
 
 import numpy as np
-from PySide6.QtCore import Qt
-from PySide6.QtWidgets import QHeaderView, QLabel, QSplitter, QTableWidget, QTableWidgetItem, QVBoxLayout, QWidget
+from PySide6.QtCore import Qt, QTimer
+from PySide6.QtWidgets import (QFileDialog, QHBoxLayout, QLabel, QScrollArea, QSplitter, QTabWidget, QTableWidget,
+                               QTableWidgetItem, QVBoxLayout, QWidget)
 
-from probescope.app.export import ExportTarget
-from probescope.app.workers import IO, Partial, Progress, TaskContext
+from probescope.app import ws_dissection_data as data
+from probescope.app.export import ExportTarget, export_widget
+from probescope.app.workers import IO, Partial, TaskError
 from probescope.app.ws_base import Workspace
-from probescope.widgets.images import blend, boundaries, label_colors, to_qimage
-from probescope.widgets.thumbnail_grid import Thumbnail, ThumbnailGrid
+from probescope.app.ws_dissection_overlays import (ImageOverlay, OverlayOptions, image_labels, image_overlay,
+                                                   overlay_task, present_images)
+from probescope.app.ws_dissection_panels import FilterBar, RunsPanel, UnitControls
+from probescope.core.dissection.engine import DissectionSettings
+from probescope.core.dissection.formula import Formula
+from probescope.core.dissection.results import Explanation
+from probescope.widgets.dissection_card import CardLine, UnitCard
+from probescope.widgets.dissection_detail import ImageDetail
+from probescope.widgets.dissection_plots import ActivationHistogram, UnitScatter
+from probescope.widgets.dissection_table import UnitTable
+from probescope.widgets.dissection_trace import TraceEntry, TraceStep, TraceTree
+from probescope.widgets.images import to_qimage
+from probescope.widgets.plots_bars import ClassBars
+from probescope.widgets.similarity_plots import LinePlot
+from probescope.widgets.thumbnail_grid import ThumbnailGrid
 
-N_PREVIEW = 60  # images shown; the full dataset is browsed in the Dissection issue's views
-CHUNK = 12
-OVERLAY_CATEGORY = "object"
-UNIT_SETTINGS = {"max_length": 1, "sweep_length": 0}  # atomic concepts only: the quick first look
-
-
-def dissect_layer(model, layer: str, dataset, store, ctx: TaskContext) -> Iterator[Progress]:
-    """(LabelStore, DissectionResult) of `layer`: activations (cached on disk), labels (reused when given), units."""
-    from probescope.core.activations import extract_activations
-    from probescope.core.cache import cache_dir
-    from probescope.core.dissection.engine import DissectionSettings, dissect
-    from probescope.core.dissection.labels import LabelStore
-
-    model.module.eval()
-    yield Progress(0.0, f"activations of {layer}")
-    activations = extract_activations(model, layer, dataset, cache_dir(), progress=ctx.progress,
-                                      cancel=ctx.cancelled)
-    if store is None:
-        yield Progress(None, "reading the label maps")
-        store = LabelStore.build(dataset, progress=ctx.progress, cancel=ctx.cancelled)
-    yield Progress(0.0, f"dissecting {layer}")
-    result = dissect(store, activations, DissectionSettings(**UNIT_SETTINGS), progress=ctx.progress,
-                     cancel=ctx.cancelled)
-    return store, result
+COLUMNS = ("unit", "NetDissect", "category", "ND IoU", "ND DA", "compositional", "len", "comp IoU", "comp DA",
+           "da-select", "sel IoU", "sel DA", "da-stop", "stop len", "stop IoU", "stop DA")
+CORRELATION_COLUMNS = ("method", "image set", "r (IoU)", "r (DA)", "units", "mean accuracy")
+THUMB = 150
+OVERLAY_CACHE = 96  # units x views whose overlays stay in memory
+CARD_IMAGES = 12
+PREFETCH_DELAY_MS = 150
 
 
-def overlay_thumbnails(dataset, indices: list[int], ctx: TaskContext) -> Iterator[Partial | Progress]:
-    """Thumbnails of `indices` with the object labels blended in, yielded in chunks as partial results."""
-    chunk: list[Thumbnail] = []
-    for k, i in enumerate(indices):
-        ctx.check()
-        image = dataset.load_image(i)
-        names = []
-        for category, labels in dataset.pixel_layers(i):
-            if category != OVERLAY_CATEGORY:
-                continue
-            labels = _upsample_nearest(labels, image.shape[:2])
-            image = blend(image, label_colors(labels), labels > 0, alpha=0.5)
-            image[boundaries(labels)] = 255
-            names += [dataset.labels[int(n)].name for n in np.unique(labels) if n > 0 and int(n) in dataset.labels]
-        scene = [dataset.labels[n].name for cat, n in dataset.image_labels(i) if cat == "scene" and n in dataset.labels]
-        caption = scene[0] if scene else dataset.image_path(i).name
-        chunk.append(Thumbnail(to_qimage(image), caption, f"{dataset.image_path(i).name}\n{', '.join(names)}"))
-        if len(chunk) == CHUNK or k == len(indices) - 1:
-            yield Partial(chunk)
-            chunk = []
-        yield Progress((k + 1) / len(indices), f"reading image {k + 1} of {len(indices)}")
+def row_cells(row: data.UnitRow) -> list[object]:
+    e = row.explanations
+
+    def part(method: str, length: bool) -> list[object]:
+        x = e.get(method)
+        if x is None:
+            return [None, None, None, None] if length else [None, None, None]
+        return [x.label, x.length, x.iou, x.da] if length else [x.label, x.iou, x.da]
+
+    nd = e.get("netdissect")
+    return [row.unit, nd.label if nd else None, row.category or None, nd.iou if nd else None,
+            nd.da if nd else None, *part("iou", True), *part("da-select", False), *part("da-stop", True)]
 
 
-def _upsample_nearest(labels: np.ndarray, shape: tuple[int, int]) -> np.ndarray:
-    rows = np.arange(shape[0]) * labels.shape[0] // shape[0]
-    cols = np.arange(shape[1]) * labels.shape[1] // shape[1]
-    return labels[rows[:, None], cols[None, :]]
+def integer_ticks(plot: LinePlot, top: int) -> None:
+    """Explanation lengths are whole numbers: label 1..top on the x axis."""
+    plot.plot.getAxis("bottom").setTicks([[(k, str(k)) for k in range(1, top + 1)]])
 
 
 class DissectionWorkspace(Workspace):
     name = "dissection"
     title = "Dissection"
     needs = ("model", "dataset", "layer")
+    default_settings: DissectionSettings = data.DEFAULT_SETTINGS
 
     def __init__(self, pool, parent: QWidget | None = None):
         super().__init__(pool, parent)
-        self.layers = QTableWidget(0, 3)
-        self.layers.setHorizontalHeaderLabels(["layer", "kind", "output (C, H, W)"])
-        self.layers.verticalHeader().setVisible(False)
-        self.layers.setEditTriggers(QTableWidget.EditTrigger.NoEditTriggers)
-        self.layers.setSelectionBehavior(QTableWidget.SelectionBehavior.SelectRows)
-        self.layers.horizontalHeader().setSectionResizeMode(0, QHeaderView.ResizeMode.ResizeToContents)
-        self.layers.horizontalHeader().setStretchLastSection(True)
-        self.layers.itemSelectionChanged.connect(self._pick_layer)
-        self.units = QTableWidget(0, 5)
-        self.units.setHorizontalHeaderLabels(["unit", "concept", "category", "IoU", "DA"])
-        self.units.verticalHeader().setVisible(False)
-        self.units.setEditTriggers(QTableWidget.EditTrigger.NoEditTriggers)
-        self.units.setSelectionBehavior(QTableWidget.SelectionBehavior.SelectRows)
-        self.units.horizontalHeader().setStretchLastSection(True)
-        for table in (self.layers, self.units):
-            table.verticalHeader().setDefaultSectionSize(table.fontMetrics().height() + 6)
-        self.units_caption = QLabel("<b>Units</b>")
-        self.images = ThumbnailGrid(112)
-        self.caption = QLabel()
-        self.caption.setWordWrap(True)
-        left = QWidget()
-        left_layout = QVBoxLayout(left)
-        left_layout.setContentsMargins(0, 0, 0, 0)
-        left_layout.addWidget(QLabel("<b>Layers</b> (select one to dissect)"))
-        left_layout.addWidget(self.layers, 2)
-        left_layout.addWidget(self.units_caption)
-        left_layout.addWidget(self.units, 3)
-        right = QWidget()
-        right_layout = QVBoxLayout(right)
-        right_layout.setContentsMargins(0, 0, 0, 0)
-        right_layout.addWidget(self.caption)
-        right_layout.addWidget(self.images)
-        splitter = QSplitter(Qt.Orientation.Horizontal)
-        splitter.addWidget(left)
-        splitter.addWidget(right)
-        splitter.setStretchFactor(1, 3)
-        splitter.setSizes([420, 900])
-        layout = QVBoxLayout(self)
-        layout.addWidget(splitter)
-        self._dataset_requested = None
-        self._dataset_shown = False
-        self._done_parts: set[str] = set()
-        self._units_for: tuple | None = None  # (model, layer, dataset) of the unit table shown or on its way
-        self._units_shown = False
-        self._store: tuple | None = None  # (dataset, LabelStore): label maps read once per dataset
+        self.header = QLabel("<b>Units</b>")
+        self.header.setWordWrap(True)
+        self.units_caption = self.header
+        self.filters = FilterBar()
+        self.units = UnitTable()
+        self.controls = UnitControls()
+        self.unit_title = QLabel()
+        self.unit_title.setWordWrap(True)
+        self.grid_caption = QLabel()
+        self.grid_caption.setWordWrap(True)
+        self.images = ThumbnailGrid(THUMB)
+        self.images.setMinimumHeight(THUMB + 40)
+        self.iou_bars = ClassBars("IoU")
+        self.da_bars = ClassBars("Detection Accuracy")
+        self.sweep = LinePlot("Length sweep", "score", "max explanation length")
+        self.histogram = ActivationHistogram()
+        self.trace = TraceTree()
+        self.scatter = UnitScatter()
+        self.lengths = LinePlot("Explanation lengths per method", "units", "length")
+        self.correlation_caption = QLabel("<b>Accuracy correlation</b>: needs the model's predictions")
+        self.correlation_caption.setWordWrap(True)
+        self.correlation = QTableWidget(0, len(CORRELATION_COLUMNS))
+        self.correlation.setHorizontalHeaderLabels(list(CORRELATION_COLUMNS))
+        self.correlation.verticalHeader().setVisible(False)
+        self.correlation.setEditTriggers(QTableWidget.EditTrigger.NoEditTriggers)
+        self.card = UnitCard()
+        self.runs = RunsPanel()
+        self.detail = ImageDetail(self)
+        self._build_layout()
 
+        self.filters.changed.connect(self._apply_filters)
+        self.units.unit_changed.connect(self._show_unit)
+        self.controls.changed.connect(self._controls_changed)
+        self.trace.formula_clicked.connect(self._trace_clicked)
+        self.scatter.unit_clicked.connect(lambda u: self.units.select_unit(u))
+        self.images.doubleClicked.connect(lambda index: self.open_image(index.row()))
+        self.images.activated.connect(lambda index: self.open_image(index.row()))
+        self.runs.run_requested.connect(self.run_settings)
+        self.runs.cancel_requested.connect(lambda: self.pool.cancel(self.task_key("layer")))
+        self.runs.run_chosen.connect(self._switch_run)
+        self.runs.export_requested.connect(self.export_results_dialog)
+
+        self.settings = self.default_settings
+        self.data: data.LayerData | None = None
+        self.unit = -1
+        self.rows: dict[int, data.UnitRow] = {}
+        self.formula: Formula | None = None  # what the overlays show (the chosen explanation or a trace formula)
+        self.formula_label = ""
+        self.overlays: list[ImageOverlay] = []
+        self._inputs: tuple | None = None
+        self._kept: dict[str, data.LayerData] = {}  # results per settings for the current inputs
+        self._store: tuple | None = None  # (dataset, LabelStore)
+        self._cache: OrderedDict[tuple, list[ImageOverlay]] = OrderedDict()
+        self._layer_done = False
+        self._pending: tuple | None = None  # the overlays on their way
+        self._caption = ""
+        self._overlays_ready = False  # the overlays asked for last are all on screen
+        self._prefetch_timer = QTimer(self)  # neighbours' overlays start once the current ones are painted
+        self._prefetch_timer.setSingleShot(True)
+        self._prefetch_timer.setInterval(PREFETCH_DELAY_MS)
+        self._prefetch_timer.timeout.connect(self._prefetch)
+
+    def _build_layout(self) -> None:
+        left = QWidget()
+        lv = QVBoxLayout(left)
+        lv.setContentsMargins(0, 0, 0, 0)
+        lv.addWidget(self.header)
+        lv.addWidget(self.filters)
+        lv.addWidget(self.units, 1)
+        charts = QWidget()
+        ch = QHBoxLayout(charts)
+        ch.setContentsMargins(0, 0, 0, 0)
+        bars = QWidget()
+        bv = QVBoxLayout(bars)
+        bv.setContentsMargins(0, 0, 0, 0)
+        bv.addWidget(self.iou_bars)
+        bv.addWidget(self.da_bars)
+        bv.addStretch(1)
+        self.bars = bars
+        ch.addWidget(bars, 4)
+        ch.addWidget(self.sweep, 3)
+        ch.addWidget(self.histogram, 3)
+        charts.setMinimumHeight(200)
+        centre = QWidget()
+        cv = QVBoxLayout(centre)
+        cv.setContentsMargins(0, 0, 0, 0)
+        cv.addWidget(self.unit_title)
+        cv.addWidget(self.controls)
+        cv.addWidget(self.grid_caption)
+        cv.addWidget(self.images, 3)
+        cv.addWidget(charts, 2)
+        layer = QWidget()
+        yv = QVBoxLayout(layer)
+        yv.setContentsMargins(0, 0, 0, 0)
+        yv.addWidget(self.scatter, 3)
+        yv.addWidget(self.lengths, 3)
+        yv.addWidget(self.correlation_caption)
+        yv.addWidget(self.correlation, 2)
+        self.tabs = QTabWidget()
+        self.tabs.addTab(self.trace, "Beam trace")
+        self.tabs.addTab(layer, "Layer")
+        card = QScrollArea()
+        card.setWidget(self.card)
+        self.tabs.addTab(card, "Unit card")
+        self.tabs.addTab(self.runs, "Settings")
+        splitter = QSplitter(Qt.Orientation.Horizontal)
+        for w in (left, centre, self.tabs):
+            w.setMinimumSize(160, 160)  # explicit: the panes may shrink below their layouts' wishes (small windows)
+            splitter.addWidget(w)
+        splitter.setStretchFactor(0, 3)
+        splitter.setStretchFactor(1, 4)
+        splitter.setStretchFactor(2, 3)
+        splitter.setSizes([480, 600, 520])
+        layout = QVBoxLayout(self)
+        layout.setContentsMargins(4, 4, 4, 4)
+        layout.addWidget(splitter)
+
+    # -- Workspace interface --------------------------------------------------------------------------------------
     def export_targets(self) -> list[ExportTarget]:
-        return [ExportTarget("Dissection", self), ExportTarget("Dataset images", self.images),
-                ExportTarget("Unit table", self.units)]
+        return [ExportTarget("Dissection", self), ExportTarget("Unit images", self.images),
+                ExportTarget("IoU and DA of the explanations", self.bars),
+                ExportTarget("Beam-search trace", self.trace),
+                ExportTarget("Length sweep", self.sweep), ExportTarget("Activation histogram", self.histogram),
+                ExportTarget("IoU against DA (all units)", self.scatter),
+                ExportTarget("Explanation lengths", self.lengths), ExportTarget("Unit table", self.units),
+                ExportTarget("Accuracy correlation", self.correlation),
+                ExportTarget("Unit card", self.card)]
 
     def step(self, offset: int) -> None:
-        self.images.step(offset)
+        self.units.step(offset)
 
     def refresh(self) -> None:
-        self._show_layers()
-        self._request_units()
-        dataset = self.state.dataset
-        if dataset is self._dataset_requested:  # shown, or on its way
+        inputs = (self.state.get("model"), self.state.layer, self.state.dataset)
+        if inputs == self._inputs and (self.data is not None or self.pool.is_running(self.task_key("layer"))):
             return
-        n = min(N_PREVIEW, dataset.n_images)
-        self._dataset_requested, self._dataset_shown = dataset, False
+        if inputs != self._inputs:
+            self._inputs, self._kept = inputs, {}
+            self._cache.clear()
+        self.run_settings(self.settings)
 
-        def first_chunk(items: list[Thumbnail]) -> None:
-            if not self._dataset_shown:  # replace the previous dataset's images only once new ones arrive
-                self.images.thumbnails.set_items([])
-                self.caption.setText(f"{self.state.get('dataset').label}: the first {n} images with their object "
-                                     "labels")
-                self._dataset_shown = True
-            self.images.thumbnails.append_items(items)
+    # -- the layer's dissection -----------------------------------------------------------------------------------
+    def run_settings(self, settings: DissectionSettings) -> None:
+        """Dissect the layer with `settings` (at once from the cache when done before)."""
+        loaded, layer, dataset = self._inputs
+        self.settings = settings
+        self.runs.show_settings(settings)
+        key = self.task_key("layer")
+        store = self._store[1] if self._store is not None and self._store[0] is dataset else None
+        self._layer_done = False
+        self.header.setText(f"<b>Units of {layer}</b> (dissecting…)")
+        self.runs.set_running(True, "dissecting " + data.settings_label(settings))
 
-        def failed(_error) -> None:
-            self._dataset_requested = None
+        def shown(d: data.LayerData) -> None:
+            self._store = (dataset, d.store)
+            self._show_layer(d)
 
-        self.pool.submit(lambda ctx: overlay_thumbnails(dataset, list(range(n)), ctx), name="dataset preview",
-                         key=self.task_key("images"), executor=IO, on_partial=first_chunk,
-                         on_result=lambda _r: self._finished("images"), on_error=failed)
+        def finished(d: data.LayerData) -> None:
+            self._layer_done = True
+            self._kept[d.key] = d
+            shown(d)
+            self.runs.set_running(False, f"done: {len(d.result.units)} units")
+            self.runs.set_runs([(k, data.settings_label(v.settings)) for k, v in self._kept.items()], d.key)
+            self._check_initial()
 
-    def _finished(self, part: str) -> None:
-        """The first content is on screen once both the images and the unit table have arrived."""
-        self._done_parts.add(part)
-        if self._done_parts >= {"images", "units"}:
+        def failed(error: TaskError) -> None:
+            self.runs.set_running(False, error.message)
+            self.header.setText(f"<b>Units of {layer}</b> (failed: see the message above)")
+
+        self.pool.submit(lambda ctx: data.layer_task(loaded, layer, dataset, store, settings, ctx),
+                         name=f"dissect {layer}", key=key, on_partial=shown, on_result=finished, on_error=failed)
+
+    def _switch_run(self, key: str) -> None:
+        d = self._kept.get(key)
+        if d is not None:
+            self.settings = d.settings
+            self.runs.show_settings(d.settings)
+            self._show_layer(d)
+
+    def _show_layer(self, d: data.LayerData) -> None:
+        self.data = d
+        result = d.result
+        self.rows = {u: data.unit_row(result, r) for u, r in result.units.items()}
+        rows = [self.rows[u] for u in sorted(self.rows)]
+        first = self.units.rowCount() == 0
+        self.units.set_rows(COLUMNS, [row_cells(r) for r in rows])
+        if first:
+            self.units.sortItems(COLUMNS.index("comp IoU"), Qt.SortOrder.DescendingOrder)
+        self.filters.set_categories(sorted({r.category for r in rows if r.category}))
+        self._apply_filters()
+        layer = self._inputs[1]
+        progress = "" if result.complete else f" ({len(rows)} of {result.n_units} units so far)"
+        self.header.setText(f"<b>Units of {layer}</b>: {data.summary(rows, self.filters.iou_min.value())}{progress}")
+        units = np.array(sorted(self.rows))
+        comp = [self.rows[u].explanations.get("iou") for u in units]
+        self.scatter.set_points(units, np.array([e.iou if e else 0.0 for e in comp]),
+                                np.array([e.da if e else 0.0 for e in comp]),
+                                np.array([data.is_specialised(self.rows[u]) for u in units]))
+        self.scatter.plot.setTitle("Compositional explanations (orange: specialised units)",
+                                   color="k", size="10pt")
+        hist = data.length_histogram(result, int(result.settings.get("max_length", 3)))
+        self.lengths.set_series(hist)
+        integer_ticks(self.lengths, max((len(x) for x, _ in hist.values()), default=1))
+        self._show_correlation(result)
+        if self.unit in self.rows:
+            self._show_unit(self.unit, force=True)
+        elif rows:
+            self.units.select_unit(self._first_unit())
+
+    def _show_correlation(self, result) -> None:
+        """Seed 002's tables 2-4: Pearson correlation of IoU and of DA with the model's accuracy on each image set."""
+        from probescope.core.dissection.correlation import accuracy_correlation
+
+        rows = accuracy_correlation(result) if result.complete else []
+        shown = [r for r in rows if r["set"] in ("union", "intersection") and not r["method"].startswith("length-")]
+        self.correlation.setRowCount(len(shown))
+        for k, r in enumerate(shown):
+            cells = [data.METHOD_NAMES.get(r["method"], r["method"]), r["set"], r["pearson_iou"], r["pearson_da"],
+                     r["units"], r["mean_accuracy"]]
+            for c, v in enumerate(cells):
+                text = "—" if v is None else f"{v:.3f}" if isinstance(v, float) else str(v)
+                self.correlation.setItem(k, c, QTableWidgetItem(text))
+        self.correlation.resizeColumnsToContents()
+        self.correlation_caption.setText(
+            "<b>Accuracy correlation</b> (Pearson r over units: explanation score against the model's top-1 accuracy "
+            "on the images where the unit fires or the explanation is present)" if shown else
+            "<b>Accuracy correlation</b>: needs the model's predictions and a finished dissection")
+
+    def _first_unit(self) -> int:
+        """The unit shown first: the best (by IoU) real composition, among the specialised units when there are
+        any, so the first view shows where the searches disagree."""
+        composed = [r for r in self.rows.values() if r.explanations.get("iou") is not None
+                    and r.explanations["iou"].length > 1]
+        pool = [r for r in composed if data.is_specialised(r)] or composed or list(self.rows.values())
+        return max(pool, key=lambda r: (r.iou("iou"), -r.unit)).unit
+
+    def _apply_filters(self) -> None:
+        f = self.filters
+        text = f.search.text().strip().lower()
+        category = f.category.currentText()
+        keep = set()
+        for u, row in self.rows.items():
+            if text and not any(text in c.lower() for c in row.concepts()):
+                continue
+            if category != "all categories" and row.category != category:
+                continue
+            if f.interpretable.isChecked() and not data.is_interpretable(row, f.iou_min.value()):
+                continue
+            if f.specialised.isChecked() and not data.is_specialised(row):
+                continue
+            keep.add(u)
+        self.units.show_only(keep)
+
+    # -- the selected unit -----------------------------------------------------------------------------------------
+    def explanation(self, method: str | None = None) -> Explanation | None:
+        r = self.data.result.units.get(self.unit) if self.data is not None else None
+        if r is None:
+            return None
+        method = method or self.controls.method()
+        return r.netdissect if method == "netdissect" else r.explanations.get(method)
+
+    def _show_unit(self, unit: int, force: bool = False) -> None:
+        if self.data is None or unit not in self.data.result.units or (unit == self.unit and not force):
+            return
+        self.unit = unit
+        self.scatter.select(unit)
+        result = self.data.result
+        r = result.units[unit]
+        chosen = self.explanation()
+        self.formula = chosen.formula if chosen else None
+        self.formula_label = chosen.label if chosen else ""
+        self._request_overlays()  # first: from the cache it is on screen before the charts below are drawn
+        names = [data.METHOD_NAMES[m] for m in data.METHODS]
+        exps = [self.explanation(m) for m in data.METHODS]
+        self.iou_bars.set_bars(names, np.array([e.iou if e else 0.0 for e in exps]), vmax=None)
+        self.da_bars.set_bars(names, np.array([e.da if e else 0.0 for e in exps]), vmax=1.0)
+        heads = r.sweep or [beam[0] for beam in r.trace]
+        lengths = list(range(1, len(heads) + 1))
+        self.sweep.set_series({"best IoU": (lengths, [e.iou for e in heads]),
+                               "its DA": (lengths, [e.da for e in heads])})
+        integer_ticks(self.sweep, len(lengths))
+        values = np.asarray(self.data.activations[:, unit], dtype=np.float32).ravel()
+        counts, edges = np.histogram(values, bins=60)
+        self.histogram.set_histogram(edges, counts, r.threshold)
+        self._show_trace(r)
+        self.unit_title.setText(f"<b>Unit {unit}</b>: threshold {r.threshold:.3g}, fires on {r.fired_images} images"
+                                f" ({r.mask_pixels:,} mask pixels). Overlays: heat map = activation, "
+                                f"<span style='color:#c9a400'>yellow outline = unit mask</span>, "
+                                f"<span style='color:#0a9fd8'>cyan = explanation</span>")
+
+    def _show_trace(self, r) -> None:
+        s = self.data.result.settings
+        picks = data.trace_picks(r, int(s.get("max_length", 3)), int(s.get("da_limit", 10)))
+        steps = []
+        for k, beam in enumerate(r.trace):
+            entries = tuple(TraceEntry(e.label, e.iou, e.da, tuple(data.METHOD_NAMES[m] for m in data.METHODS
+                                                                    if picks.picks.get(m) == (k, p)))
+                            for p, e in enumerate(beam))
+            note = ", ".join(f"{m} stopped here" for m, at in picks.stops.items() if at == k)
+            steps.append(TraceStep(f"step {k + 1}: beam, formulas of ≤ {k + 1} concepts", entries, note))
+        last = max([int(s.get("max_length", 3)), *(k + 1 for k in picks.stops.values())])
+        self.trace.set_steps(steps, expanded=last)  # later steps repeat the beam: folded
+
+    def _trace_clicked(self, step: int, position: int) -> None:
+        e = self.data.result.units[self.unit].trace[step][position]
+        self.formula, self.formula_label = e.formula, e.label
+        self._request_overlays()
+
+    def _controls_changed(self) -> None:
+        chosen = self.explanation()
+        self.formula = chosen.formula if chosen else None
+        self.formula_label = chosen.label if chosen else ""
+        self._request_overlays()
+
+    # -- overlays --------------------------------------------------------------------------------------------------
+    def _overlay_key(self) -> tuple:
+        c = self.controls
+        return (self.data.key, self.unit, self.formula, c.options(), c.present(), c.k.value())
+
+    def _request_overlays(self) -> None:
+        d, unit, formula = self.data, self.unit, self.formula
+        if d is None or unit not in d.result.units:
+            return
+        key = self._overlay_key()
+        options: OverlayOptions = key[3]
+        present, k = key[4], key[5]
+        what = f"“{self.formula_label}”" if formula is not None else "no explanation"
+        if key == self._pending and self.pool.is_running(self.task_key("overlays")):
+            return  # on its way
+        cached = self._cache.get(key)
+        if cached is not None:
+            self._cache.move_to_end(key)
+            self.pool.cancel(self.task_key("overlays"))
+            self._set_overlays(cached, what, present)
+            return
+        r = d.result.units[unit]
+        scale = float(d.peaks[:, unit].max())
+        dataset = self._inputs[2]
+        collected: list[ImageOverlay] = []
+        self.images.thumbnails.set_items([])
+        self.overlays = []
+        self._pending = key
+        self._overlays_ready = False
+
+        def task(ctx):
+            total = None
+            if present and formula is not None:
+                images, total = present_images(d.store, formula, d.peaks, unit, k)
+            else:
+                images = d.top_images(unit, k)
+            yield from overlay_task(dataset, d.store, d.activations, unit, r.threshold, scale,
+                                    [int(i) for i in images], formula, options, present and formula is not None, ctx)
+            return total
+
+        def partial(items: list[ImageOverlay]) -> None:
+            collected.extend(items)
+            self.overlays = list(collected)
+            self.images.thumbnails.append_items([i.thumbnail for i in items])
+
+        def finished(total: int | None) -> None:
+            self._remember(key, collected)
+            self._set_overlays(collected, what, present, total)
+
+        self.pool.submit(task, name=f"overlays of unit {unit}", key=self.task_key("overlays"), executor=IO,
+                         on_partial=partial, on_result=finished)
+
+    def _remember(self, key: tuple, items: list[ImageOverlay]) -> None:
+        self._cache[key] = list(items)
+        self._cache.move_to_end(key)
+        while len(self._cache) > OVERLAY_CACHE:
+            self._cache.popitem(last=False)
+
+    def _prefetch(self) -> None:
+        """Overlays of the units next to the current one in the table (top images, the same explanation method and
+        display settings), so arrow keys show them at once."""
+        d, method = self.data, self.controls.method()
+        if d is None or self.controls.present() or self.pool.is_shut_down:
+            return
+        shown = self.units.visible_units()
+        if self.unit not in shown:
+            return
+        at = shown.index(self.unit)
+        options, k = self.controls.options(), self.controls.k.value()
+        wanted = []
+        for u in (shown[at + 1] if at + 1 < len(shown) else None, shown[at - 1] if at > 0 else None):
+            r = d.result.units.get(u) if u is not None else None
+            if r is None:
+                continue
+            e = r.netdissect if method == "netdissect" else r.explanations.get(method)
+            formula = e.formula if e else None
+            key = (d.key, u, formula, options, False, k)
+            if key not in self._cache:
+                wanted.append((key, u, r.threshold, formula))
+        if not wanted:
+            return
+        dataset = self._inputs[2]
+
+        def task(ctx):
+            out = []
+            for key, u, threshold, formula in wanted:
+                items: list[ImageOverlay] = []
+                for part in overlay_task(dataset, d.store, d.activations, u, threshold, float(d.peaks[:, u].max()),
+                                         [int(i) for i in d.top_images(u, k)], formula, options, False, ctx):
+                    if isinstance(part, Partial):
+                        items.extend(part.value)
+                out.append((key, items))
+            return out
+
+        def store(done: list) -> None:
+            for key, items in done:
+                self._remember(key, items)
+
+        self.pool.submit(task, name="overlays of the neighbouring units", key=self.task_key("prefetch"),
+                         executor=IO, on_result=store)
+
+    def _set_overlays(self, items: list[ImageOverlay], what: str, present: bool, total: int | None = None) -> None:
+        self._overlays_ready = True
+        if self.overlays is not items:
+            self.overlays = list(items)
+            self.images.thumbnails.set_items([i.thumbnail for i in items])
+        if present:
+            fired = sum(i.fired and i.overlap_pixels > 0 for i in items)
+            extra = f" of {total}" if total is not None else ""
+            caption = (f"{len(items)}{extra} images where {what} is present; the unit detects it (mask meets "
+                       f"concept) on {fired} of those shown")
+        else:
+            caption = f"top {len(items)} images of unit {self.unit}, overlay {what}"
+        self.grid_caption.setText(caption + " (double-click an image for a large view)")
+        self._caption = caption
+        self._update_card()
+        self._check_initial()
+        self._prefetch_timer.start()
+
+    def _update_card(self) -> None:
+        d = self.data
+        if d is None or self.unit not in d.result.units:
+            return
+        r = d.result.units[self.unit]
+        lines = [CardLine(data.METHOD_NAMES[m], e.label, e.length, e.iou, e.da)
+                 for m in data.METHODS if (e := self.explanation(m)) is not None]
+        model = self._inputs[0].label if self._inputs and self._inputs[0] is not None else ""
+        self.card.set_card(f"Unit {self.unit} · {self._inputs[1]}",
+                           f"{model}; threshold {r.threshold:.3g} (top {d.settings.quantile:g}); "
+                           f"fires on {r.fired_images} images; {self._caption}",
+                           [i.thumbnail.image for i in self.overlays[:CARD_IMAGES]], lines,
+                           "heat map: activation · yellow outline: unit mask at T · cyan: "
+                           f"{self.formula_label or 'explanation'}")
+
+    def _check_initial(self) -> None:
+        if self._layer_done and self._overlays_ready:
             self.mark_initial_work_done()
 
-    def _request_units(self) -> None:
-        model, layer, dataset = self.state.model, self.state.layer, self.state.dataset
-        if self._units_for == (model, layer, dataset) and (
-                self._units_shown or self.pool.is_running(self.task_key("units"))):
-            return  # shown, or on its way (after a cancel, asking again recomputes)
-        self._units_for, self._units_shown = (model, layer, dataset), False
-        store = self._store[1] if self._store is not None and self._store[0] is dataset else None
-        self.units_caption.setText(f"<b>Units of {layer}</b> (working…)")
+    # -- large view, exports ---------------------------------------------------------------------------------------
+    def open_image(self, row: int) -> None:
+        """The large view of the grid's image `row`, with the same overlays and its labels."""
+        if not 0 <= row < len(self.overlays) or self.data is None:
+            return
+        d, unit, formula, item = self.data, self.unit, self.formula, self.overlays[row]
+        r = d.result.units[unit]
+        options = self.controls.options()
+        dataset = self._inputs[2]
+        scale = float(d.peaks[:, unit].max())
 
-        def show(result: tuple) -> None:
-            self._store = (dataset, result[0])
-            self._units_shown = True
-            self._show_units(layer, result[1])
-            self._finished("units")
+        def task(ctx):
+            ctx.check()
+            overlay, rgb = image_overlay(dataset, d.store, d.activations, unit, r.threshold, scale, item.image,
+                                         formula, options)
+            return to_qimage(rgb), image_labels(dataset, item.image), overlay
 
-        def failed(_error) -> None:
-            self.units_caption.setText(f"<b>Units of {layer}</b> (failed: see the message above)")
+        def show(result) -> None:
+            image, labels, overlay = result
+            notes = (f"unit {unit} · image {item.image} ({dataset.image_path(item.image).name})<br>"
+                     f"peak activation {overlay.peak:.3f}; unit mask {overlay.unit_pixels} px; "
+                     f"{self.formula_label or 'explanation'}: {overlay.concept_pixels} px, "
+                     f"{overlay.overlap:.0%} inside the unit mask")
+            self.detail.show_image(image, f"Unit {unit}, image {item.image}", notes, labels)
 
-        self.pool.submit(lambda ctx: dissect_layer(model, layer, dataset, store, ctx), name=f"dissect {layer}",
-                         key=self.task_key("units"), on_result=show, on_error=failed)
+        self.pool.submit(task, name="large image", key=self.task_key("detail"), executor=IO, on_result=show)
 
-    def _show_units(self, layer: str, result) -> None:
-        rows = sorted(result.units.values(), key=lambda u: -(u.netdissect.iou if u.netdissect else -1))
-        self.units.setRowCount(len(rows))
-        for row, unit in enumerate(rows):
-            best = unit.netdissect
-            if best is None:
-                cells = (str(unit.unit), "—", "", "", "")
-            else:
-                category = result.labels.get(best.formula.atoms[0], ("", ""))[1]
-                cells = (str(unit.unit), best.label, category, f"{best.iou:.3f}", f"{best.da:.2f}")
-            for col, text in enumerate(cells):
-                self.units.setItem(row, col, QTableWidgetItem(text))
-        self.units.resizeColumnsToContents()
-        self.units_caption.setText(f"<b>Units of {layer}</b>: best single concept (Network Dissection), by IoU")
+    def export_unit_card(self, path: str | Path, width: int | None = None) -> Path:
+        """Write the unit card (PNG at `width` pixels, SVG or PDF by suffix)."""
+        return export_widget(self.card, path, width=width)
 
-    def _show_layers(self) -> None:
-        loaded = self.state.get("model")
-        current = self.state.layer
-        self.layers.blockSignals(True)
-        self.layers.setRowCount(len(loaded.layers))
-        for row, info in enumerate(loaded.layers):
-            shape = "×".join(map(str, info.out_shape)) if info.out_shape else "—"
-            for col, text in enumerate((info.name, info.kind, shape)):
-                self.layers.setItem(row, col, QTableWidgetItem(text))
-            if info.name == current:
-                self.layers.selectRow(row)
-                self.layers.scrollToItem(self.layers.item(row, 0))
-        self.layers.blockSignals(False)
+    def export_results(self, kind: str, path: str | Path) -> Path:
+        """'tally' writes tally.csv, 'json' the dissection JSON, of the result shown."""
+        if self.data is None:
+            raise ValueError("nothing dissected yet")
+        if kind == "tally":
+            self.data.result.write_tally(path, tuple(self.data.result.settings.get("searches", data.SEARCHES)))
+        else:
+            self.data.result.save(path)
+        return Path(path)
 
-    def _pick_layer(self) -> None:
-        rows = self.layers.selectionModel().selectedRows()
-        if rows and self.state is not None:
-            self.state.set_layer(self.layers.item(rows[0].row(), 0).text())
+    def export_results_dialog(self, kind: str) -> None:
+        """Ask where to write tally.csv ('tally') or the dissection JSON ('json') of the result shown."""
+        if self.data is None:
+            self.runs.set_running(False, "nothing dissected yet")
+            return
+        name, pattern = ("tally.csv", "CSV (*.csv)") if kind == "tally" else ("dissection.json", "JSON (*.json)")
+        path, _ = QFileDialog.getSaveFileName(self, "Export dissection results", name, pattern)
+        if path:
+            self.export_results(kind, path)

@@ -13,7 +13,12 @@
    (thumbnails rendered lazily in the pool) against rendering every thumbnail up front, and a scroll top to
    bottom: paint time per frame and the longest stall.
 
+4. Dissection (--dissection): switching units in the Dissection workspace on the demo world: time until the
+   unit's top images with overlays are on screen (target < 100 ms), with the neighbours prefetched in the pool,
+   for a unit seen before, and built on demand (the naive baseline).
+
 Usage: python benchmarks/gui_bench.py [--runs 3] [--images 512] [--gallery [--stream 400] [--gallery-images 50000]]
+       [--dissection [--units 10]]
 """
 
 from __future__ import annotations
@@ -349,6 +354,92 @@ def report_gallery(n_stream: int, n_items: int) -> None:
           f"{'ok' if g['stall_s'] < 0.05 else 'MISSED'})")
 
 
+def measure_dissection_switch(n_units: int) -> dict[str, float]:
+    """Dissection workspace on the demo world (layer dissected, from the cache after the first run): time from
+    selecting a unit to its top images with overlays on screen, for units whose overlays were prefetched (arrow
+    keys: the table's neighbours are built in the pool while the user looks), revisited (cached) and cold (built
+    on demand: the naive way, without prefetch or cache)."""
+    from PySide6.QtCore import QEventLoop, QTimer
+    from PySide6.QtWidgets import QApplication
+
+    from probescope.app.sources import OpenRequest, open_task
+    from probescope.app.state import AppState
+    from probescope.app.workers import WorkerPool
+    from probescope.app.ws_dissection import DissectionWorkspace
+
+    app = QApplication.instance() or QApplication([sys.argv[0]])
+    pool = WorkerPool()
+    state = AppState()
+    ws = DissectionWorkspace(pool)
+    ws.resize(1600, 1000)
+    ws.show()
+    ws.load_state(state)
+    loop = QEventLoop()
+
+    def wait(condition) -> float:
+        t0 = time.perf_counter()
+
+        def poll() -> None:
+            if condition():
+                loop.quit()
+            else:
+                QTimer.singleShot(1, poll)
+
+        QTimer.singleShot(0, poll)
+        loop.exec()
+        return time.perf_counter() - t0
+
+    for kind in ("model", "dataset"):
+        pool.submit(open_task(OpenRequest(kind, "demo")), name="open", on_result=state.set)
+        wait(lambda kind=kind: state.get(kind) is not None)
+    wait(lambda: ws.is_initial_work_done and not pool.active())
+    wait(lambda: not pool.active() and not ws._prefetch_timer.isActive())
+    order = ws.units.visible_units()
+    start = order.index(ws.unit)
+    steps = order[start + 1:start + 1 + n_units]
+    prefetched, revisited, cold = [], [], []
+    for _ in steps:  # arrow key down, then a pause while the prefetch of the neighbours runs
+        t0 = time.perf_counter()
+        ws.step(1)
+        wait(lambda: ws._overlays_ready)
+        prefetched.append(time.perf_counter() - t0)
+        wait(lambda: not pool.active() and not ws._prefetch_timer.isActive())
+    for u in reversed(steps):
+        t0 = time.perf_counter()
+        ws.units.select_unit(u)
+        wait(lambda: ws._overlays_ready)
+        revisited.append(time.perf_counter() - t0)
+    far = order[-n_units:]
+    ws._prefetch_timer.timeout.disconnect()
+    for u in far:  # cold: no cache, no prefetch
+        ws._cache.clear()
+        wait(lambda: not pool.active())
+        t0 = time.perf_counter()
+        ws.units.select_unit(u)
+        wait(lambda: ws._overlays_ready)
+        cold.append(time.perf_counter() - t0)
+    pool.shutdown()
+    ws.close()
+
+    def med(x: list[float]) -> float:
+        return sorted(x)[len(x) // 2]
+
+    return {"prefetched_s": med(prefetched), "prefetched_max_s": max(prefetched), "revisited_s": med(revisited),
+            "cold_s": med(cold), "cold_max_s": max(cold), "k": ws.controls.k.value()}
+
+
+def report_dissection(n_units: int) -> None:
+    d = measure_dissection_switch(n_units)
+    print(f"dissection workspace, switching units ({d['k']} top images with overlays, median of {n_units}):")
+    print(f"  arrow keys (neighbours prefetched in the pool): {d['prefetched_s'] * 1000:.1f} ms, max "
+          f"{d['prefetched_max_s'] * 1000:.1f} ms (target < 100 ms: "
+          f"{'ok' if d['prefetched_max_s'] < 0.1 else 'MISSED'})")
+    print(f"  back to a unit seen before (cached):            {d['revisited_s'] * 1000:.1f} ms")
+    print(f"  naive (built on demand, no cache):              {d['cold_s'] * 1000:.1f} ms, max "
+          f"{d['cold_max_s'] * 1000:.1f} ms "
+          f"(ratio naive / prefetched {d['cold_s'] / max(d['prefetched_s'], 1e-6):.0f}x)")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--runs", type=int, default=3)
@@ -357,12 +448,18 @@ def main() -> None:
     parser.add_argument("--gallery", action="store_true", help="measure only the Gallery workspace (stream, scroll)")
     parser.add_argument("--stream", type=int, default=400, help="demo samples the gallery benchmark streams")
     parser.add_argument("--gallery-images", type=int, default=50_000, help="scored samples the gallery scrolls")
+    parser.add_argument("--dissection", action="store_true",
+                        help="measure only the Dissection workspace (unit switching with overlays)")
+    parser.add_argument("--units", type=int, default=10, help="units the dissection benchmark switches through")
     args = parser.parse_args()
     if args.child:
         launch_child()
         return
     if args.gallery:
         report_gallery(args.stream, args.gallery_images)
+        return
+    if args.dissection:
+        report_dissection(args.units)
         return
     launches = measure_launch(args.runs)
     def median(key: str) -> float:

@@ -15,21 +15,11 @@ from PySide6.QtCore import Qt, Signal
 from PySide6.QtGui import QImage, QPixmap
 from PySide6.QtWidgets import QLabel, QVBoxLayout, QWidget
 
+from probescope.widgets.plot_frame import titled_plot
+
 QUERY_COLOR = "#555555"
 PICK_COLORS = ("#e67e22", "#2e86de")
 REFERENCE_COLOR = "#8e44ad"
-
-
-def _plot(title: str, left: str, bottom: str) -> pg.PlotWidget:
-    plot = pg.PlotWidget(background="w")
-    plot.setTitle(title, color="k", size="10pt")
-    for axis, text in (("left", left), ("bottom", bottom)):
-        plot.setLabel(axis, text, color="k")
-        plot.getAxis(axis).setPen("k")
-        plot.getAxis(axis).setTextPen("k")
-        plot.getAxis(axis).enableAutoSIPrefix(False)
-    plot.setMenuEnabled(False)
-    return plot
 
 
 class EmbeddingView(QWidget):
@@ -44,7 +34,7 @@ class EmbeddingView(QWidget):
 
     def __init__(self, parent: QWidget | None = None):
         super().__init__(parent)
-        self.plot = _plot("", "", "")
+        self.plot = titled_plot("", "", "")
         self.plot.setAspectLocked(True)
         self.points = pg.ScatterPlotItem(size=7, pen=pg.mkPen("#ffffff", width=0.5), brush=pg.mkBrush("#7f8c8d"),
                                          hoverable=True, hoverSize=11, hoverBrush=pg.mkBrush("#f1c40f"))
@@ -114,7 +104,7 @@ class BarChart(QWidget):
 
     def __init__(self, title: str, left: str, bottom: str = "", parent: QWidget | None = None):
         super().__init__(parent)
-        self.plot = _plot(title, left, bottom)
+        self.plot = titled_plot(title, left, bottom)
         self.plot.setMouseEnabled(False, False)
         layout = QVBoxLayout(self)
         layout.setContentsMargins(0, 0, 0, 0)
@@ -140,23 +130,32 @@ class LinePlot(QWidget):
 
     def __init__(self, title: str, left: str, bottom: str, parent: QWidget | None = None):
         super().__init__(parent)
-        self.plot = _plot(title, left, bottom)
+        self.plot = titled_plot(title, left, bottom)
         self.legend = self.plot.addLegend(labelTextColor="k", offset=(-10, 10))
         layout = QVBoxLayout(self)
         layout.setContentsMargins(0, 0, 0, 0)
         layout.addWidget(self.plot)
         self.series: dict[str, tuple[list[float], list[float]]] = {}
+        self._curves: list[pg.PlotDataItem] = []
 
     def set_series(self, series: dict[str, tuple[Sequence[float], Sequence[float]]]) -> None:
+        kept = {name: [(a, b) for a, b in zip(x, y) if b is not None and np.isfinite(b)]
+                for name, (x, y) in series.items()}
+        kept = {name: ([float(a) for a, _ in pts], [float(b) for _, b in pts]) for name, pts in kept.items() if pts}
+        if list(kept) == list(self.series) and len(self._curves) == len(kept):
+            for curve, (xs, ys) in zip(self._curves, kept.values(), strict=True):  # same series: update in place
+                curve.setData(xs, ys)  # (rebuilding items and legend costs ~20 ms per call)
+            self.series = kept
+            return
         self.plot.clear()
         self.legend.clear()
         self.series = {}
+        self._curves = []
         for k, (name, (x, y)) in enumerate(series.items()):
-            keep = [(a, b) for a, b in zip(x, y) if b is not None and np.isfinite(b)]
-            if not keep:
+            if name not in kept:
                 continue
-            xs, ys = [float(a) for a, _ in keep], [float(b) for _, b in keep]
+            xs, ys = kept[name]
             self.series[name] = (xs, ys)
             color = self.COLORS[k % len(self.COLORS)]
-            self.plot.plot(xs, ys, pen=pg.mkPen(color, width=2), symbol="o", symbolBrush=color, symbolPen=color,
-                           symbolSize=7, name=name)
+            self._curves.append(self.plot.plot(xs, ys, pen=pg.mkPen(color, width=2), symbol="o", symbolBrush=color,
+                                               symbolPen=color, symbolSize=7, name=name))

@@ -1,0 +1,210 @@
+"""Control panels of the Dissection workspace: the unit filters, the unit view's display controls and the runs
+panel (settings to re-run with, progress and cancel, the kept results to switch between, result export)."""
+
+from __future__ import annotations
+
+from PySide6.QtCore import Qt, Signal
+from PySide6.QtWidgets import (QCheckBox, QComboBox, QDoubleSpinBox, QFormLayout, QHBoxLayout, QLabel, QLineEdit,
+                               QPushButton, QSlider, QSpinBox, QVBoxLayout, QWidget)
+
+from probescope.app.ws_dissection_data import DEFAULT_SETTINGS, INTERPRETABLE_IOU, METHOD_NAMES, METHODS
+from probescope.app.ws_dissection_overlays import OverlayOptions
+from probescope.core.dissection.engine import DissectionSettings
+
+ALL = "all categories"
+TOP, PRESENT = "top-activating images", "images where the explanation is present"
+
+
+class FilterBar(QWidget):
+    """Search by concept name, category, interpretable (IoU above a threshold), specialised; `changed` on edits."""
+
+    changed = Signal()
+
+    def __init__(self, parent: QWidget | None = None):
+        super().__init__(parent)
+        self.search = QLineEdit()
+        self.search.setPlaceholderText("search concepts…")
+        self.search.setClearButtonEnabled(True)
+        self.category = QComboBox()
+        self.category.addItem(ALL)
+        self.interpretable = QCheckBox("interpretable, IoU >")
+        self.iou_min = QDoubleSpinBox()
+        self.iou_min.setRange(0.0, 1.0)
+        self.iou_min.setDecimals(3)
+        self.iou_min.setSingleStep(0.01)
+        self.iou_min.setValue(INTERPRETABLE_IOU)
+        self.specialised = QCheckBox("specialised")
+        self.specialised.setToolTip("da-stop keeps one concept while the IoU search's explanation is longer")
+        top = QHBoxLayout()
+        top.setContentsMargins(0, 0, 0, 0)
+        top.addWidget(self.search, 2)
+        top.addWidget(self.category, 1)
+        bottom = QHBoxLayout()
+        bottom.setContentsMargins(0, 0, 0, 0)
+        bottom.addWidget(self.interpretable)
+        bottom.addWidget(self.iou_min)
+        bottom.addWidget(self.specialised)
+        bottom.addStretch(1)
+        layout = QVBoxLayout(self)
+        layout.setContentsMargins(0, 0, 0, 0)
+        layout.addLayout(top)
+        layout.addLayout(bottom)
+        self.search.textChanged.connect(self.changed)
+        self.category.currentTextChanged.connect(self.changed)
+        for box in (self.interpretable, self.specialised):
+            box.toggled.connect(self.changed)
+        self.iou_min.valueChanged.connect(self.changed)
+
+    def set_categories(self, categories: list[str]) -> None:
+        current = self.category.currentText()
+        self.category.blockSignals(True)
+        self.category.clear()
+        self.category.addItems([ALL, *categories])
+        self.category.setCurrentText(current if current in categories else ALL)
+        self.category.blockSignals(False)
+
+
+class UnitControls(QWidget):
+    """Which explanation to overlay, how many images, opacity, display threshold and which images to show."""
+
+    changed = Signal()
+
+    def __init__(self, parent: QWidget | None = None):
+        super().__init__(parent)
+        self.explanation = QComboBox()
+        for m in METHODS:
+            self.explanation.addItem(METHOD_NAMES[m], m)
+        self.explanation.setCurrentIndex(METHODS.index("iou"))
+        self.k = QSpinBox()
+        self.k.setRange(1, 64)
+        self.k.setValue(12)
+        self.k.setPrefix("top ")
+        self.opacity = QSlider(Qt.Orientation.Horizontal)
+        self.opacity.setRange(0, 100)
+        self.opacity.setValue(55)
+        self.threshold = QSlider(Qt.Orientation.Horizontal)
+        self.threshold.setRange(25, 200)
+        self.threshold.setValue(100)
+        self.threshold.setToolTip("display threshold, in % of the unit's threshold T (100% = the dissection's mask)")
+        self.mode = QComboBox()
+        self.mode.addItems([TOP, PRESENT])
+        for s in (self.opacity, self.threshold):
+            s.setMinimumWidth(70)
+        layout = QVBoxLayout(self)
+        layout.setContentsMargins(0, 0, 0, 0)
+        for widgets in ((("overlay", self.explanation), ("show", self.mode), ("", self.k)),
+                        (("opacity", self.opacity), ("display threshold", self.threshold))):
+            row = QHBoxLayout()
+            for text, widget in widgets:
+                if text:
+                    row.addWidget(QLabel(text))
+                row.addWidget(widget, 1)
+            layout.addLayout(row)
+        self.explanation.currentIndexChanged.connect(self.changed)
+        self.mode.currentIndexChanged.connect(self.changed)
+        self.k.valueChanged.connect(self.changed)
+        for s in (self.opacity, self.threshold):
+            s.sliderReleased.connect(self.changed)
+            s.valueChanged.connect(lambda _v, s=s: None if s.isSliderDown() else self.changed.emit())
+
+    def method(self) -> str:
+        return str(self.explanation.currentData())
+
+    def present(self) -> bool:
+        return self.mode.currentText() == PRESENT
+
+    def options(self) -> OverlayOptions:
+        return OverlayOptions(opacity=self.opacity.value() / 100, display_threshold=self.threshold.value() / 100)
+
+
+class RunsPanel(QWidget):
+    """Settings to dissect with; `run_requested(settings)`, `cancel_requested()`, `run_chosen(key)`,
+    `export_requested(kind)` with kind 'tally' or 'json'."""
+
+    run_requested = Signal(object)
+    cancel_requested = Signal()
+    run_chosen = Signal(str)
+    export_requested = Signal(str)
+
+    def __init__(self, parent: QWidget | None = None):
+        super().__init__(parent)
+        s = DEFAULT_SETTINGS
+        self.quantile = QDoubleSpinBox()
+        self.quantile.setDecimals(4)
+        self.quantile.setRange(0.0001, 0.5)
+        self.quantile.setSingleStep(0.001)
+        self.quantile.setValue(s.quantile)
+        self.beam_size = self._spin(1, 50, s.beam_size)
+        self.beam_limit = self._spin(1, 5000, s.beam_limit)
+        self.max_length = self._spin(1, 10, s.max_length)
+        self.min_samples = self._spin(1, 1000, s.min_samples)
+        self.sweep = self._spin(0, 10, s.sweep_length)
+        form = QFormLayout()
+        form.addRow("quantile (top share of activations)", self.quantile)
+        form.addRow("beam size", self.beam_size)
+        form.addRow("beam limit (candidate atoms)", self.beam_limit)
+        form.addRow("max explanation length", self.max_length)
+        form.addRow("minimum concept images", self.min_samples)
+        form.addRow("length sweep up to", self.sweep)
+        self.run = QPushButton("Dissect with these settings")
+        self.cancel = QPushButton("Cancel")
+        self.cancel.setEnabled(False)
+        self.status = QLabel()
+        self.status.setWordWrap(True)
+        self.runs = QComboBox()
+        self.tally = QPushButton("Export tally.csv…")
+        self.json = QPushButton("Export results (JSON)…")
+        buttons = QHBoxLayout()
+        buttons.addWidget(self.run)
+        buttons.addWidget(self.cancel)
+        exports = QHBoxLayout()
+        exports.addWidget(self.tally)
+        exports.addWidget(self.json)
+        layout = QVBoxLayout(self)
+        layout.addWidget(QLabel("<b>Dissection settings</b>"))
+        layout.addLayout(form)
+        layout.addLayout(buttons)
+        layout.addWidget(self.status)
+        layout.addWidget(QLabel("<b>Results kept</b> (switch between settings)"))
+        layout.addWidget(self.runs)
+        layout.addLayout(exports)
+        layout.addStretch(1)
+        self.run.clicked.connect(lambda: self.run_requested.emit(self.settings()))
+        self.cancel.clicked.connect(self.cancel_requested)
+        self.runs.activated.connect(lambda i: self.run_chosen.emit(str(self.runs.itemData(i))))
+        self.tally.clicked.connect(lambda: self.export_requested.emit("tally"))
+        self.json.clicked.connect(lambda: self.export_requested.emit("json"))
+
+    @staticmethod
+    def _spin(low: int, high: int, value: int) -> QSpinBox:
+        box = QSpinBox()
+        box.setRange(low, high)
+        box.setValue(value)
+        return box
+
+    def settings(self) -> DissectionSettings:
+        return DissectionSettings(quantile=self.quantile.value(), beam_size=self.beam_size.value(),
+                                  beam_limit=self.beam_limit.value(), max_length=self.max_length.value(),
+                                  min_samples=self.min_samples.value(), searches=DEFAULT_SETTINGS.searches,
+                                  sweep_length=self.sweep.value(), da_limit=DEFAULT_SETTINGS.da_limit)
+
+    def show_settings(self, s: DissectionSettings) -> None:
+        self.quantile.setValue(s.quantile)
+        self.beam_size.setValue(s.beam_size)
+        self.beam_limit.setValue(s.beam_limit)
+        self.max_length.setValue(s.max_length)
+        self.min_samples.setValue(s.min_samples)
+        self.sweep.setValue(s.sweep_length)
+
+    def set_runs(self, runs: list[tuple[str, str]], current: str) -> None:
+        """(key, label) of every kept result; `current` is shown selected."""
+        self.runs.blockSignals(True)
+        self.runs.clear()
+        for key, label in runs:
+            self.runs.addItem(label, key)
+        self.runs.setCurrentIndex(max(0, [k for k, _ in runs].index(current) if current in dict(runs) else 0))
+        self.runs.blockSignals(False)
+
+    def set_running(self, running: bool, message: str = "") -> None:
+        self.cancel.setEnabled(running)
+        self.status.setText(message)

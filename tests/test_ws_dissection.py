@@ -1,0 +1,235 @@
+"""The Dissection workspace on the demo world (300 images, the demo model's layer4, max length 2): the table holds
+the engine's numbers, sorts and filters (specialised units), the unit view shows the overlays and the trace with the
+engine's numbers, explanations switch, the images behind DA are marked, the unit card exports, results are cached on
+disk and re-runs with other settings are kept and switchable."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from PySide6.QtCore import Qt
+from PySide6.QtGui import QImage
+
+from probescope.app import sources
+from probescope.app import ws_dissection_data as data
+from probescope.app.sources import OpenRequest, open_task
+from probescope.app.state import AppState
+from probescope.app.workers import WorkerPool
+from probescope.app.ws_dissection import COLUMNS, DissectionWorkspace
+from probescope.core.dissection.engine import DissectionSettings
+
+pytestmark = pytest.mark.usefixtures("isolated_cache")
+WAIT_MS = 120_000
+SETTINGS = DissectionSettings(max_length=2, searches=data.SEARCHES, sweep_length=3, da_limit=4)
+
+
+def open_input(qtbot, pool, state, kind: str) -> None:
+    with qtbot.waitSignal(state.changed, timeout=WAIT_MS):
+        pool.submit(open_task(OpenRequest(kind, "demo")), name="open", on_result=state.set)
+
+
+@pytest.fixture
+def env(qtbot, monkeypatch):
+    monkeypatch.setattr(sources, "DEMO_DATASET_IMAGES", 300)
+    monkeypatch.setattr(DissectionWorkspace, "default_settings", SETTINGS)
+    pool = WorkerPool()
+    state = AppState()
+    ws = DissectionWorkspace(pool)
+    qtbot.addWidget(ws)
+    ws.resize(1600, 950)
+    ws.show()
+    ws.load_state(state)
+    open_input(qtbot, pool, state, "model")
+    open_input(qtbot, pool, state, "dataset")
+    qtbot.waitUntil(lambda: ws.is_initial_work_done and not pool.active(), timeout=WAIT_MS)
+    yield ws, pool, state
+    pool.shutdown()
+
+
+def idle(qtbot, pool) -> None:
+    qtbot.waitUntil(lambda: not pool.active(), timeout=WAIT_MS)
+
+
+def column(ws, name: str) -> list:
+    c = COLUMNS.index(name)
+    return [ws.units.item(r, c).value for r in range(ws.units.rowCount()) if not ws.units.isRowHidden(r)]
+
+
+def test_table_holds_the_engines_numbers_and_sorts_and_filters(qtbot, env):
+    ws, pool, state = env
+    result = ws.data.result
+    assert result.complete and len(result.units) == 128 and ws.units.rowCount() == 128
+    assert result.settings == SETTINGS.protocol()
+    for r in range(ws.units.rowCount()):
+        u = ws.units.item(r, 0).value
+        unit = result.units[u]
+        assert ws.units.item(r, COLUMNS.index("ND IoU")).value == unit.netdissect.iou
+        assert ws.units.item(r, COLUMNS.index("compositional")).value == unit.explanations["iou"].label
+        assert ws.units.item(r, COLUMNS.index("stop DA")).value == unit.explanations["da-stop"].da
+    # sort by every column, both ways
+    for name in ("comp IoU", "stop len", "NetDissect"):
+        for order in (Qt.SortOrder.AscendingOrder, Qt.SortOrder.DescendingOrder):
+            ws.units.sortItems(COLUMNS.index(name), order)
+            values = column(ws, name)
+            key = (lambda v: v.lower()) if isinstance(values[0], str) else (lambda v: v)
+            assert values == sorted(values, key=key, reverse=order == Qt.SortOrder.DescendingOrder)
+    # specialised: da-stop keeps one concept while the IoU search's explanation is longer
+    ws.filters.specialised.setChecked(True)
+    expected = {u for u, r in result.units.items()
+                if r.explanations["da-stop"].length == 1 and r.explanations["iou"].length > 1}
+    assert expected and set(ws.units.visible_units()) == expected
+    assert f"{len(expected)} specialised" in ws.header.text()
+    # category and concept search narrow further; the summary counts interpretable units as the engine's IoU says
+    ws.filters.specialised.setChecked(False)
+    ws.filters.category.setCurrentText("color")
+    assert {result.labels[result.units[u].netdissect.formula.atoms[0]][1] for u in ws.units.visible_units()} == {
+        "color"}
+    ws.filters.category.setCurrentText("all categories")
+    name = result.units[ws.units.visible_units()[0]].netdissect.label
+    ws.filters.search.setText(name)
+    assert all(any(name in e.label for e in [r.netdissect, *r.explanations.values()])
+               for r in (result.units[u] for u in ws.units.visible_units()))
+    ws.filters.search.clear()
+    good = sum(r.netdissect.iou > 0.04 for r in result.units.values())
+    assert ws.header.text().count(f"{good} of 128 units interpretable") == 1
+    ws.filters.interpretable.setChecked(True)
+    assert len(ws.units.visible_units()) == good
+
+
+def test_unit_view_shows_overlays_and_the_trace_of_the_engine(qtbot, env):
+    ws, pool, state = env
+    ws.filters.specialised.setChecked(True)
+    unit = ws.units.visible_units()[0]
+    ws.units.select_unit(unit)
+    idle(qtbot, pool)
+    r = ws.data.result.units[unit]
+    assert ws.unit == unit and ws.formula == r.explanations["iou"].formula
+    # top images: the k images with the highest peak activation, each with the unit's outline drawn
+    k = ws.controls.k.value()
+    peaks = np.asarray(ws.data.activations[:, unit]).reshape(300, -1).max(1)
+    assert [o.image for o in ws.overlays] == list(np.argsort(-peaks, kind="stable")[:k])
+    assert ws.images.thumbnails.rowCount() == k
+    assert sum(o.unit_pixels > 0 for o in ws.overlays) == k
+    image = ws.images.thumbnails.item(0).image.convertToFormat(QImage.Format.Format_RGB888)
+    arr = np.frombuffer(image.constBits(), np.uint8).reshape(image.height(), image.bytesPerLine())
+    arr = arr[:, :image.width() * 3].reshape(image.height(), image.width(), 3)
+    assert (arr == [255, 214, 0]).all(axis=2).sum() > 20  # the mask outline
+    # the trace: every beam formula with the engine's IoU and DA; the methods' picks marked
+    leaves = ws.trace.leaves()
+    assert len(leaves) == sum(len(b) for b in r.trace)
+    for step, pos, cells in leaves:
+        e = r.trace[step][pos]
+        assert cells[:3] == [e.label, f"{e.iou:.4f}", f"{e.da:.3f}"]
+    picked = {name for _, _, cells in leaves for name in cells[3].split(", ") if name}
+    assert picked == {"NetDissect", "compositional", "da-select", "da-stop"}
+    # bars and sweep hold the explanations' scores
+    assert ws.iou_bars.values.tolist() == [r.netdissect.iou] + [r.explanations[m].iou for m in data.SEARCHES]
+    assert ws.da_bars.values.tolist() == [r.netdissect.da] + [r.explanations[m].da for m in data.SEARCHES]
+    assert ws.sweep.series["best IoU"][1] == [e.iou for e in r.sweep]
+    assert ws.histogram.threshold == r.threshold
+    # switching the explanation and clicking a trace formula change the concept overlay
+    ws.controls.explanation.setCurrentIndex(data.METHODS.index("da-stop"))
+    idle(qtbot, pool)
+    assert ws.formula == r.explanations["da-stop"].formula
+    assert any(o.concept_pixels > 0 for o in ws.overlays)
+    ws.trace.click(1, 2)
+    idle(qtbot, pool)
+    assert ws.formula == r.trace[1][2].formula and ws.formula_label == r.trace[1][2].label
+    # arrow keys move through the visible units; the views follow
+    ws.units.setFocus()
+    before = ws.units.current_unit()
+    qtbot.keyClick(ws.units, Qt.Key.Key_Down)
+    idle(qtbot, pool)
+    assert ws.unit == ws.units.current_unit() != before
+    assert ws.unit in ws.units.visible_units()
+
+
+def test_images_behind_detection_accuracy_are_marked(qtbot, env):
+    from probescope.core.dissection.masks import image_masks
+
+    ws, pool, state = env
+    ws.controls.mode.setCurrentIndex(1)
+    idle(qtbot, pool)
+    d, unit = ws.data, ws.unit
+    r = d.result.units[unit]
+    assert ws.overlays and all(o.concept_pixels > 0 for o in ws.overlays)
+    for o in ws.overlays:
+        m, g = image_masks(d.store, d.activations, unit, r.threshold, o.image, ws.formula)
+        assert (o.fired, o.overlap_pixels, o.concept_pixels) == (m.any(), int((m & g).sum()), int(g.sum()))
+        assert o.thumbnail.caption.startswith("fired" if m.any() else "silent")
+    # a click opens the large view with the image's labels
+    ws.open_image(0)
+    qtbot.waitUntil(lambda: ws.detail.isVisible(), timeout=WAIT_MS)
+    assert ws.detail.labels.count() > 0 and not ws.detail.picture.pixmap().isNull()
+
+
+def test_unit_card_and_results_export(qtbot, env, tmp_path):
+    from PySide6.QtSvg import QSvgRenderer
+
+    from probescope.core.dissection.results import DissectionResult
+
+    ws, pool, state = env
+    png = ws.export_unit_card(tmp_path / "card.png", width=1800)
+    assert QImage(str(png)).width() == 1800
+    assert len(ws.card.images) == min(12, len(ws.overlays)) and len(ws.card.lines) == 4
+    assert ws.card.lines[1].label == ws.data.result.units[ws.unit].explanations["iou"].label
+    assert QSvgRenderer(str(ws.export_unit_card(tmp_path / "card.svg"))).isValid()
+    assert ws.export_unit_card(tmp_path / "card.pdf").read_bytes().startswith(b"%PDF")
+    ws.export_results("tally", tmp_path / "tally.csv")
+    lines = (tmp_path / "tally.csv").read_text().splitlines()
+    assert len(lines) == 129 and "dastop_label" in lines[0]
+    ws.export_results("json", tmp_path / "d.json")
+    assert DissectionResult.load(tmp_path / "d.json").units.keys() == ws.data.result.units.keys()
+    names = [t.name for t in ws.export_targets()]
+    assert "Unit card" in names and "Beam-search trace" in names and "IoU against DA (all units)" in names
+
+
+def test_second_launch_reads_the_cache_and_reruns_are_kept(qtbot, env, monkeypatch):
+    import probescope.core.dissection.engine as engine
+
+    ws, pool, state = env
+    first = ws.data.result
+    # a second workspace on the same inputs never dissects: the result comes from the cache folder
+    monkeypatch.setattr(engine, "dissect", lambda *a, **k: pytest.fail("dissected again"))
+    again = DissectionWorkspace(pool)
+    qtbot.addWidget(again)
+    again.load_state(state)
+    qtbot.waitUntil(lambda: again.is_initial_work_done and not pool.active(), timeout=WAIT_MS)
+    assert again.data.result.to_json() == first.to_json()
+    monkeypatch.undo()
+    monkeypatch.setattr(sources, "DEMO_DATASET_IMAGES", 300)
+    # re-run with max length 1 (quick); both results are kept and can be switched
+    ws.runs.max_length.setValue(1)
+    ws.runs.sweep.setValue(0)
+    ws.runs.run.click()
+    idle(qtbot, pool)
+    assert ws.data.settings.max_length == 1 and ws.runs.runs.count() == 2
+    assert all(r.explanations["iou"].length == 1 for r in ws.data.result.units.values())
+    ws.runs.runs.setCurrentIndex(0)
+    ws.runs.runs.activated.emit(0)
+    assert ws.data.result is not None and ws.data.settings == SETTINGS
+    # cancel: the run stops, the last result stays
+    ws.runs.max_length.setValue(3)
+    ws.runs.run.click()
+    ws.runs.cancel.click()
+    idle(qtbot, pool)
+    assert ws.data.settings in (SETTINGS, ws.runs.settings())
+
+
+def test_trace_picks_replay_the_engines_choices_and_correlation_shows(qtbot, env):
+    from probescope.core.dissection.correlation import accuracy_correlation
+
+    ws, pool, state = env
+    # the demo model names its classes: the units carry accuracies and the correlation table shows the engine's r
+    rows = [r for r in accuracy_correlation(ws.data.result) if r["set"] in ("union", "intersection")
+            and not r["method"].startswith("length-")]
+    assert ws.correlation.rowCount() == len(rows) > 0
+    for k, r in enumerate(rows):
+        expected = "—" if r["pearson_da"] is None else f"{r['pearson_da']:.3f}"
+        assert ws.correlation.item(k, 3).text() == expected
+    for r in ws.data.result.units.values():
+        picks = data.trace_picks(r, SETTINGS.max_length, SETTINGS.da_limit)
+        assert r.trace[0][0].formula == r.netdissect.formula
+        for m in data.SEARCHES:
+            step, pos = picks.picks[m]
+            assert r.trace[step][pos].formula == r.explanations[m].formula, (r.unit, m)

@@ -1,0 +1,90 @@
+"""Plots of the Dissection workspace that the shared charts do not cover: a unit's activation histogram with its
+threshold marked, and the layer's IoU-against-DA scatter (one point per unit, click to open the unit)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pyqtgraph as pg
+from PySide6.QtCore import Signal
+from PySide6.QtWidgets import QVBoxLayout, QWidget
+
+from probescope.widgets.plot_frame import titled_plot
+
+BAR_COLOR = "#4e79a7"
+THRESHOLD_COLOR = "#d62728"
+SELECTED_COLOR = "#e15759"
+POINT_COLOR = "#4e79a7"
+HIGHLIGHT_COLOR = "#f28e2b"
+
+
+class ActivationHistogram(QWidget):
+    """`set_histogram(edges, counts, threshold)`: counts on a log scale, the threshold as a labelled red line."""
+
+    def __init__(self, title: str = "Activation histogram", parent: QWidget | None = None):
+        super().__init__(parent)
+        self.plot = titled_plot(title, "positions (log10)", "activation")
+        self.plot.setMouseEnabled(False, False)
+        layout = QVBoxLayout(self)
+        layout.setContentsMargins(0, 0, 0, 0)
+        layout.addWidget(self.plot)
+        self.threshold: float | None = None
+        self.counts = np.empty(0)
+        self.bars = pg.BarGraphItem(x=[], height=[], width=1.0, brush=pg.mkBrush(BAR_COLOR), pen=pg.mkPen(BAR_COLOR))
+        self.line = pg.InfiniteLine(pos=0.0, angle=90, pen=pg.mkPen(THRESHOLD_COLOR, width=2), label="",
+                                    labelOpts={"color": THRESHOLD_COLOR, "position": 0.9})
+        self.plot.addItem(self.bars)
+        self.plot.addItem(self.line)
+
+    def set_histogram(self, edges: np.ndarray, counts: np.ndarray, threshold: float) -> None:
+        """Updates the items in place (a new plot per unit would cost more than the unit switch may take)."""
+        self.counts = np.asarray(counts)
+        self.threshold = float(threshold)
+        self.bars.setOpts(x=(edges[:-1] + edges[1:]) / 2, height=np.log10(1.0 + self.counts),
+                          width=float(edges[1] - edges[0]))
+        self.line.setValue(self.threshold)
+        self.line.label.setFormat(f"T = {self.threshold:.3g}")
+        self.plot.autoRange()
+
+
+class UnitScatter(QWidget):
+    """IoU against DA, one point per unit: `set_points(units, iou, da, highlight)`; `unit_clicked(unit)`."""
+
+    unit_clicked = Signal(int)
+
+    def __init__(self, title: str = "IoU against DA, all units", parent: QWidget | None = None):
+        super().__init__(parent)
+        self.plot = titled_plot(title, "Detection Accuracy", "IoU")
+        self.points = pg.ScatterPlotItem(size=8, hoverable=True, tip=self._tip)
+        self.points.sigClicked.connect(self._clicked)
+        self.selected = pg.ScatterPlotItem(size=14, pen=pg.mkPen(SELECTED_COLOR, width=2), brush=None)
+        self.plot.addItem(self.points)
+        self.plot.addItem(self.selected)
+        layout = QVBoxLayout(self)
+        layout.setContentsMargins(0, 0, 0, 0)
+        layout.addWidget(self.plot)
+        self.units = np.empty(0, np.int64)
+        self.xy = np.empty((0, 2))
+
+    def set_points(self, units: np.ndarray, iou: np.ndarray, da: np.ndarray, highlight: np.ndarray) -> None:
+        """`highlight` (bool per unit) draws those units in the second colour (e.g. specialised units)."""
+        self.units = np.asarray(units, np.int64)
+        self.xy = np.column_stack([iou, da]).astype(np.float64)
+        brushes = [pg.mkBrush(HIGHLIGHT_COLOR if h else POINT_COLOR) for h in highlight]
+        self.points.setData(x=self.xy[:, 0], y=self.xy[:, 1], data=self.units, brush=brushes,
+                            pen=pg.mkPen("w", width=0.5))
+
+    def select(self, unit: int) -> None:
+        hit = np.flatnonzero(self.units == unit)
+        if len(hit):
+            x, y = self.xy[hit[0]]
+            self.selected.setData(x=[x], y=[y])
+        else:
+            self.selected.setData(x=[], y=[])
+
+    @staticmethod
+    def _tip(x: float, y: float, data: object) -> str:
+        return f"unit {data}\nIoU {x:.3f}, DA {y:.3f}"
+
+    def _clicked(self, _item, points, _event=None) -> None:
+        if len(points):
+            self.unit_clicked.emit(int(points[0].data()))

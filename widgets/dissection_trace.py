@@ -1,0 +1,93 @@
+"""The beam-search trace as a tree: one branch per step (the beam after growing to k atoms), one leaf per formula
+with its IoU and DA and the methods that picked it; the step where da-stop stopped is marked."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from PySide6.QtCore import Qt, Signal
+from PySide6.QtGui import QBrush, QColor, QFont
+from PySide6.QtWidgets import QAbstractItemView, QHeaderView, QTreeWidget, QTreeWidgetItem, QWidget
+
+PICK_COLOR = QColor("#1f6fb2")
+COLUMNS = ("formula", "IoU", "DA", "picked by")
+
+
+@dataclass(frozen=True)
+class TraceEntry:
+    label: str
+    iou: float
+    da: float
+    picked_by: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class TraceStep:
+    title: str  # e.g. "length ≤ 2"
+    entries: tuple[TraceEntry, ...]
+    note: str = ""  # e.g. "da-stop stopped here"
+
+
+class TraceTree(QTreeWidget):
+    """`set_steps(steps)`; `formula_clicked(step, position)` when a formula is clicked or chosen by keyboard."""
+
+    formula_clicked = Signal(int, int)
+
+    def __init__(self, parent: QWidget | None = None):
+        super().__init__(parent)
+        self.setColumnCount(len(COLUMNS))
+        self.setHeaderLabels(list(COLUMNS))
+        self.setRootIsDecorated(True)
+        self.setUniformRowHeights(True)
+        self.setSelectionMode(QAbstractItemView.SelectionMode.SingleSelection)
+        self.header().setSectionResizeMode(0, QHeaderView.ResizeMode.Stretch)
+        self.header().setStretchLastSection(False)
+        self.itemClicked.connect(self._clicked)
+        self.itemActivated.connect(self._clicked)
+
+    def set_steps(self, steps: Sequence[TraceStep], expanded: int | None = None) -> None:
+        """`expanded`: how many leading steps to open (default all); later ones stay folded."""
+        self.clear()
+        bold = QFont(self.font())
+        bold.setBold(True)
+        for s, step in enumerate(steps):
+            top = QTreeWidgetItem([step.title + (f"   ({step.note})" if step.note else ""), "", "", ""])
+            top.setData(0, Qt.ItemDataRole.UserRole, None)
+            self.addTopLevelItem(top)
+            top.setFirstColumnSpanned(True)
+            for p, e in enumerate(step.entries):
+                leaf = QTreeWidgetItem([e.label, f"{e.iou:.4f}", f"{e.da:.3f}", ", ".join(e.picked_by)])
+                leaf.setData(0, Qt.ItemDataRole.UserRole, (s, p))
+                leaf.setToolTip(0, e.label)
+                for c in (1, 2):
+                    leaf.setTextAlignment(c, Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
+                if e.picked_by:
+                    for c in range(len(COLUMNS)):
+                        leaf.setFont(c, bold)
+                        leaf.setForeground(c, QBrush(PICK_COLOR))
+                top.addChild(leaf)
+            top.setExpanded(expanded is None or s < expanded)
+        for c in (1, 2, 3):
+            self.resizeColumnToContents(c)
+
+    def leaves(self) -> list[tuple[int, int, list[str]]]:
+        """(step, position, cell texts) of every formula shown, in order."""
+        out = []
+        for s in range(self.topLevelItemCount()):
+            top = self.topLevelItem(s)
+            for p in range(top.childCount()):
+                leaf = top.child(p)
+                out.append((s, p, [leaf.text(c) for c in range(len(COLUMNS))]))
+        return out
+
+    def click(self, step: int, position: int) -> None:
+        """Select a formula as a click would."""
+        leaf = self.topLevelItem(step).child(position)
+        self.setCurrentItem(leaf)
+        self._clicked(leaf, 0)
+
+    def _clicked(self, item: QTreeWidgetItem, _column: int) -> None:
+        where = item.data(0, Qt.ItemDataRole.UserRole)
+        if where is not None:
+            self.formula_clicked.emit(int(where[0]), int(where[1]))
