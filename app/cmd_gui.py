@@ -90,6 +90,8 @@ def run(args: argparse.Namespace) -> int:
     app = QApplication.instance() or QApplication([sys.argv[0]])
     app.setApplicationName("probescope")
     app.setOrganizationName("probescope")
+    app.setDesktopFileName("io.github.probescope.Probescope")  # the .desktop file (packaging/linux) for taskbars
+    app.setWindowIcon(_app_icon())
     if args.screenshot is not None:
         return _screenshot(app, args, size, to_open)
     settings = Settings(args.settings)
@@ -103,6 +105,18 @@ def run(args: argparse.Namespace) -> int:
     _close_on_signals(window)
     _notify_uncaught(window)
     return app.exec()
+
+
+def _app_icon():
+    """The icon set in assets/icons, every size, so each place the desktop shows it picks the sharpest."""
+    from PySide6.QtGui import QIcon
+
+    from probescope.assets import ASSETS_DIR
+
+    icon = QIcon()
+    for png in sorted((ASSETS_DIR / "icons").glob("probescope-*.png")):
+        icon.addFile(str(png))
+    return icon
 
 
 def _notify_uncaught(window) -> None:

@@ -212,6 +212,10 @@ class MainWindow(QMainWindow):
         file_menu.addSeparator()
         self._action(file_menu, "&Export Figure…", self.export_figure, "Ctrl+E")
         self._action(file_menu, "&Copy Figure to Clipboard", self.copy_figure, "Ctrl+Shift+C")
+        self._action(file_menu, "Export Dissection &tally.csv…",
+                     lambda: self.workspaces["dissection"].export_results_dialog("tally"))
+        self._action(file_menu, "Export Dissection Results (&JSON)…",
+                     lambda: self.workspaces["dissection"].export_results_dialog("json"))
         file_menu.addSeparator()
         self._action(file_menu, "&Quit", self.close, QKeySequence.StandardKey.Quit)
 
@@ -287,12 +291,22 @@ class MainWindow(QMainWindow):
             if executor_for(request) == COMPUTE:
                 self.open(request)
 
-    def _about(self) -> None:
+    def _about(self) -> QMessageBox:
+        """The version, and the versions a bug report needs (torch, Qt, Python)."""
+        import platform
+
+        import torch
+        from PySide6.QtCore import qVersion
+
         box = QMessageBox(QMessageBox.Icon.Information, "About probescope",
-                          f"probescope {__version__}\nLook inside vision models and score them.",
+                          f"probescope {__version__}\nLook inside vision models and score them.\n\n"
+                          f"torch {torch.__version__}, Qt {qVersion()}, Python {platform.python_version()}",
                           QMessageBox.StandardButton.Ok, self)
+        if not self.windowIcon().isNull():
+            box.setIconPixmap(self.windowIcon().pixmap(64, 64))
         box.setModal(False)
         box.show()
+        return box
 
     def _restore_settings(self) -> None:
         geometry = self.settings.geometry()

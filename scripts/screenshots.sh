@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The README's screenshots: each workspace on the demo world, rendered offscreen at a fixed size.
+# The user guide's screenshots (docs/*.md): each workspace on the demo world, rendered offscreen at a fixed size.
 # Usage: scripts/screenshots.sh [OUT_DIR (default docs/screenshots)] [WxH (default 1400x900)]
 # Runs `probescope gui --screenshot`, which waits until the workspace has finished its first work, so the images
 # show real content. The first run generates the demo data into the cache folder (a minute or so).
