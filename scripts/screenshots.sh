@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
 # The user guide's screenshots (docs/*.md): each workspace on the demo world, rendered offscreen at a fixed size.
-# Usage: scripts/screenshots.sh [OUT_DIR (default docs/screenshots)] [WxH (default 1400x900)]
+# Usage: scripts/screenshots.sh [OUT_DIR (default docs/screenshots)] [WxH (default 1600x1000)]
 # Runs `probescope gui --screenshot`, which waits until the workspace has finished its first work, so the images
 # show real content. The first run generates the demo data into the cache folder (a minute or so).
 set -euo pipefail
 out="${1:-docs/screenshots}"
-size="${2:-1400x900}"
+size="${2:-1600x1000}"
 python="${PYTHON:-python}"
 mkdir -p "$out"
 for workspace in dissection gallery similarity; do
