@@ -19,6 +19,7 @@ from PySide6.QtGui import QColor, QFont, QFontMetrics, QImage, QPainter, QPalett
 from PySide6.QtWidgets import QAbstractItemView, QListView, QStyle, QStyledItemDelegate, QStyleOptionViewItem, QWidget
 
 from probescope.widgets.plots_bars import class_color
+from probescope.widgets.thumbnail_grid import SteppingListView
 
 
 QPixmapCache.setCacheLimit(max(QPixmapCache.cacheLimit(), 256 * 1024))  # KiB
@@ -231,7 +232,7 @@ class GalleryDelegate(QStyledItemDelegate):
         return pixmap
 
 
-class GalleryGrid(QListView):
+class GalleryGrid(SteppingListView):
     """The grid. `current_image_changed(image index)` follows keyboard and mouse; `thumbnails_wanted(indices)`
     asks for the visible images that have no thumbnail yet."""
 
@@ -268,9 +269,6 @@ class GalleryGrid(QListView):
         if current.isValid():
             self.current_image_changed.emit(self.thumbnails.image_index(current.row()))
 
-    def current_row(self) -> int:
-        return self.currentIndex().row()
-
     def current_image(self) -> int:
         """The selected image index, or -1."""
         row = self.current_row()
@@ -282,15 +280,6 @@ class GalleryGrid(QListView):
             return False
         self.setCurrentIndex(self.thumbnails.index(row))
         return True
-
-    def step(self, offset: int) -> None:
-        """Move the current item by `offset` (next/previous item), clamped to the list."""
-        n = self.thumbnails.rowCount()
-        if n == 0:
-            return
-        row = self.current_row()
-        row = 0 if row < 0 else min(max(row + offset, 0), n - 1)
-        self.setCurrentIndex(self.thumbnails.index(row))
 
     def visible_rows(self) -> range:
         """Rows whose cells intersect the viewport (a little beyond, for the next scroll step)."""

@@ -66,7 +66,24 @@ class ThumbnailModel(QAbstractListModel):
         return self._items[row]
 
 
-class ThumbnailGrid(QListView):
+class SteppingListView(QListView):
+    """A list view whose current item moves by an offset: the workspaces' next/previous item."""
+
+    def current_row(self) -> int:
+        return self.currentIndex().row()
+
+    def step(self, offset: int) -> None:
+        """Move the current item by `offset`, clamped to the list; the first step selects the first item."""
+        model = self.model()
+        n = model.rowCount()
+        if n == 0:
+            return
+        row = self.current_row()
+        row = 0 if row < 0 else min(max(row + offset, 0), n - 1)
+        self.setCurrentIndex(model.index(row, 0))
+
+
+class ThumbnailGrid(SteppingListView):
     """Captioned thumbnails in a wrapping grid; `current_changed(row)` follows the keyboard and the mouse."""
 
     current_changed = Signal(int)
@@ -87,14 +104,3 @@ class ThumbnailGrid(QListView):
         self.setWordWrap(True)
         self.selectionModel().currentChanged.connect(lambda cur, _prev: self.current_changed.emit(cur.row()))
 
-    def current_row(self) -> int:
-        return self.currentIndex().row()
-
-    def step(self, offset: int) -> None:
-        """Move the current item by `offset` (next/previous item), clamped to the list."""
-        n = self.thumbnails.rowCount()
-        if n == 0:
-            return
-        row = self.current_row()
-        row = 0 if row < 0 else min(max(row + offset, 0), n - 1)
-        self.setCurrentIndex(self.thumbnails.index(row))
