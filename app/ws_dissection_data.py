@@ -15,6 +15,7 @@ import numpy as np
 
 from probescope.app.workers import Partial, Progress, TaskContext
 from probescope.core.dissection.engine import DissectionSettings
+from probescope.core.dissection.inputs import dataset_identity, model_identity
 from probescope.core.dissection.results import DissectionResult, Explanation, UnitResult
 
 SEARCHES = ("iou", "da-select", "da-stop")
@@ -45,14 +46,9 @@ class LayerData:
 
 
 def identity(loaded_model, model, layer: str, dataset) -> tuple[dict, dict]:
-    """(model_info, dataset_info): what the dissection depends on besides its settings (as `probescope dissect`)."""
-    model_info = {"spec": loaded_model.spec, "name": model.name, "layer": layer, "source_key": model.source_key,
-                  "preprocess": model.preprocess.describe()}
-    index = Path(dataset.index_path)
-    stat = index.stat()
-    dataset_info = {"root": str(Path(dataset.root).resolve()), "index": index.name, "n_images": dataset.n_images,
-                    "index_bytes": stat.st_size, "index_mtime_ns": stat.st_mtime_ns}
-    return model_info, dataset_info
+    """(model_info, dataset_info): what the dissection depends on besides its settings (as `probescope dissect`
+    records them, so the GUI's results and the command line's describe their inputs the same way)."""
+    return model_identity(model, loaded_model.spec, layer), dataset_identity(dataset)
 
 
 def result_path(cache: Path, model_info: dict, dataset_info: dict, settings: DissectionSettings) -> Path:

@@ -84,9 +84,10 @@ class BrodenDataset:
     """A Broden-format dataset opened from its folder; validates the tables up front, the label maps when read."""
 
     def __init__(self, root: Path, index_path: Path, rows: list[_Row], labels: dict[int, Label],
-                 categories: tuple[str, ...]):
+                 categories: tuple[str, ...], source: str = ""):
         self.root = root
         self.index_path = index_path
+        self.source = source  # the image-path prefix the rows were filtered by ('' = all rows)
         self._rows = rows
         self.labels = labels
         self.categories = categories
@@ -141,7 +142,7 @@ class BrodenDataset:
         if not rows:
             raise InputError("no images" + (f" whose path starts with {only_source!r}" if only_source else ""),
                              index_path)
-        return cls(root, index_path, rows, labels, categories)
+        return cls(root, index_path, rows, labels, categories, only_source or "")
 
     @staticmethod
     def _read_labels(path: Path) -> dict[int, Label]:

@@ -10,13 +10,16 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from probescope.core.broden import BrodenDataset
 from probescope.core.errors import InputError
 from probescope.core.tasks import Progress
+
+if TYPE_CHECKING:
+    from probescope.core.models import LoadedModel
 
 
 @dataclass
@@ -33,14 +36,23 @@ class LayerInput:
     class_names: list[str] | None = None
 
 
-def open_dataset(root: Path, index: str, source: str) -> tuple[BrodenDataset, dict]:
-    """The dataset and its identity (folder, index file name, row filter, size and modification time)."""
-    dataset = BrodenDataset.open(root, index, only_source=source or None)
-    index_path = dataset.index_path
-    stat = index_path.stat()
-    info = {"root": str(dataset.root.resolve()), "index": index_path.name, "source": source or "",
+def dataset_identity(dataset: BrodenDataset) -> dict:
+    """What a dissection depends on in the dataset: folder, index file name, row filter, size and modification time."""
+    stat = dataset.index_path.stat()
+    return {"root": str(dataset.root.resolve()), "index": dataset.index_path.name, "source": dataset.source,
             "n_images": dataset.n_images, "index_bytes": stat.st_size, "index_mtime_ns": stat.st_mtime_ns}
-    return dataset, info
+
+
+def model_identity(model: LoadedModel, spec: str, layer: str) -> dict:
+    """What a dissection depends on in the model: its spec, weights identity, layer and preprocessing."""
+    return {"spec": spec, "name": model.name, "layer": layer, "source_key": model.source_key,
+            "preprocess": model.preprocess.describe()}
+
+
+def open_dataset(root: Path, index: str, source: str) -> tuple[BrodenDataset, dict]:
+    """The dataset and its identity."""
+    dataset = BrodenDataset.open(root, index, only_source=source or None)
+    return dataset, dataset_identity(dataset)
 
 
 def load_activation_file(path: Path, n_images: int) -> tuple[np.ndarray, dict]:
@@ -91,7 +103,6 @@ def extract_model_layers(spec: str, layers: list[str | None], root: Path, index:
         if not layer:
             raise InputError(f"{model.name}: no default layer; name one (see `probescope info {spec}`)")
         act = extract_activations(model, layer, dataset, folder, device=device, progress=progress)
-        info = {"spec": spec, "name": model.name, "layer": layer, "source_key": model.source_key,
-                "preprocess": model.preprocess.describe()}
-        out.append(LayerInput(layer, act, int(act.shape[1]), info, predictions, model.class_names))
+        out.append(LayerInput(layer, act, int(act.shape[1]), model_identity(model, spec, layer), predictions,
+                              model.class_names))
     return out
