@@ -13,6 +13,7 @@ import sys
 
 from probescope import __version__
 from probescope.core.errors import InputError
+from probescope.core.tasks import Progress
 
 # command name -> (module, one-line help)
 COMMANDS: dict[str, tuple[str, str]] = {
@@ -26,6 +27,20 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "embed": ("probescope.app.cmd_embed", "fit a psychological embedding to similarity judgments"),
     "propose": ("probescope.app.cmd_propose", "propose the next trials by expected information gain"),
 }
+
+
+def stderr_progress(prefix: str = "") -> Progress:
+    """A progress(fraction, message) for commands: rewrites one stderr line, only when the shown text changes."""
+    shown = [""]
+    lead = f"{prefix} " if prefix else ""
+
+    def progress(fraction: float, message: str) -> None:
+        text = f"\r{lead}{fraction:6.1%} {message:<40}"
+        if text != shown[0]:
+            shown[0] = text
+            print(text, end="", file=sys.stderr, flush=True)
+
+    return progress
 
 
 def build_parser() -> argparse.ArgumentParser:

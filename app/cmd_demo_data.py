@@ -13,13 +13,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from probescope.app.cli import stderr_progress
     from probescope.core.broden import BrodenDataset
     from probescope.core.demo.dataset import DEFAULT_N, write_demo_dataset
 
-    def progress(fraction: float, message: str) -> None:
-        print(f"\r{fraction:6.1%} {message}", end="", file=sys.stderr, flush=True)
-
-    root = write_demo_dataset(args.dir, args.images or DEFAULT_N, args.seed, progress)
+    root = write_demo_dataset(args.dir, args.images or DEFAULT_N, args.seed, stderr_progress())
     print(file=sys.stderr)
     ds = BrodenDataset.open(root)
     per_category = {c: sum(1 for lb in ds.labels.values() if lb.category == c) for c in ds.categories}

@@ -62,17 +62,12 @@ def parse_units(text: str) -> list[int]:
     return sorted(set(out))
 
 
-def _progress(fraction: float, message: str) -> None:
-    import sys
-
-    print(f"\r[{100 * fraction:5.1f}%] {message:<60}", end="", file=sys.stderr, flush=True)
-
-
 def run(args: argparse.Namespace) -> int:
     import sys
 
     import numpy as np
 
+    from probescope.app.cli import stderr_progress
     from probescope.core.dissection.correlation import (accuracy_correlation, correct_predictions, read_label_map,
                                                         scene_truth, write_correlation_csv)
     from probescope.core.dissection.engine import DissectionSettings, dissect
@@ -82,6 +77,7 @@ def run(args: argparse.Namespace) -> int:
     from probescope.core.errors import InputError
     from probescope.core.models import read_class_names
 
+    progress = stderr_progress()
     settings = DissectionSettings(
         quantile=args.quantile, beam_size=args.beam_size, beam_limit=args.beam_limit, max_length=args.max_length,
         min_samples=args.min_samples, searches=tuple(s.strip() for s in args.search.split(",") if s.strip()),
@@ -101,7 +97,7 @@ def run(args: argparse.Namespace) -> int:
     else:
         [job] = extract_model_layers(args.model, [args.layer], args.dataset, args.index, args.source or "",
                                      args.device, args.trust_pickle, class_names=args.class_names,
-                                     predict=args.predictions is None, progress=_progress)
+                                     predict=args.predictions is None, progress=progress)
         act, model_info, predictions = job.activations, job.model_info, job.predictions
         class_names = class_names or job.class_names
     if args.predictions is not None:
@@ -112,7 +108,7 @@ def run(args: argparse.Namespace) -> int:
     if units is not None and units[-1] >= act.shape[1]:
         raise InputError(f"--units: unit {units[-1]} out of range (the layer has {act.shape[1]} units)")
 
-    store = LabelStore.build(dataset, progress=_progress)
+    store = LabelStore.build(dataset, progress=progress)
     correct = None
     if predictions is not None:
         if class_names is None:
@@ -136,7 +132,7 @@ def run(args: argparse.Namespace) -> int:
             print(f"\nresuming: {kept} units already done", file=sys.stderr)
 
     result = dissect(store, act, settings, units, correct=correct, previous=previous, dataset_info=dataset_info,
-                     model_info=model_info, progress=_progress, checkpoint=lambda r: r.save(json_path))
+                     model_info=model_info, progress=progress, checkpoint=lambda r: r.save(json_path))
     result.save(json_path)
     result.write_tally(out / "tally.csv", settings.searches)
     if correct is not None:

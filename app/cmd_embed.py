@@ -49,7 +49,8 @@ def run(args: argparse.Namespace) -> int:
 
     import numpy as np
 
-    from probescope.app.cmd_similarity import describe_source, load_filtered, stderr_progress
+    from probescope.app.cli import stderr_progress
+    from probescope.app.cmd_similarity import describe_source, load_filtered
     from probescope.core.errors import InputError
     from probescope.core.similarity.agreement import agreement_from_distances, reference_distances
     from probescope.core.similarity.correlation import (consecutive_correlation, expected_similarity, spearman,

@@ -34,7 +34,8 @@ def run(args: argparse.Namespace) -> int:
 
     import numpy as np
 
-    from probescope.app.cmd_similarity import load_filtered, stderr_progress
+    from probescope.app.cli import stderr_progress
+    from probescope.app.cmd_similarity import load_filtered
     from probescope.core.errors import InputError
     from probescope.core.similarity.active import information_gain, propose_trials
     from probescope.core.similarity.embedding import Ensemble

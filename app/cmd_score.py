@@ -117,6 +117,7 @@ def run(args: argparse.Namespace) -> int:
         scores = ClassScores(_load_matrix(path, kind), kind, path)
         header["source"] = f"{kind} {path}"
     else:
+        from probescope.app.cli import stderr_progress
         from probescope.core.scoring.classifiers import load_classifier
         from probescope.core.scoring.pipeline import classify_source
 
@@ -124,10 +125,8 @@ def run(args: argparse.Namespace) -> int:
         classifier = load_classifier(args.classifier, args.device)
         print(f"scoring {source.describe()} with {classifier.name}", file=sys.stderr)
 
-        def progress(fraction: float, message: str) -> None:
-            print(f"\r{fraction:6.1%} {message}", end="", file=sys.stderr, flush=True)
-
-        logits = classify_source(source, classifier, args.batch_size, workers=args.workers, progress=progress)
+        logits = classify_source(source, classifier, args.batch_size, workers=args.workers,
+                                 progress=stderr_progress())
         print(file=sys.stderr)
         if args.save_logits:
             save_npy(args.save_logits, logits)

@@ -42,19 +42,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--device", default="cpu", help="device for --model (cpu, cuda)")
 
 
-def stderr_progress(prefix: str):
-    """A progress(fraction, message) that rewrites one stderr line, only when the shown text changes."""
-    shown = [""]
-
-    def progress(fraction: float, message: str) -> None:
-        text = f"\r{prefix} {fraction:4.0%} {message:<30}"
-        if text != shown[0]:
-            shown[0] = text
-            print(text, end="", file=sys.stderr, flush=True)
-
-    return progress
-
-
 def load_filtered(args: argparse.Namespace):
     """Judgments per the shared options, after quality control: (source, trials, report)."""
     from probescope.core.similarity.quality import apply_quality_control
@@ -115,6 +102,7 @@ def run(args: argparse.Namespace) -> int:
     else:
         if j.catalog is None:
             raise InputError("--model needs a catalog of stimulus images (--catalog)", j.source)
+        from probescope.app.cli import stderr_progress
         from probescope.core.cache import cache_dir
 
         features = model_features(j.catalog, args.model, args.layer, pool=args.pool, device=args.device,
