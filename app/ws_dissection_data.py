@@ -15,7 +15,7 @@ import numpy as np
 
 from probescope.app.workers import Partial, Progress, TaskContext
 from probescope.core.dissection.engine import DissectionSettings
-from probescope.core.dissection.inputs import dataset_identity, model_identity
+from probescope.core.dissection.inputs import dataset_identity, model_identity, predicted_classes
 from probescope.core.dissection.results import DissectionResult, Explanation, UnitResult
 
 SEARCHES = ("iou", "da-select", "da-stop")
@@ -130,25 +130,20 @@ def layer_task(loaded_model, layer: str, dataset, store, settings: DissectionSet
 def _correct_predictions(model, dataset, store, ctx: TaskContext) -> Iterator[Progress]:
     """(head layer name, int8 right/wrong/unknown per image) from the classifier head's outputs when the model names
     its classes and the dataset's scene labels name some of them; (None, None) otherwise."""
-    from probescope.core.activations import extract_activations
     from probescope.core.cache import cache_dir
     from probescope.core.dissection.correlation import correct_predictions, scene_truth
 
     if not getattr(model, "class_names", None) or not getattr(model, "hookable", False):
         return None, None
-    leaves = [name for name, m in model.module.named_modules() if name and not list(m.children())]
-    if not leaves:
-        return None, None
     yield Progress(None, "the model's predictions")
-    logits = extract_activations(model, leaves[-1], dataset, cache_dir(), progress=ctx.progress,
-                                 cancel=ctx.cancelled)
-    flat = np.asarray(logits).reshape(len(logits), -1)
-    if flat.shape[1] != len(model.class_names):
+    predicted = predicted_classes(model, dataset, cache_dir(), progress=ctx.progress, cancel=ctx.cancelled)
+    if predicted is None:
         return None, None
+    head, predictions = predicted
     truth = scene_truth(store, model.class_names)
     if not (truth >= 0).any():
         return None, None
-    return leaves[-1], correct_predictions(flat.argmax(axis=1), truth)
+    return head, correct_predictions(predictions, truth)
 
 
 # -- rows of the unit table --------------------------------------------------------------------------------------------

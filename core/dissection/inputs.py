@@ -16,7 +16,7 @@ import numpy as np
 
 from probescope.core.broden import BrodenDataset
 from probescope.core.errors import InputError
-from probescope.core.tasks import Progress
+from probescope.core.tasks import CancelCheck, Progress
 
 if TYPE_CHECKING:
     from probescope.core.models import LoadedModel
@@ -76,6 +76,30 @@ def load_activation_file(path: Path, n_images: int) -> tuple[np.ndarray, dict]:
                  "mtime_ns": stat.st_mtime_ns}
 
 
+def predicted_classes(model: LoadedModel, dataset: BrodenDataset, cache: Path | None, *, device: str | None = None,
+                      progress: Progress | None = None,
+                      cancel: CancelCheck | None = None) -> tuple[str, np.ndarray] | None:
+    """(head layer, predicted class per image): the argmax of the last module's output (the classifier head; a
+    TorchScript model's output), when the model names its classes and the head is as wide; None otherwise."""
+    from probescope.core.activations import extract_activations
+    from probescope.core.models import TORCHSCRIPT_OUTPUT
+
+    if not model.class_names:
+        return None
+    if model.hookable:
+        leaves = [name for name, m in model.module.named_modules() if name and not list(m.children())]
+        if not leaves:
+            return None
+        head = leaves[-1]
+    else:
+        head = TORCHSCRIPT_OUTPUT
+    logits = extract_activations(model, head, dataset, cache, device=device, progress=progress, cancel=cancel)
+    flat = np.asarray(logits).reshape(len(logits), -1)
+    if flat.shape[1] != len(model.class_names):
+        return None
+    return head, flat.argmax(axis=1)
+
+
 def extract_model_layers(spec: str, layers: list[str | None], root: Path, index: str, source: str,
                          device: str = "cpu", trust_pickle: bool = False, cache: Path | None = None, *,
                          class_names: Path | None = None, predict: bool = True,
@@ -85,18 +109,13 @@ def extract_model_layers(spec: str, layers: list[str | None], root: Path, index:
     the last module's output (the classifier head) when its width matches the model's class names."""
     from probescope.core.activations import extract_activations
     from probescope.core.cache import cache_dir
-    from probescope.core.models import TORCHSCRIPT_OUTPUT, load_model
+    from probescope.core.models import load_model
 
     dataset, _ = open_dataset(root, index, source)
     folder = cache if cache is not None else cache_dir()
     model = load_model(spec, trust_pickle=trust_pickle, device=device, class_names=class_names)
-    predictions = None
-    if predict and model.class_names:
-        head = (TORCHSCRIPT_OUTPUT if not model.hookable
-                else [name for name, m in model.module.named_modules() if name and not list(m.children())][-1])
-        logits = extract_activations(model, head, dataset, folder, device=device, progress=progress)
-        if logits.shape[1] == len(model.class_names):
-            predictions = np.asarray(logits).reshape(len(logits), -1).argmax(axis=1)
+    predicted = predicted_classes(model, dataset, folder, device=device, progress=progress) if predict else None
+    predictions = predicted[1] if predicted else None
     out = []
     for asked in layers:
         layer = asked or model.default_layer
