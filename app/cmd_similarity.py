@@ -144,7 +144,7 @@ def run(args: argparse.Namespace) -> int:
     print(f"features: {feature_name}  ({features.shape[0]} x {features.shape[1]})")
     print(f"triplets: {first.n_triplets} ({first.n_triplets / len(trials):.1f} per trial)")
     print("triplet accuracy" + "".join(f"  {d:>7}" for d in distances))
-    print(f"  model         " + "".join(f"  {results[d].accuracy:7.4f}" for d in distances))
+    print("  model         " + "".join(f"  {results[d].accuracy:7.4f}" for d in distances))
     if "embedding" in out:
         print(f"  psych. embedding (expected similarity): {out['embedding']['accuracy']:.4f}")
     for d in distances:

@@ -228,7 +228,7 @@ def _load_torchscript(path: Path) -> LoadedModel:
 def _load_pickle(path: Path, trust_pickle: bool) -> LoadedModel:
     if not trust_pickle:
         raise InputError(
-            f"refusing to load a whole-model pickle: unpickling runs arbitrary code from the file. "
+            "refusing to load a whole-model pickle: unpickling runs arbitrary code from the file. "
             "Load it only if you trust its source: pass trust_pickle=True (command line: --trust-pickle)",
             path,
         )
