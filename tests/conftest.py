@@ -83,3 +83,40 @@ def isolated_cache(tmp_path_factory, monkeypatch):
     folder.mkdir(exist_ok=True)
     monkeypatch.setenv("PROBESCOPE_CACHE", str(folder))
     return folder
+
+
+@pytest.fixture
+def make_workspace(qtbot):
+    """make(cls, size) -> (workspace, pool, state): a shown workspace of `cls` bound to a fresh AppState, with its own
+    WorkerPool (shut down after the test)."""
+    from probescope.app.state import AppState
+    from probescope.app.workers import WorkerPool
+
+    pools = []
+
+    def make(cls, size=(1600, 950)):
+        pool, state = WorkerPool(), AppState()
+        pools.append(pool)
+        ws = cls(pool)
+        qtbot.addWidget(ws)
+        ws.resize(*size)
+        ws.show()
+        ws.load_state(state)
+        return ws, pool, state
+
+    yield make
+    for pool in pools:
+        pool.shutdown()
+
+
+@pytest.fixture
+def open_input(qtbot):
+    """open_input(pool, state, request): load an OpenRequest in the pool into the state, as the window does, and wait
+    until the state has it."""
+    from probescope.app.sources import open_task
+
+    def open_(pool, state, request) -> None:
+        with qtbot.waitSignal(state.changed, timeout=120_000):
+            pool.submit(open_task(request), name="open", on_result=state.set)
+
+    return open_

@@ -12,9 +12,7 @@ from PySide6.QtGui import QImage
 
 from probescope.app import sources
 from probescope.app import ws_dissection_data as data
-from probescope.app.sources import OpenRequest, open_task
-from probescope.app.state import AppState
-from probescope.app.workers import WorkerPool
+from probescope.app.sources import OpenRequest
 from probescope.app.ws_dissection import COLUMNS, DissectionWorkspace
 from probescope.core.dissection.engine import DissectionSettings
 
@@ -23,27 +21,15 @@ WAIT_MS = 120_000
 SETTINGS = DissectionSettings(max_length=2, searches=data.SEARCHES, sweep_length=3, da_limit=4)
 
 
-def open_input(qtbot, pool, state, kind: str) -> None:
-    with qtbot.waitSignal(state.changed, timeout=WAIT_MS):
-        pool.submit(open_task(OpenRequest(kind, "demo")), name="open", on_result=state.set)
-
-
 @pytest.fixture
-def env(qtbot, monkeypatch):
+def env(qtbot, monkeypatch, make_workspace, open_input):
     monkeypatch.setattr(sources, "DEMO_DATASET_IMAGES", 300)
     monkeypatch.setattr(DissectionWorkspace, "default_settings", SETTINGS)
-    pool = WorkerPool()
-    state = AppState()
-    ws = DissectionWorkspace(pool)
-    qtbot.addWidget(ws)
-    ws.resize(1600, 950)
-    ws.show()
-    ws.load_state(state)
-    open_input(qtbot, pool, state, "model")
-    open_input(qtbot, pool, state, "dataset")
+    ws, pool, state = make_workspace(DissectionWorkspace)
+    open_input(pool, state, OpenRequest("model", "demo"))
+    open_input(pool, state, OpenRequest("dataset", "demo"))
     qtbot.waitUntil(lambda: ws.is_initial_work_done and not pool.active(), timeout=WAIT_MS)
-    yield ws, pool, state
-    pool.shutdown()
+    return ws, pool, state
 
 
 def idle(qtbot, pool) -> None:

@@ -13,8 +13,7 @@ from PySide6.QtCore import Qt
 from PySide6.QtGui import QImage
 
 from probescope.app.export import export_widget
-from probescope.app.state import AppState, Loaded
-from probescope.app.workers import WorkerPool
+from probescope.app.state import Loaded
 from probescope.app.ws_gallery import GalleryWorkspace
 from probescope.core.demo.sampler import DemoSampler
 from probescope.core.scoring.distributions import ClassScores
@@ -24,17 +23,10 @@ WAIT_MS = 60_000
 
 
 @pytest.fixture
-def gallery(qtbot):
-    pool = WorkerPool()
-    state = AppState()
-    ws = GalleryWorkspace(pool)
-    qtbot.addWidget(ws)
-    ws.resize(1500, 950)
-    ws.show()
-    ws.load_state(state)
+def gallery(make_workspace):
+    ws, _pool, _state = make_workspace(GalleryWorkspace, (1500, 950))
     yield ws
     ws.stop()
-    pool.shutdown()
 
 
 @pytest.fixture(scope="module")

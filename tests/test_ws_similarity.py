@@ -11,9 +11,7 @@ from PySide6.QtCore import Qt
 
 from probescope.app import ws_similarity_data as data
 from probescope.app.export import export_widget
-from probescope.app.sources import OpenRequest, open_task
-from probescope.app.state import AppState
-from probescope.app.workers import WorkerPool
+from probescope.app.sources import OpenRequest
 from probescope.app.ws_similarity import SimilarityWorkspace
 from probescope.core.similarity.agreement import triplet_agreement
 from probescope.core.similarity.correlation import embedding_correlation
@@ -26,24 +24,12 @@ pytestmark = pytest.mark.usefixtures("isolated_cache")
 WAIT_MS = 90_000
 
 
-def open_input(qtbot, pool: WorkerPool, state: AppState, request: OpenRequest) -> None:
-    with qtbot.waitSignal(state.changed, timeout=WAIT_MS):
-        pool.submit(open_task(request), name="open", on_result=state.set)
-
-
 @pytest.fixture
-def env(qtbot):
-    pool = WorkerPool()
-    state = AppState()
-    ws = SimilarityWorkspace(pool)
-    qtbot.addWidget(ws)
-    ws.resize(1600, 950)
-    ws.show()
-    ws.load_state(state)
-    open_input(qtbot, pool, state, OpenRequest("judgments", "demo"))
+def env(qtbot, make_workspace, open_input):
+    ws, pool, state = make_workspace(SimilarityWorkspace)
+    open_input(pool, state, OpenRequest("judgments", "demo"))
     qtbot.waitUntil(lambda: ws.is_initial_work_done and not pool.active(), timeout=WAIT_MS)
-    yield ws, pool, state
-    pool.shutdown()
+    return ws, pool, state
 
 
 def idle(qtbot, ws, pool) -> None:
@@ -79,10 +65,10 @@ def test_grid_shows_the_trial_as_the_participant_saw_it(qtbot, env):
         assert np.abs(arr.mean((0, 1)) - source.mean((0, 1))).max() < 6
 
 
-def test_model_view_matches_the_engine_and_the_demo_layer_adds_a_row(qtbot, env):
+def test_model_view_matches_the_engine_and_the_demo_layer_adds_a_row(qtbot, env, open_input):
     ws, pool, state = env
     assert [s.kind for s in ws.scores] == ["embedding"] and ws.models.table.rowCount() == 1
-    open_input(qtbot, pool, state, OpenRequest("model", "demo"))
+    open_input(pool, state, OpenRequest("model", "demo"))
     qtbot.waitUntil(lambda: len(ws.scores) == 2, timeout=WAIT_MS)
     idle(qtbot, ws, pool)
     name = "demo · layer4"
