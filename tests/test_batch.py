@@ -10,7 +10,7 @@ import pytest
 from probescope.app.cli import main
 from probescope.core.batch.executors import LocalExecutor
 from probescope.core.batch.manifest import read_manifest
-from probescope.core.batch.reader import open_batch
+from probescope.core.batch.reader import open_batch, read_batch
 from probescope.core.batch.runner import run_batch
 from probescope.core.demo.dataset import write_demo_dataset
 from probescope.core.errors import InputError
@@ -86,6 +86,11 @@ def test_stopped_batch_resumes_without_redoing_chunks(world, tmp_path, isolated_
         run_batch(manifest, out, StopAfter(2), log=None)
     status = json.loads((out / "status.json").read_text())
     assert status["state"] == "stopped" and status["chunks_done"] == 2 and open_batch(out) == []
+    overview = read_batch(out)
+    assert (overview.state, overview.chunks_done, overview.chunks_total, overview.error) == ("stopped", 2, 4, None)
+    [job] = overview.jobs
+    assert (job.model, job.layer, job.state, job.units, job.chunks_done, job.chunks_total, job.finished) == (
+        "random", "units", "running", 10, 2, 4, False)
     chunks = out / "random" / "units" / "chunks"
     kept = {p.name: p.stat().st_mtime_ns for p in chunks.iterdir()}
     assert sorted(kept) == ["units-000000-000002.json", "units-000003-000005.json"]
@@ -147,6 +152,11 @@ def test_bad_inputs_name_the_file(world, tmp_path, isolated_cache, capsys):
     assert json.loads((tmp_path / "o" / "status.json").read_text())["state"] == "failed"
     with pytest.raises(InputError, match="no status.json"):
         open_batch(tmp_path)
+    with pytest.raises(InputError, match="no such folder"):
+        read_batch(tmp_path / "nowhere")
+    (tmp_path / "status.json").write_text('{"format": "probescope-batch/1", "jobs": [{"model": "x"}]}')
+    with pytest.raises(InputError, match=r"status.json: damaged batch status \(KeyError"):
+        read_batch(tmp_path)
 
 
 def test_ray_option_without_ray_installed_says_which_extra(world, tmp_path, monkeypatch, capsys):
