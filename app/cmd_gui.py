@@ -21,6 +21,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--model", metavar="SPEC", help="model spec or file: demo, <arch>:<weights>, "
                         "places365:<arch>:<checkpoint>, torchscript:<file>, or a file to detect")
     parser.add_argument("--dataset", metavar="DIR", help="probing dataset folder (Broden format)")
+    parser.add_argument("--batch", metavar="DIR", type=Path, help="a `probescope batch` output folder to browse in the "
+                        "Dissection workspace (the demo model and dataset are then not opened unless asked for)")
     parser.add_argument("--samples", metavar="PATH", help="generator samples: a folder of images, a .npz/.npy, or a "
                         "TorchScript generator (with --generator)")
     parser.add_argument("--generator", metavar="Z,N[,C]", help="--samples is a TorchScript generator G(z[, class]): "
@@ -63,9 +65,14 @@ def requests(args: argparse.Namespace) -> list:
         if len(parts) not in (2, 3) or not all(p.strip().isdigit() for p in parts):
             raise InputError(f"--generator must look like 128,50000 or 128,50000,1000, got {args.generator!r}")
         generator = tuple(int(p) for p in parts) + (0,) * (3 - len(parts))
+    batch = args.batch
+    if batch is not None:
+        from probescope.core.batch.reader import read_batch
+
+        read_batch(batch)  # a wrong folder stops here, with its one-line message
     return [
-        OpenRequest("model", args.model or DEMO),
-        OpenRequest("dataset", args.dataset or DEMO),
+        *([OpenRequest("model", args.model or DEMO)] if args.model or batch is None else []),
+        *([OpenRequest("dataset", args.dataset or DEMO)] if args.dataset or batch is None else []),
         OpenRequest("samples", args.samples or DEMO, generator=generator),
         OpenRequest("judgments", args.judgments or DEMO, args.catalog or "", args.image_root or ""),
     ]
@@ -101,6 +108,8 @@ def run(args: argparse.Namespace) -> int:
         window.set_workspace(args.workspace)
     for request in to_open:
         window.open(request)
+    if args.batch is not None:
+        window.open_batch(args.batch)
     window.show()
     _close_on_signals(window)
     _notify_uncaught(window)
@@ -179,6 +188,8 @@ def _screenshot(app, args: argparse.Namespace, size: tuple[int, int], to_open: l
         window.show()
         for request in to_open:
             window.open(request)
+        if args.batch is not None:
+            window.open_batch(args.batch)
         loop.exec()
         try:
             if failures:

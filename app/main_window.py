@@ -27,6 +27,8 @@ from probescope.app.ws_base import Workspace
 from probescope.app.ws_dissection import DissectionWorkspace
 from probescope.app.ws_gallery import GalleryWorkspace
 from probescope.app.ws_similarity import SimilarityWorkspace
+from probescope.core.batch.reader import is_batch_folder
+from probescope.core.batch.status import STATUS_FILE
 from probescope.core.errors import InputError
 from probescope.widgets.command_palette import CommandPalette
 from probescope.widgets.notification import Notification
@@ -113,7 +115,13 @@ class MainWindow(QMainWindow):
             self.open(OpenRequest(kind, DEMO))
 
     def open_path(self, path: str | Path) -> TaskHandle | None:
-        """Open a dropped file or folder by what it is; unknown things give a notification."""
+        """Open a dropped file or folder by what it is (a batch output folder, or its status.json, opens in the
+        Dissection workspace's Batch tab); unknown things give a notification."""
+        path = Path(path)
+        folder = path.parent if path.name == STATUS_FILE else path
+        if is_batch_folder(folder):
+            self.open_batch(folder)
+            return None
         try:
             request = classify_path(path)
         except InputError as exc:
@@ -142,6 +150,15 @@ class MainWindow(QMainWindow):
             request = dialog.request() if dialog.exec() else None
         if request is not None:
             self.open(request)
+
+    def open_batch(self, folder: str | Path) -> None:
+        """Browse a `probescope batch` output folder in the Dissection workspace."""
+        self.set_workspace("dissection")
+        self.workspaces["dissection"].open_batch(folder)
+
+    def browse_batch(self) -> None:
+        self.set_workspace("dissection")
+        self.workspaces["dissection"].open_batch_dialog()
 
     # -- workspaces -----------------------------------------------------------------------------------------------
     def current_workspace(self) -> Workspace:
@@ -206,6 +223,7 @@ class MainWindow(QMainWindow):
         self._action(file_menu, "Open Probing &Dataset…", lambda: self.browse("dataset"), "Ctrl+Shift+O")
         self._action(file_menu, "Open Generator &Samples…", lambda: self.browse("samples"))
         self._action(file_menu, "Open Similarity &Judgments…", lambda: self.browse("judgments"))
+        self._action(file_menu, "Open Dissection &Batch Folder…", self.browse_batch)
         self._action(file_menu, "Open Demo &World", self.open_demo_world)
         self.recent_menu = file_menu.addMenu("Open &Recent")
         self._fill_recent_menu()

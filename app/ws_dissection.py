@@ -6,8 +6,10 @@ interpretable and specialised units) under a summary line. Centre, the selected 
 where the explanation is present) with the activation heat map, the unit's mask outlined in yellow and the
 explanation's concept mask tinted cyan; below, IoU and DA of each explanation, the length sweep and the activation
 histogram with the threshold. Right, tabs: the beam-search trace (click a formula to see its mask), the layer views
-(IoU against DA over units, explanation lengths per method), the unit card (a paper-ready figure) and the runs panel
-(re-dissect with other settings; every settings set's result is kept and can be switched back to).
+(IoU against DA over units, explanation lengths per method), the unit card (a paper-ready figure), the runs panel
+(re-dissect with other settings; every settings set's result is kept and can be switched back to) and the batch
+panel (the jobs of a `probescope batch` output folder: click a merged layer to browse its saved result with every
+view above; changing the loaded model, dataset or layer goes back to them).
 
 The dissection runs in the worker pool (`ws_dissection_data.layer_task`), is saved in the cache per model, layer,
 dataset and settings, and arrives block by block; overlays are built in the I/O pool and kept per unit, so going
@@ -27,10 +29,11 @@ from PySide6.QtWidgets import (QFileDialog, QHBoxLayout, QLabel, QScrollArea, QS
 from probescope.app import ws_dissection_data as data
 from probescope.app.export import ExportTarget, export_widget
 from probescope.app.workers import IO, Partial, TaskError
+from probescope.app.ws_dissection_batch import BatchView, job_state, overview_task, saved_layer_task
 from probescope.app.ws_base import Workspace
 from probescope.app.ws_dissection_overlays import (ImageOverlay, OverlayOptions, image_labels, image_overlay,
                                                    overlay_task, present_images)
-from probescope.app.ws_dissection_panels import FilterBar, RunsPanel, UnitControls
+from probescope.app.ws_dissection_panels import BatchPanel, FilterBar, RunsPanel, UnitControls
 from probescope.core.dissection.engine import DissectionSettings
 from probescope.core.dissection.formula import Formula
 from probescope.core.dissection.results import Explanation
@@ -51,6 +54,7 @@ THUMB = 150
 OVERLAY_CACHE = 96  # units x views whose overlays stay in memory
 CARD_IMAGES = 12
 PREFETCH_DELAY_MS = 150
+BATCH_POLL_MS = 3000  # how often a running batch's status is read again while its panel is shown
 
 
 def row_cells(row: data.UnitRow) -> list[object]:
@@ -107,6 +111,7 @@ class DissectionWorkspace(Workspace):
         self.correlation.setEditTriggers(QTableWidget.EditTrigger.NoEditTriggers)
         self.card = UnitCard()
         self.runs = RunsPanel()
+        self.batch = BatchPanel()
         self.detail = ImageDetail(self)
         self._build_layout()
 
@@ -121,6 +126,10 @@ class DissectionWorkspace(Workspace):
         self.runs.cancel_requested.connect(lambda: self.pool.cancel(self.task_key("layer")))
         self.runs.run_chosen.connect(self._switch_run)
         self.runs.export_requested.connect(self.export_results_dialog)
+        self.batch.open_requested.connect(self.open_batch_dialog)
+        self.batch.reload_requested.connect(self._read_batch)
+        self.batch.live_requested.connect(self.show_loaded_model)
+        self.batch.job_chosen.connect(self.show_job)
 
         self.settings = self.default_settings
         self.data: data.LayerData | None = None
@@ -141,6 +150,14 @@ class DissectionWorkspace(Workspace):
         self._prefetch_timer.setSingleShot(True)
         self._prefetch_timer.setInterval(PREFETCH_DELAY_MS)
         self._prefetch_timer.timeout.connect(self._prefetch)
+        self._batch_folder: Path | None = None
+        self._batch_view: BatchView | None = None
+        self._batch_known: dict = {}  # the batch's layer summaries, kept between reads (see overview_task)
+        self._job = None  # the batch job shown (a BatchJob), None while the loaded model's layer is shown
+        self._batch_timer = QTimer(self)
+        self._batch_timer.setSingleShot(True)
+        self._batch_timer.setInterval(BATCH_POLL_MS)
+        self._batch_timer.timeout.connect(self._poll_batch)
 
     def _build_layout(self) -> None:
         left = QWidget()
@@ -185,6 +202,7 @@ class DissectionWorkspace(Workspace):
         card.setWidget(self.card)
         self.tabs.addTab(card, "Unit card")
         self.tabs.addTab(self.runs, "Settings")
+        self.tabs.addTab(self.batch, "Batch")
         splitter = QSplitter(Qt.Orientation.Horizontal)
         for w in (left, centre, self.tabs):
             w.setMinimumSize(160, 160)  # explicit: the panes may shrink below their layouts' wishes (small windows)
@@ -213,7 +231,8 @@ class DissectionWorkspace(Workspace):
 
     def refresh(self) -> None:
         inputs = (self.state.get("model"), self.state.layer, self.state.dataset)
-        if inputs == self._inputs and (self.data is not None or self.pool.is_running(self.task_key("layer"))):
+        shown = self.data is not None or self.pool.is_running(self.task_key("layer"))
+        if self._job is None and inputs == self._inputs and shown:
             return
         if inputs != self._inputs:
             self._inputs, self._kept = inputs, {}
@@ -224,6 +243,7 @@ class DissectionWorkspace(Workspace):
     def run_settings(self, settings: DissectionSettings) -> None:
         """Dissect the layer with `settings` (at once from the cache when done before)."""
         loaded, layer, dataset = self._inputs
+        self._job = None
         self.settings = settings
         self.runs.show_settings(settings)
         key = self.task_key("layer")
@@ -269,9 +289,10 @@ class DissectionWorkspace(Workspace):
             self.units.sortItems(COLUMNS.index("comp IoU"), Qt.SortOrder.DescendingOrder)
         self.filters.set_categories(sorted({r.category for r in rows if r.category}))
         self._apply_filters()
-        layer = self._inputs[1]
         progress = "" if result.complete else f" ({len(rows)} of {result.n_units} units so far)"
-        self.header.setText(f"<b>Units of {layer}</b>: {data.summary(rows, self.filters.iou_min.value())}{progress}")
+        where = f" ({d.model_label}, from {d.origin})" if d.origin else ""
+        self.header.setText(f"<b>Units of {d.layer}</b>{where}: {data.summary(rows, self.filters.iou_min.value())}"
+                            f"{progress}")
         units = np.array(sorted(self.rows))
         comp = [self.rows[u].explanations.get("iou") for u in units]
         self.scatter.set_points(units, np.array([e.iou if e else 0.0 for e in comp]),
@@ -416,7 +437,7 @@ class DissectionWorkspace(Workspace):
             return
         r = d.result.units[unit]
         scale = float(d.peaks[:, unit].max())
-        dataset = self._inputs[2]
+        dataset = d.dataset
         collected: list[ImageOverlay] = []
         self.images.thumbnails.set_items([])
         self.overlays = []
@@ -474,7 +495,7 @@ class DissectionWorkspace(Workspace):
                 wanted.append((key, u, r.threshold, formula))
         if not wanted:
             return
-        dataset = self._inputs[2]
+        dataset = d.dataset
 
         def task(ctx):
             out = []
@@ -519,9 +540,8 @@ class DissectionWorkspace(Workspace):
         r = d.result.units[self.unit]
         lines = [CardLine(data.METHOD_NAMES[m], e.label, e.length, e.iou, e.da)
                  for m in data.METHODS if (e := self.explanation(m)) is not None]
-        model = self._inputs[0].label if self._inputs and self._inputs[0] is not None else ""
-        self.card.set_card(f"Unit {self.unit} · {self._inputs[1]}",
-                           f"{model}; threshold {r.threshold:.3g} (top {d.settings.quantile:g}); "
+        self.card.set_card(f"Unit {self.unit} · {d.layer}",
+                           f"{d.model_label}; threshold {r.threshold:.3g} (top {d.settings.quantile:g}); "
                            f"fires on {r.fired_images} images; {self._caption}",
                            [i.thumbnail.image for i in self.overlays[:CARD_IMAGES]], lines,
                            "heat map: activation · yellow outline: unit mask at T · cyan: "
@@ -531,6 +551,106 @@ class DissectionWorkspace(Workspace):
         if self._layer_done and self._overlays_ready:
             self.mark_initial_work_done()
 
+    # -- a batch output folder ----------------------------------------------------------------------------------------
+    def open_batch_dialog(self) -> None:
+        folder = QFileDialog.getExistingDirectory(self, "Open a batch output folder (probescope batch --out)")
+        if folder:
+            self.open_batch(folder)
+
+    def open_batch(self, folder: str | Path) -> None:
+        """List the jobs of the batch in `folder` in the Batch tab and show its first merged layer."""
+        self._batch_view, self._batch_known = None, {}
+        self._batch_folder = Path(folder)
+        self.tabs.setCurrentWidget(self.batch)
+        self.batch.message.setText(f"reading {folder}…")
+        self._read_batch(show_first=True)
+
+    def _read_batch(self, show_first: bool = False) -> None:
+        folder, known = self._batch_folder, self._batch_known
+
+        def done(out: tuple) -> None:
+            view, self._batch_known = out
+            self._batch_view = view
+            self.batch.show_batch(view)
+            self.batch.message.setText("")
+            if view.overview.state == "running":
+                self._batch_timer.start()
+            finished = [k for k, j in enumerate(view.overview.jobs) if j.finished and not view.problems[k]]
+            if self._job is not None and self._job.result in (j.result for j in view.overview.jobs):
+                self.batch.select_job([j.result for j in view.overview.jobs].index(self._job.result))
+            elif show_first and finished:
+                self.show_job(finished[0])
+            elif show_first:
+                self.batch.message.setText("no layer of this batch is merged yet: the list follows the batch")
+                self.mark_initial_work_done()
+
+        def failed(error: TaskError) -> None:
+            self.batch.message.setText(error.message)
+
+        self.pool.submit(lambda ctx: overview_task(folder, known, ctx), name=f"read batch {folder.name}",
+                         key=self.task_key("batch"), executor=IO, on_result=done, on_error=failed)
+
+    def _poll_batch(self) -> None:
+        """A running batch: read its status again (only newly merged layers are read in full)."""
+        if self._batch_view is not None and not self.pool.is_shut_down and self.isVisible():
+            self._read_batch()
+        elif self._batch_view is not None and self._batch_view.overview.state == "running":
+            self._batch_timer.start()
+
+    def show_job(self, number: int) -> None:
+        """Show the batch job `number` (its saved result, with overlays), unless it is not merged yet."""
+        view = self._batch_view
+        if view is None or not 0 <= number < len(view.overview.jobs):
+            return
+        job = view.overview.jobs[number]
+        if view.problems[number]:
+            self.batch.message.setText(view.problems[number])
+            return
+        if not job.finished:
+            self.batch.message.setText(f"{job.model} / {job.layer} is not merged yet ({job_state(job)})")
+            return
+        if job == self._job and (self.pool.is_running(self.task_key("layer"))
+                                 or (self.data is not None and self.data.origin)):
+            return
+        self._job = job
+        self.batch.message.setText("")
+        self.batch.select_job(number)
+        origin = f"batch {view.overview.folder.name}"
+        model = self.state.model if self.state is not None else None
+        dataset = self.state.dataset if self.state is not None else None
+        device = str(model.device) if model is not None else "cpu"
+        store = self._store
+        self._layer_done = False
+        self.header.setText(f"<b>Units of {job.layer}</b> ({job.model}, opening from {origin}…)")
+        self.runs.set_saved(f"opening {job.model} / {job.layer} from {origin}")
+
+        def finished(d: data.LayerData) -> None:
+            self._layer_done = True
+            self._store = (d.dataset, d.store)
+            self.runs.show_settings(d.settings)
+            self.runs.set_runs([(d.key, f"{origin}: " + data.settings_label(d.settings))], d.key)
+            self.runs.set_saved(f"a saved result of {origin} ({job.model} / {job.layer}); to dissect with other "
+                                "settings, go back to the loaded model (Batch tab) or re-run the batch")
+            self._show_layer(d)
+            self._check_initial()
+
+        def failed(error: TaskError) -> None:
+            self._job = None
+            self.batch.message.setText(error.message)
+            self.runs.set_running(False, error.message)
+            self.header.setText(f"<b>Units of {job.layer}</b> ({job.model}: could not be opened, see the Batch tab)")
+
+        self.pool.submit(lambda ctx: saved_layer_task(job, origin, model, dataset, store, device, ctx),
+                         name=f"open {job.model}/{job.layer}", key=self.task_key("layer"), on_result=finished,
+                         on_error=failed)
+
+    def show_loaded_model(self) -> None:
+        """Back from a batch job to the loaded model's layer."""
+        if not self.ready():
+            self.batch.message.setText("no model and dataset loaded")
+            return
+        self.refresh()  # a batch job shown: the loaded model's layer again (from the cache when dissected before)
+
     # -- large view, exports ---------------------------------------------------------------------------------------
     def open_image(self, row: int) -> None:
         """The large view of the grid's image `row`, with the same overlays and its labels."""
@@ -539,7 +659,7 @@ class DissectionWorkspace(Workspace):
         d, unit, formula, item = self.data, self.unit, self.formula, self.overlays[row]
         r = d.result.units[unit]
         options = self.controls.options()
-        dataset = self._inputs[2]
+        dataset = d.dataset
         scale = float(d.peaks[:, unit].max())
 
         def task(ctx):

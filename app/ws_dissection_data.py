@@ -32,10 +32,14 @@ class LayerData:
 
     key: str
     settings: DissectionSettings
+    layer: str
+    model_label: str
+    dataset: object  # BrodenDataset: the images and labels behind the overlays
     store: object  # LabelStore
     activations: np.ndarray  # (images, units, h, w) memmap
     peaks: np.ndarray  # (images, units) float32: each unit's maximum activation per image
     result: DissectionResult
+    origin: str = ""  # where a saved result was opened from (a batch job); "" for the loaded model's dissection
 
     def top_images(self, unit: int, k: int) -> np.ndarray:
         """The k images where `unit` peaks highest, highest first."""
@@ -106,9 +110,13 @@ def layer_task(loaded_model, layer: str, dataset, store, settings: DissectionSet
         except InputError:
             previous = None  # a damaged cache entry is recomputed
     n_units = activations.shape[1]
+
+    def layer_data(result: DissectionResult) -> LayerData:
+        return LayerData(key, settings, layer, loaded_model.label, dataset, store, activations, peaks, result)
+
     result = previous
     if result is not None and result.complete and result.n_units == n_units:
-        return LayerData(key, settings, store, activations, peaks, result)
+        return layer_data(result)
     todo = [u for u in range(n_units) if result is None or u not in result.units]
     done, block = 0, FIRST_BLOCK
     while done < len(todo) or result is None:
@@ -123,8 +131,8 @@ def layer_task(loaded_model, layer: str, dataset, store, settings: DissectionSet
         result.save(path)
         done += len(units)
         block *= 2
-        yield Partial(LayerData(key, settings, store, activations, peaks, result))
-    return LayerData(key, settings, store, activations, peaks, result)
+        yield Partial(layer_data(result))
+    return layer_data(result)
 
 
 def _correct_predictions(model, dataset, store, ctx: TaskContext) -> Iterator[Progress]:
@@ -180,19 +188,36 @@ def is_specialised(row: UnitRow) -> bool:
     return stop is not None and comp is not None and stop.length == 1 and comp.length > 1
 
 
+@dataclass(frozen=True)
+class LayerCounts:
+    """What a layer's summary line (and a batch job's row) says: units, interpretable units, their distinct NetDissect
+    concepts (label -> category), specialised units, and the mean IoU of NetDissect and the IoU search."""
+
+    units: int
+    interpretable: int
+    concepts: dict[str, str]
+    specialised: int
+    mean_iou: float
+    mean_comp_iou: float
+
+
+def layer_counts(rows: list[UnitRow], threshold: float = INTERPRETABLE_IOU) -> LayerCounts:
+    good = [r for r in rows if is_interpretable(r, threshold)]
+    concepts = {r.explanations["netdissect"].label: r.category for r in good}
+    mean = (lambda values: float(np.mean(values)) if values else 0.0)
+    return LayerCounts(len(rows), len(good), concepts, sum(is_specialised(r) for r in rows),
+                       mean([r.iou("netdissect") for r in rows]), mean([r.iou("iou") for r in rows]))
+
+
 def summary(rows: list[UnitRow], threshold: float = INTERPRETABLE_IOU) -> str:
     """'N of M units interpretable (IoU > t), K distinct concepts: object 5, color 2, …'."""
-    good = [r for r in rows if is_interpretable(r, threshold)]
-    concepts: dict[str, str] = {}
-    for r in good:
-        concepts[r.explanations["netdissect"].label] = r.category
-    per = {}
-    for cat in concepts.values():
+    c = layer_counts(rows, threshold)
+    per: dict[str, int] = {}
+    for cat in c.concepts.values():
         per[cat] = per.get(cat, 0) + 1
-    parts = ", ".join(f"{c or 'other'} {n}" for c, n in sorted(per.items(), key=lambda kv: (-kv[1], kv[0])))
-    specialised = sum(is_specialised(r) for r in rows)
-    return (f"{len(good)} of {len(rows)} units interpretable (IoU > {threshold:g}); {len(concepts)} distinct concepts"
-            + (f" ({parts})" if parts else "") + f"; {specialised} specialised")
+    parts = ", ".join(f"{cat or 'other'} {n}" for cat, n in sorted(per.items(), key=lambda kv: (-kv[1], kv[0])))
+    return (f"{c.interpretable} of {c.units} units interpretable (IoU > {threshold:g}); {len(c.concepts)} distinct "
+            f"concepts" + (f" ({parts})" if parts else "") + f"; {c.specialised} specialised")
 
 
 def length_histogram(result: DissectionResult, max_length: int) -> dict[str, tuple[list[int], list[int]]]:

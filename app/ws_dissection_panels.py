@@ -1,17 +1,24 @@
-"""Control panels of the Dissection workspace: the unit filters, the unit view's display controls and the runs
-panel (settings to re-run with, progress and cancel, the kept results to switch between, result export)."""
+"""Control panels of the Dissection workspace: the unit filters, the unit view's display controls, the runs panel
+(settings to re-run with, progress and cancel, the kept results to switch between, result export) and the batch
+panel (the jobs of a batch output folder, to browse)."""
 
 from __future__ import annotations
+
+import time
 
 from PySide6.QtCore import Qt, Signal
 from PySide6.QtWidgets import (QCheckBox, QComboBox, QDoubleSpinBox, QFormLayout, QHBoxLayout, QLabel, QLineEdit,
                                QPushButton, QSlider, QSpinBox, QVBoxLayout, QWidget)
 
+from probescope.app.ws_dissection_batch import JOB_COLUMNS, JOB_LEGEND, BatchView, job_cells
 from probescope.app.ws_dissection_data import DEFAULT_SETTINGS, INTERPRETABLE_IOU, METHOD_NAMES, METHODS
 from probescope.app.ws_dissection_overlays import OverlayOptions
 from probescope.core.dissection.engine import DissectionSettings
+from probescope.widgets.dissection_table import UnitTable
+from probescope.widgets.plots_bars import ClassBars
 
 ALL = "all categories"
+MAX_JOB_ROWS = 16  # the batch table's height grows with its jobs up to this many rows, then scrolls
 TOP, PRESENT = "top-activating images", "images where the explanation is present"
 
 
@@ -207,4 +214,85 @@ class RunsPanel(QWidget):
 
     def set_running(self, running: bool, message: str = "") -> None:
         self.cancel.setEnabled(running)
+        self.run.setEnabled(True)
         self.status.setText(message)
+
+    def set_saved(self, message: str) -> None:
+        """A saved result is shown (a batch job): it is not re-dissected from here; `message` says why and how."""
+        self.cancel.setEnabled(False)
+        self.run.setEnabled(False)
+        self.status.setText(message)
+
+
+class BatchPanel(QWidget):
+    """The jobs of a batch output folder: state and summary per (model, layer), and the distinct concepts of each
+    merged layer as bars. `open_requested()`, `reload_requested()`, `live_requested()`, `job_chosen(number)`."""
+
+    open_requested = Signal()
+    reload_requested = Signal()
+    live_requested = Signal()
+    job_chosen = Signal(int)
+
+    def __init__(self, parent: QWidget | None = None):
+        super().__init__(parent)
+        self.caption = QLabel("<b>Batch</b>: open the output folder of <code>probescope batch</code> to browse every "
+                              "model and layer it dissected.")
+        self.caption.setWordWrap(True)
+        self.caption.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        self.open = QPushButton("Open Batch Folder…")
+        self.reload = QPushButton("Reload")
+        self.live = QPushButton("Show the Loaded Model")
+        self.live.setToolTip("back to the dissection of the loaded model's layer")
+        self.message = QLabel()
+        self.message.setWordWrap(True)
+        self.jobs = UnitTable()
+        self.jobs.setToolTip("click a merged layer to browse its units")
+        legend = QLabel(f"<small>{JOB_LEGEND}</small>")
+        legend.setWordWrap(True)
+        self.concepts = ClassBars(f"Distinct concepts of the interpretable units (IoU > {INTERPRETABLE_IOU:g})")
+        buttons = QHBoxLayout()
+        for b in (self.open, self.reload, self.live):
+            buttons.addWidget(b)
+        buttons.addStretch(1)
+        layout = QVBoxLayout(self)
+        layout.addWidget(self.caption)
+        layout.addLayout(buttons)
+        layout.addWidget(self.message)
+        layout.addWidget(self.jobs)
+        layout.addWidget(legend)
+        layout.addWidget(self.concepts)
+        layout.addStretch(1)
+        self.reload.setEnabled(False)
+        self.open.clicked.connect(self.open_requested)
+        self.reload.clicked.connect(self.reload_requested)
+        self.live.clicked.connect(self.live_requested)
+        self.jobs.unit_changed.connect(self.job_chosen)
+        self.jobs.cellClicked.connect(lambda row, _c: self.job_chosen.emit(int(self.jobs.item(row, 0).value)))
+
+    def show_batch(self, view: BatchView) -> None:
+        o = view.overview
+        age = max(0.0, time.time() - o.updated)
+        when = f"{age:.0f} s" if age < 120 else f"{age / 60:.0f} min" if age < 7200 else f"{age / 3600:.0f} h"
+        merged = sum(c is not None for c in view.counts)
+        error = f"<br><span style='color:#d62728'>{o.error}</span>" if o.error else ""
+        self.caption.setText(f"<b>Batch {o.folder.name}</b>: {o.state}, {o.chunks_done}/{o.chunks_total} chunks, "
+                             f"{merged} of {len(o.jobs)} layers merged; status written {when} ago<br>"
+                             f"<small>{o.folder.resolve()}</small>{error}")
+        self.reload.setEnabled(True)
+        first = self.jobs.rowCount() == 0
+        self.jobs.set_rows(JOB_COLUMNS, [job_cells(view, k) for k in range(len(o.jobs))])
+        if first:
+            self.jobs.sortItems(0, Qt.SortOrder.AscendingOrder)  # manifest order
+        self.jobs.setColumnHidden(0, True)  # the job number: the rows' key, and their order until sorted otherwise
+        fm = self.jobs.horizontalHeader().fontMetrics()
+        for c, name in enumerate(JOB_COLUMNS):  # tight columns, so a whole row fits the pane
+            cells = [self.jobs.item(r, c).text() for r in range(self.jobs.rowCount())]
+            self.jobs.setColumnWidth(c, max(fm.horizontalAdvance(t) for t in [name, *cells]) + 14)
+        rows = min(len(o.jobs), MAX_JOB_ROWS)
+        self.jobs.setFixedHeight(self.jobs.horizontalHeader().height() + rows * self.jobs.verticalHeader()
+                                 .defaultSectionSize() + self.jobs.horizontalScrollBar().sizeHint().height() + 4)
+        shown = [(f"{j.model} / {j.layer}", len(c.concepts)) for j, c in zip(o.jobs, view.counts) if c is not None]
+        self.concepts.set_bars([n for n, _ in shown], [v for _, v in shown], value_format=".0f")
+
+    def select_job(self, number: int) -> None:
+        self.jobs.select_unit(number, emit=False)

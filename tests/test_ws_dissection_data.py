@@ -50,7 +50,7 @@ def test_peaks_and_top_images_match_brute_force():
     act = rng.normal(size=(37, 5, 3, 4)).astype(np.float32)
     peaks = data.unit_peaks(act, chunk=8)
     assert np.array_equal(peaks, act.max(axis=(2, 3)))
-    layer = data.LayerData("k", DissectionSettings(), None, act, peaks, None)
+    layer = data.LayerData("k", DissectionSettings(), "layer", "model", None, None, act, peaks, None)
     for u in range(5):
         assert list(layer.top_images(u, 6)) == sorted(range(37), key=lambda i: -act[i, u].max())[:6]
 

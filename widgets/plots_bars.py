@@ -42,18 +42,22 @@ class ClassBars(QWidget):
         self._marked: set[int] = set()
         self._vmax: float | None = None
         self._legend = ""
+        self._format = ".3f"
         self.setSizePolicy(QSizePolicy.Policy.Expanding, QSizePolicy.Policy.Fixed)
         self.setMinimumHeight(60)
 
     def set_bars(self, names: Sequence[str], values: np.ndarray, classes: Sequence[int] | None = None,
-                 marked: Sequence[int] = (), vmax: float | None = None, legend: str = "") -> None:
-        """`classes` give each bar its class colour (default: bar order); `marked` are bar positions to flag."""
+                 marked: Sequence[int] = (), vmax: float | None = None, legend: str = "",
+                 value_format: str = ".3f") -> None:
+        """`classes` give each bar its class colour (default: bar order); `marked` are bar positions to flag;
+        `value_format` writes each bar's value (".0f" for counts)."""
         self._names = list(names)
         self._values = np.asarray(values, dtype=np.float64)
         self._classes = np.arange(len(self._values)) if classes is None else np.asarray(classes)
         self._marked = {int(m) for m in marked}
         self._vmax = vmax
         self._legend = legend
+        self._format = value_format
         self.setMinimumHeight(self.sizeHint().height())  # labelled bars never squeeze into each other
         self.updateGeometry()
         self.update()
@@ -111,7 +115,7 @@ class ClassBars(QWidget):
         n = len(self._values)
         row = min(float(self.ROW), (bottom - top) / n)
         label_w = min(max((fm.horizontalAdvance(s) for s in self._names), default=0) + 8, self.width() * 0.45)
-        value_w = fm.horizontalAdvance("0.000") + 8
+        value_w = max(fm.horizontalAdvance(format(v, self._format)) for v in self._values) + 8
         bar_w = max(self.width() - label_w - value_w - 4, 10)
         for i, (name, v) in enumerate(zip(self._names, self._values, strict=True)):
             y = top + i * row
@@ -127,7 +131,7 @@ class ClassBars(QWidget):
                 painter.drawLine(int(label_w), int(y + 2), int(label_w), int(y + row - 2))
             painter.setPen(MARK_COLOR if marked else text)
             painter.drawText(QRectF(label_w + width + 4, y, value_w, row), Qt.AlignmentFlag.AlignLeft
-                             | Qt.AlignmentFlag.AlignVCenter, f"{v:.3f}")
+                             | Qt.AlignmentFlag.AlignVCenter, format(v, self._format))
 
     def _paint_strip(self, painter: QPainter, fm: QFontMetrics, text: QColor, top: float, bottom: float,
                      vmax: float) -> None:

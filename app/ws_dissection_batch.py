@@ -1,0 +1,168 @@
+"""Worker-side work of browsing a batch output folder (`probescope batch`) in the Dissection workspace.
+
+The overview reads status.json and summarises every merged layer; opening a job shows its dissection.json as it was
+saved (never re-dissected), next to what the views need: the probing dataset it was dissected on (the loaded one when
+it is the same, so a folder copied from a cluster opens against a local copy of the dataset), the label store and the
+activations (the batch's activation file, or the recorded model's, through the activation cache that a batch on this
+machine has already filled). No widgets here.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from dataclasses import dataclass, fields
+from pathlib import Path
+
+from probescope.app.workers import Progress, TaskContext
+from probescope.app.ws_dissection_data import INTERPRETABLE_IOU, LayerCounts, LayerData, layer_counts, unit_peaks, unit_row
+from probescope.core.batch.reader import BatchJob, BatchOverview, read_batch
+from probescope.core.dissection.engine import DissectionSettings
+from probescope.core.dissection.results import DissectionResult
+from probescope.core.errors import InputError
+
+JOB_COLUMNS = ("#", "model", "layer", "state", "units", "interp.", "conc.", "spec.", "ND IoU", "comp IoU")
+JOB_LEGEND = (f"interp.: units whose NetDissect IoU is above {INTERPRETABLE_IOU:g}; conc.: their distinct concepts; "
+              "spec.: specialised units (da-stop keeps one concept, the IoU search more); ND IoU, comp IoU: mean IoU of "
+              "the NetDissect and compositional explanations over all units")
+Known = dict[Path, tuple[int, LayerCounts]]  # dissection.json -> (its mtime_ns, its counts)
+
+
+@dataclass(frozen=True)
+class BatchView:
+    """What the batch panel shows: the overview, the counts of every merged layer (None where not merged or not
+    readable) and, per job, why its dissection.json could not be read (None when it could)."""
+
+    overview: BatchOverview
+    counts: tuple[LayerCounts | None, ...]
+    problems: tuple[str | None, ...]
+
+    def state(self, k: int) -> str:
+        return "unreadable" if self.problems[k] else job_state(self.overview.jobs[k])
+
+
+def job_state(job: BatchJob) -> str:
+    if job.state in ("running", "extracting") and job.chunks_total:
+        return f"{job.state} {job.chunks_done}/{job.chunks_total}"
+    return job.state
+
+
+def job_cells(view: BatchView, k: int) -> list[object]:
+    job, counts = view.overview.jobs[k], view.counts[k]
+    if counts is None:
+        return [k, job.model, job.layer, view.state(k), job.units, None, None, None, None, None]
+    return [k, job.model, job.layer, view.state(k), counts.units, counts.interpretable, len(counts.concepts),
+            counts.specialised, counts.mean_iou, counts.mean_comp_iou]
+
+
+def overview_task(folder: Path, known: Known, ctx: TaskContext) -> Iterator[Progress]:
+    """(BatchView, updated Known) of the batch in `folder`. Layers already summarised (same file, same mtime) are
+    not read again, so re-reading a running batch costs one file per newly merged layer. A damaged dissection.json
+    is reported on its job's row; the other jobs stay browsable."""
+    overview = read_batch(folder)
+    known = dict(known)
+    counts: list[LayerCounts | None] = []
+    problems: list[str | None] = []
+    for k, job in enumerate(overview.jobs):
+        ctx.check()
+        counts.append(None)
+        problems.append(None)
+        try:
+            mtime = job.result.stat().st_mtime_ns
+            if job.result not in known or known[job.result][0] != mtime:
+                yield Progress(k / len(overview.jobs), f"summarising {job.model}/{job.layer}")
+                result = DissectionResult.load(job.result)
+                known[job.result] = (mtime, layer_counts([unit_row(result, u) for u in result.units.values()]))
+            counts[-1] = known[job.result][1]
+        except FileNotFoundError:
+            pass  # not merged yet
+        except InputError as exc:
+            problems[-1] = str(exc)
+    return BatchView(overview, tuple(counts), tuple(problems)), known
+
+
+def saved_settings(result: DissectionResult) -> DissectionSettings:
+    """The settings a saved result was dissected with (its protocol; speed-only settings at their defaults)."""
+    names = {f.name for f in fields(DissectionSettings)}
+    kwargs = {k: v for k, v in result.settings.items() if k in names}
+    if "searches" in kwargs:
+        kwargs["searches"] = tuple(kwargs["searches"])
+    return DissectionSettings(**kwargs)
+
+
+def job_dataset(info: dict, loaded) -> object:
+    """The dataset a saved result describes: `loaded` (a BrodenDataset or None) when its index is the same (rows,
+    size, name and source; the folder may differ), else the recorded folder, checked against the record."""
+    from probescope.core.dissection.inputs import open_dataset
+
+    def same(dataset) -> bool:
+        return (dataset.n_images == info.get("n_images") and dataset.index_path.name == info.get("index")
+                and dataset.source == info.get("source") and dataset.index_path.stat().st_size == info.get("index_bytes"))
+
+    if loaded is not None and same(loaded):
+        return loaded
+    root = Path(str(info.get("root", "")))
+    if not (root / str(info.get("index", "index.csv"))).is_file():
+        raise InputError("the batch's probing dataset is not on this machine: open a copy of it (File > Open "
+                         "Probing Dataset) and choose the job again", root)
+    dataset, _ = open_dataset(root, str(info.get("index", "index.csv")), str(info.get("source", "")))
+    if not same(dataset):
+        raise InputError(f"the probing dataset changed since the batch ran ({dataset.n_images} images now, "
+                         f"{info.get('n_images')} then)", dataset.index_path)
+    return dataset
+
+
+def job_activations(result: DissectionResult, layer: str, dataset, live_model, device: str,
+                    ctx: TaskContext) -> Iterator[Progress]:
+    """The activations a saved result was computed from: the batch's activation file, or the recorded model's layer
+    (the loaded model when it is the one recorded, else loaded from its spec) through the activation cache."""
+    from probescope.core.activations import extract_activations
+    from probescope.core.cache import cache_dir
+    from probescope.core.dissection.inputs import load_activation_file
+    from probescope.core.models import load_model
+
+    info = result.model
+    if "activations" in info:
+        yield Progress(None, "checking the activation file")
+        activations, _ = load_activation_file(Path(info["activations"]), dataset.n_images)
+    elif "spec" in info:
+        spec = str(info["spec"])
+        model = live_model if live_model is not None and live_model.spec == spec else None
+        if model is None:
+            yield Progress(None, f"loading {spec}")
+            model = load_model(spec, device=device)
+        if model.source_key != info.get("source_key"):
+            raise InputError(f"the weights of {spec} are not the ones the batch dissected (the file changed "
+                             "since): run the batch again to redo this model")
+        model.module.eval()
+        yield Progress(0.0, f"activations of {layer}")
+        activations = extract_activations(model, layer, dataset, cache_dir(),
+                                          progress=ctx.progress, cancel=ctx.cancelled)
+    else:
+        raise InputError("the saved result names neither a model nor an activation file")
+    if activations.shape[1] != result.n_units:
+        raise InputError(f"{activations.shape[1]} units in the activations, {result.n_units} in the saved result")
+    return activations
+
+
+def saved_layer_task(job: BatchJob, origin: str, live_model, live_dataset, store_of: tuple | None, device: str,
+                     ctx: TaskContext) -> Iterator[Progress]:
+    """LayerData of a merged batch job. `live_model` / `live_dataset` are the loaded ones (reused when they are the
+    ones the batch used), `store_of` a (dataset, LabelStore) already built."""
+    from probescope.core.dissection.labels import LabelStore
+
+    yield Progress(None, f"reading {job.result.name} of {job.model}/{job.layer}")
+    result = DissectionResult.load(job.result)
+    dataset = job_dataset(result.dataset, live_dataset)
+    if store_of is not None and store_of[0] is dataset:
+        store = store_of[1]
+    else:
+        yield Progress(None, "reading the label maps")
+        store = LabelStore.build(dataset, progress=ctx.progress, cancel=ctx.cancelled)
+    activations = yield from job_activations(result, job.layer, dataset, live_model, device, ctx)
+    yield Progress(None, "peak activation per image")
+    peaks = unit_peaks(activations)
+    key = f"batch:{job.result}:{os.stat(job.result).st_mtime_ns}"
+    label = str(result.model.get("name") or job.model)
+    return LayerData(key, saved_settings(result), job.layer, label, dataset, store, activations, peaks, result,
+                     origin)
