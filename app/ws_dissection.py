@@ -286,7 +286,7 @@ class DissectionWorkspace(Workspace):
         first = self.units.rowCount() == 0
         self.units.set_rows(COLUMNS, [row_cells(r) for r in rows])
         if first:
-            self.units.sortItems(COLUMNS.index("comp IoU"), Qt.SortOrder.DescendingOrder)
+            self.units.sortByColumn(COLUMNS.index("comp IoU"), Qt.SortOrder.DescendingOrder)
         self.filters.set_categories(sorted({r.category for r in rows if r.category}))
         self._apply_filters()
         progress = "" if result.complete else f" ({len(rows)} of {result.n_units} units so far)"

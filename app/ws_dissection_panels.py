@@ -245,7 +245,7 @@ class BatchPanel(QWidget):
         self.live.setToolTip("back to the dissection of the loaded model's layer")
         self.message = QLabel()
         self.message.setWordWrap(True)
-        self.jobs = UnitTable()
+        self.jobs = UnitTable(header_room=0)  # compact: a whole row fits the pane
         self.jobs.setToolTip("click a merged layer to browse its units")
         legend = QLabel(f"<small>{JOB_LEGEND}</small>")
         legend.setWordWrap(True)
@@ -267,7 +267,7 @@ class BatchPanel(QWidget):
         self.reload.clicked.connect(self.reload_requested)
         self.live.clicked.connect(self.live_requested)
         self.jobs.unit_changed.connect(self.job_chosen)
-        self.jobs.cellClicked.connect(lambda row, _c: self.job_chosen.emit(int(self.jobs.item(row, 0).value)))
+        self.jobs.clicked.connect(lambda index: self.job_chosen.emit(int(self.jobs.value(index.row(), 0))))
 
     def show_batch(self, view: BatchView) -> None:
         o = view.overview
@@ -282,12 +282,8 @@ class BatchPanel(QWidget):
         first = self.jobs.rowCount() == 0
         self.jobs.set_rows(JOB_COLUMNS, [job_cells(view, k) for k in range(len(o.jobs))])
         if first:
-            self.jobs.sortItems(0, Qt.SortOrder.AscendingOrder)  # manifest order
+            self.jobs.sortByColumn(0, Qt.SortOrder.AscendingOrder)  # manifest order
         self.jobs.setColumnHidden(0, True)  # the job number: the rows' key, and their order until sorted otherwise
-        fm = self.jobs.horizontalHeader().fontMetrics()
-        for c, name in enumerate(JOB_COLUMNS):  # tight columns, so a whole row fits the pane
-            cells = [self.jobs.item(r, c).text() for r in range(self.jobs.rowCount())]
-            self.jobs.setColumnWidth(c, max(fm.horizontalAdvance(t) for t in [name, *cells]) + 14)
         rows = min(len(o.jobs), MAX_JOB_ROWS)
         self.jobs.setFixedHeight(self.jobs.horizontalHeader().height() + rows * self.jobs.verticalHeader()
                                  .defaultSectionSize() + self.jobs.horizontalScrollBar().sizeHint().height() + 4)

@@ -229,7 +229,7 @@ def test_keyboard_workspaces_items_and_command_palette(qtbot, window, small_worl
     rows = []
     for step in ("next_item", "next_item", "next_item", "previous_item"):
         getattr(window.current_workspace(), step)()
-        rows.append(units.currentRow())
+        rows.append(units.currentIndex().row())
     assert rows == [1, 2, 3, 2]
 
     palette = window.show_command_palette()

@@ -1,12 +1,15 @@
-"""Reusable views: image conversion, thumbnails, the trial grid, notifications, progress, the command palette."""
+"""Reusable views: image conversion, thumbnails, the unit table, the trial grid, notifications, progress, the command
+palette."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
+from PySide6.QtCore import Qt
 from PySide6.QtGui import QAction, QImage
 
 from probescope.widgets.command_palette import CommandPalette, matches
+from probescope.widgets.dissection_table import UnitTable
 from probescope.widgets.images import blend, boundaries, label_colors, to_qimage
 from probescope.widgets.notification import Notification
 from probescope.widgets.task_progress import TaskProgress
@@ -52,6 +55,36 @@ def test_thumbnail_grid_appends_and_steps(qtbot):
         grid.step(offset)
     assert rows == [0, 1, 2, 1]
     assert grid.thumbnails.item(1).caption == "b"
+
+
+def test_unit_table_sorts_filters_and_keeps_the_selection(qtbot):
+    rng = np.random.default_rng(0)
+    rows = [(u, f"c{rng.integers(5)}" if u % 7 else None, float(rng.random()) if u % 5 else None, int(rng.integers(4)))
+            for u in range(300)]
+    table = UnitTable()
+    qtbot.addWidget(table)
+    table.show()
+    table.set_rows(("unit", "label", "iou", "len"), rows)
+    seen = []
+    table.unit_changed.connect(seen.append)
+    shown = lambda c: [table.value(r, c) for r in range(table.rowCount())]  # noqa: E731
+    for c, key in ((1, str.lower), (2, None), (3, None)):
+        for order in (Qt.SortOrder.AscendingOrder, Qt.SortOrder.DescendingOrder):
+            table.sortByColumn(c, order)
+            values = shown(c)
+            present = [v for v in values if v is not None]
+            assert present == sorted(present, key=key, reverse=order == Qt.SortOrder.DescendingOrder)
+            assert values[len(present):] == [None] * (len(values) - len(present))  # missing last, both ways
+            assert sorted(shown(0)) == list(range(300))
+    assert table.select_unit(42) and seen == [42]
+    table.show_only({u for u in range(300) if u % 2 == 0})
+    assert table.rowCount() == 150 and set(table.visible_units()) == set(range(0, 300, 2))
+    assert table.value(table.currentIndex().row(), 0) == 42 and table.current_unit() == 42
+    table.step(1)
+    assert seen[-1] == table.visible_units()[table.visible_units().index(42) + 1]
+    table.set_rows(("unit", "label", "iou", "len"), rows[:100])  # new rows: sort and filter stay
+    assert table.rowCount() == 50 and table.current_unit() == seen[-1]
+    assert not table.select_unit(43) and len(table.units()) == 100
 
 
 def test_trial_grid_badges_picks(qtbot):

@@ -72,12 +72,12 @@ def settle(qtbot, ws, pool, condition=lambda: True) -> None:
 
 def cells(ws) -> list[list]:
     t = ws.batch.jobs
-    return [[t.item(r, c).value for c in range(t.columnCount())] for r in range(t.rowCount())]
+    return [[t.value(r, c) for c in range(t.columnCount())] for r in range(t.rowCount())]
 
 
 def click_job(qtbot, ws, row: int) -> None:
     t = ws.batch.jobs
-    qtbot.mouseClick(t.viewport(), Qt.MouseButton.LeftButton, pos=t.visualItemRect(t.item(row, 1)).center())
+    qtbot.mouseClick(t.viewport(), Qt.MouseButton.LeftButton, pos=t.visualRect(t.model().index(row, 1)).center())
 
 
 def test_every_job_is_listed_and_browsable_as_saved(qtbot, env, batch, isolated_cache):

@@ -1,33 +1,20 @@
 """The table of a layer's units: one row per unit with each explanation's label, length, IoU and DA.
 
-Rows are plain tuples of cells; numbers sort as numbers. Filtering hides rows (the owner decides which), so sorting,
-selection and the keyboard keep working on what is visible.
+Rows are plain tuples of cells (the first is the row's key: the unit number); numbers sort as numbers and missing
+values sort last either way. A table model serves the cells the view paints, so replacing the rows of a layer with
+thousands of units costs a model reset, not an item per cell. Filtering keeps only the rows the owner names, so
+sorting, selection and the keyboard keep working on what is shown.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
-from PySide6.QtCore import Qt, Signal
-from PySide6.QtWidgets import QAbstractItemView, QHeaderView, QTableWidget, QTableWidgetItem, QWidget
+from PySide6.QtCore import QAbstractTableModel, QModelIndex, QPersistentModelIndex, Qt, Signal
+from PySide6.QtWidgets import QAbstractItemView, QHeaderView, QTableView, QWidget
 
-
-class _Cell(QTableWidgetItem):
-    """A cell that sorts by its value (numbers as numbers, missing values last)."""
-
-    def __init__(self, value: object, text: str):
-        super().__init__(text)
-        self.value = value
-        if isinstance(value, (int, float)):
-            self.setTextAlignment(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
-
-    def __lt__(self, other: QTableWidgetItem) -> bool:
-        a, b = self.value, getattr(other, "value", None)
-        if isinstance(a, (int, float)) and isinstance(b, (int, float)):
-            return a < b
-        if a is None or b is None:
-            return b is None and a is not None
-        return str(a).lower() < str(b).lower()
+MAX_COLUMN_WIDTH = 220
+CELL_PADDING = 14
 
 
 def cell_text(value: object) -> str:
@@ -38,13 +25,96 @@ def cell_text(value: object) -> str:
     return str(value)
 
 
-class UnitTable(QTableWidget):
-    """`set_rows(columns, rows)`: rows[k][0] is the unit number. `unit_changed(unit)` follows keyboard and mouse."""
+def _is_number(value: object) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+class _Rows(QAbstractTableModel):
+    """All rows; `shown` holds the indices of the rows on screen, in the sort order."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.columns: tuple[str, ...] = ()
+        self.rows: list[tuple] = []
+        self.ordered: list[int] = []  # every row, sorted
+        self.shown: list[int] = []  # the rows kept by the filter, sorted
+        self.keep: set | None = None
+        self.sort_column, self.sort_order = -1, Qt.SortOrder.AscendingOrder
+
+    def rowCount(self, parent: QModelIndex | QPersistentModelIndex = QModelIndex()) -> int:  # noqa: N802, B008
+        return 0 if parent.isValid() else len(self.shown)
+
+    def columnCount(self, parent: QModelIndex | QPersistentModelIndex = QModelIndex()) -> int:  # noqa: N802, B008
+        return 0 if parent.isValid() else len(self.columns)
+
+    def value(self, row: int, column: int) -> object:
+        return self.rows[self.shown[row]][column]
+
+    def data(self, index: QModelIndex | QPersistentModelIndex, role: int = Qt.ItemDataRole.DisplayRole) -> object:
+        if not index.isValid():
+            return None
+        if role == Qt.ItemDataRole.DisplayRole:
+            return cell_text(self.value(index.row(), index.column()))
+        if role == Qt.ItemDataRole.TextAlignmentRole and _is_number(self.value(index.row(), index.column())):
+            return int(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
+        return None
+
+    def headerData(self, section: int, orientation: Qt.Orientation,  # noqa: N802
+                   role: int = Qt.ItemDataRole.DisplayRole) -> object:
+        if role == Qt.ItemDataRole.DisplayRole and orientation == Qt.Orientation.Horizontal \
+                and 0 <= section < len(self.columns):
+            return self.columns[section]
+        return None
+
+    def sort(self, column: int, order: Qt.SortOrder = Qt.SortOrder.AscendingOrder) -> None:
+        self.layoutAboutToBeChanged.emit()
+        self.sort_column, self.sort_order = column, order
+        self._arrange()
+        self.layoutChanged.emit()
+
+    def replace(self, columns: Sequence[str], rows: Sequence[Sequence[object]]) -> None:
+        self.beginResetModel()
+        if tuple(columns) != self.columns:
+            self.columns = tuple(columns)
+            self.sort_column = min(self.sort_column, len(self.columns) - 1)
+        self.rows = [tuple(r) for r in rows]
+        self._arrange()
+        self.endResetModel()
+
+    def filter(self, keep: set | None) -> None:
+        self.layoutAboutToBeChanged.emit()
+        self.keep = keep
+        self._arrange()
+        self.layoutChanged.emit()
+
+    def _arrange(self) -> None:
+        c = self.sort_column
+        order = list(range(len(self.rows)))
+        if 0 <= c < len(self.columns):
+            present = [i for i in order if self.rows[i][c] is not None]
+
+            def key(i: int) -> tuple:
+                v = self.rows[i][c]
+                return (0, v, "") if _is_number(v) else (1, 0, str(v).lower())
+
+            present.sort(key=key, reverse=self.sort_order == Qt.SortOrder.DescendingOrder)
+            order = present + [i for i in order if self.rows[i][c] is None]
+        self.ordered = order
+        self.shown = order if self.keep is None else [i for i in order if self.rows[i][0] in self.keep]
+
+
+class UnitTable(QTableView):
+    """`set_rows(columns, rows)`: rows[k][0] is the row's key (the unit). `unit_changed(unit)` follows keyboard and
+    mouse; `value(row, column)` is a shown cell's value. `header_room`: pixels kept beside each header's text for
+    the sort indicator (0 for a compact table, whose indicator may then cover the end of the text)."""
 
     unit_changed = Signal(int)
 
-    def __init__(self, parent: QWidget | None = None):
-        super().__init__(0, 0, parent)
+    def __init__(self, parent: QWidget | None = None, header_room: int = 10):
+        super().__init__(parent)
+        self.header_room = header_room
+        self._rows = _Rows()
+        self.setModel(self._rows)
         self.verticalHeader().setVisible(False)
         self.setEditTriggers(QAbstractItemView.EditTrigger.NoEditTriggers)
         self.setSelectionBehavior(QAbstractItemView.SelectionBehavior.SelectRows)
@@ -54,71 +124,84 @@ class UnitTable(QTableWidget):
         self.horizontalHeader().setSectionResizeMode(QHeaderView.ResizeMode.Interactive)
         self.setSortingEnabled(True)
         self._current = -1
-        self.currentCellChanged.connect(self._moved)
+        self.selectionModel().currentRowChanged.connect(self._moved)
+        self._rows.layoutChanged.connect(self._reselect)
 
     def set_rows(self, columns: Sequence[str], rows: Sequence[Sequence[object]]) -> None:
-        """Replace the content, keeping the sort column, its order and the selected unit."""
-        keep = self._current
-        header = self.horizontalHeader()
-        sort_col, order = header.sortIndicatorSection(), header.sortIndicatorOrder()
-        self.blockSignals(True)
-        self.setSortingEnabled(False)
-        self.clearContents()
-        if self.columnCount() != len(columns):
-            self.setColumnCount(len(columns))
-        self.setHorizontalHeaderLabels(list(columns))
-        self.setRowCount(len(rows))
-        for r, row in enumerate(rows):
-            for c, value in enumerate(row):
-                self.setItem(r, c, _Cell(value, cell_text(value)))
-        self.setSortingEnabled(True)
-        if 0 <= sort_col < len(columns):
-            self.sortItems(sort_col, order)
-        self.resizeColumnsToContents()
-        for c in range(len(columns)):
-            self.setColumnWidth(c, min(self.columnWidth(c), 220))
-        self.blockSignals(False)
-        if keep >= 0:
-            self.select_unit(keep, emit=False)
+        """Replace the content, keeping the sort column, its order, the filter and the selected unit."""
+        self._rows.replace(columns, rows)
+        self.fit_columns()
+        self._reselect()
+
+    def fit_columns(self) -> None:
+        """Each column as wide as its header and its longest text (up to MAX_COLUMN_WIDTH): measured on the few
+        longest texts only, which is what a table of thousands of rows can afford on every update."""
+        header = self.horizontalHeader().fontMetrics()
+        cells = self.fontMetrics()
+        rows = self._rows.rows
+        for c, name in enumerate(self._rows.columns):
+            texts = sorted({cell_text(r[c]) for r in rows}, key=len)[-3:]
+            width = max([header.horizontalAdvance(name) + CELL_PADDING + self.header_room,
+                         *(cells.horizontalAdvance(t) + CELL_PADDING for t in texts)])
+            self.setColumnWidth(c, min(width, MAX_COLUMN_WIDTH))
+
+    def rowCount(self) -> int:  # noqa: N802  (the QTableWidget name, for callers and tests)
+        return self._rows.rowCount()
+
+    def columnCount(self) -> int:  # noqa: N802
+        return self._rows.columnCount()
+
+    def value(self, row: int, column: int) -> object:
+        return self._rows.value(row, column)
 
     def units(self) -> list[int]:
-        """Units in the order shown (hidden rows included)."""
-        return [int(self.item(r, 0).value) for r in range(self.rowCount())]
+        """Units in the sort order, filtered out ones included."""
+        return [int(self._rows.rows[i][0]) for i in self._rows.ordered]
 
     def visible_units(self) -> list[int]:
-        return [int(self.item(r, 0).value) for r in range(self.rowCount()) if not self.isRowHidden(r)]
+        return [int(self._rows.rows[i][0]) for i in self._rows.shown]
 
     def show_only(self, units: set[int]) -> None:
-        for r in range(self.rowCount()):
-            self.setRowHidden(r, int(self.item(r, 0).value) not in units)
+        self._rows.filter(set(units))
 
     def current_unit(self) -> int:
         return self._current
 
     def select_unit(self, unit: int, emit: bool = True) -> bool:
-        for r in range(self.rowCount()):
-            if int(self.item(r, 0).value) == unit:
-                if not emit:
-                    self.blockSignals(True)
-                self.setCurrentCell(r, 0)
-                self.scrollToItem(self.item(r, 0))
-                self.blockSignals(False)
-                self._current = unit
-                return True
-        return False
+        """Select `unit`'s row (False when it is not shown); `unit_changed` only with `emit`."""
+        try:
+            row = self.visible_units().index(unit)
+        except ValueError:
+            return False
+        index = self._rows.index(row, 0)
+        if not emit:
+            self.selectionModel().blockSignals(True)
+        self.setCurrentIndex(index)
+        self.selectionModel().blockSignals(False)
+        self.scrollTo(index)
+        self._current = unit
+        return True
 
     def step(self, offset: int) -> None:
-        """Move through the visible rows (next/previous unit)."""
-        rows = [r for r in range(self.rowCount()) if not self.isRowHidden(r)]
-        if not rows:
+        """Move through the shown rows (next/previous unit)."""
+        n = self._rows.rowCount()
+        if n == 0:
             return
-        here = self.currentRow()
-        pos = rows.index(here) + offset if here in rows else 0
-        self.setCurrentCell(rows[min(max(pos, 0), len(rows) - 1)], 0)
+        here = self.currentIndex().row()
+        pos = here + offset if 0 <= here < n else 0
+        self.setCurrentIndex(self._rows.index(min(max(pos, 0), n - 1), 0))
 
-    def _moved(self, row: int, _col: int, _prev_row: int, _prev_col: int) -> None:
-        if 0 <= row < self.rowCount() and self.item(row, 0) is not None:
-            unit = int(self.item(row, 0).value)
+    def _reselect(self) -> None:
+        """After a reset, sort or filter: the selected unit's row again, wherever it went (no signal)."""
+        if self._current >= 0 and not self.select_unit(self._current, emit=False):
+            self.selectionModel().blockSignals(True)
+            self.clearSelection()
+            self.setCurrentIndex(QModelIndex())
+            self.selectionModel().blockSignals(False)
+
+    def _moved(self, current: QModelIndex, _previous: QModelIndex) -> None:
+        if current.isValid():
+            unit = int(self._rows.value(current.row(), 0))
             if unit != self._current:
                 self._current = unit
                 self.unit_changed.emit(unit)
