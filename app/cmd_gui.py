@@ -85,7 +85,7 @@ def run(args: argparse.Namespace) -> int:
         os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
     import torch  # before Qt, and the thread count once, early
 
-    from probescope.app.workers import compute_threads
+    from probescope.app.workers import compute_threads, keep_gui_responsive
 
     torch.set_num_threads(compute_threads())
     from PySide6.QtWidgets import QApplication
@@ -104,6 +104,7 @@ def run(args: argparse.Namespace) -> int:
     settings = Settings(args.settings)
     apply_theme(app, args.theme or settings.theme())
     window = MainWindow(settings, device=args.device)
+    keep_gui_responsive()
     if args.workspace:
         window.set_workspace(args.workspace)
     for request in to_open:
@@ -162,6 +163,7 @@ def _screenshot(app, args: argparse.Namespace, size: tuple[int, int], to_open: l
     from probescope.app.main_window import MainWindow
     from probescope.app.settings import Settings
     from probescope.app.theme import apply_theme
+    from probescope.app.workers import keep_gui_responsive
     from probescope.core.errors import InputError
 
     out = Path(args.screenshot)
@@ -171,6 +173,7 @@ def _screenshot(app, args: argparse.Namespace, size: tuple[int, int], to_open: l
         settings = Settings(args.settings or Path(tmp) / "settings.ini")
         apply_theme(app, args.theme or "light")
         window = MainWindow(settings, device=args.device)
+        keep_gui_responsive()
         window.resize(*size)
         window.set_workspace(args.workspace or "dissection")
         workspace = window.current_workspace()

@@ -17,8 +17,13 @@
    unit's top images with overlays are on screen (target < 100 ms), with the neighbours prefetched in the pool,
    for a unit seen before, and built on demand (the naive baseline).
 
+5. Batch (--batch): a `probescope batch` of the demo model's layer3 and layer4 over --batch-images demo images (the
+   workspace's default settings), then browsed in the Dissection workspace: time from opening the folder to the
+   first layer on screen and from clicking the other layer to it, and the longest GUI stall meanwhile, against
+   dissecting that layer in the workspace (the naive way to see it, activations already cached).
+
 Usage: python benchmarks/gui_bench.py [--runs 3] [--images 512] [--gallery [--stream 400] [--gallery-images 50000]]
-       [--dissection [--units 10]]
+       [--dissection [--units 10]] [--batch [--batch-images 1500]]
 """
 
 from __future__ import annotations
@@ -29,6 +34,7 @@ import os
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 T0 = time.perf_counter()
 os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
@@ -39,7 +45,7 @@ def launch_child() -> None:
     import torch  # as the app: torch before Qt
 
     torch_s = time.perf_counter() - T0
-    from probescope.app.workers import compute_threads
+    from probescope.app.workers import compute_threads, keep_gui_responsive
 
     torch.set_num_threads(compute_threads())
     torch_cpu_s = time.process_time()
@@ -55,6 +61,7 @@ def launch_child() -> None:
     times: dict[str, float] = {"torch_import_s": torch_s, "torch_import_cpu_s": torch_cpu_s}
     with tempfile.TemporaryDirectory() as tmp:
         window = MainWindow(Settings(os.path.join(tmp, "s.ini")), device="cpu")
+        keep_gui_responsive()  # as `probescope gui` does
         window.open_demo_world()
         window.show()
 
@@ -115,6 +122,24 @@ class LatencyProbe:
         return max(self.gaps, default=0.0)
 
 
+def wait_for(condition) -> float:
+    """Turn the event loop until `condition()` holds; the seconds it took."""
+    from PySide6.QtCore import QEventLoop, QTimer
+
+    loop = QEventLoop()
+    t0 = time.perf_counter()
+
+    def poll() -> None:
+        if condition():
+            loop.quit()
+        else:
+            QTimer.singleShot(1, poll)
+
+    QTimer.singleShot(0, poll)
+    loop.exec()
+    return time.perf_counter() - t0
+
+
 def heavy_batches(n_images: int, batch: int = 32):
     """The heavy work: render demo images and run the demo model on them, batch by batch."""
     from probescope.core.demo.sampler import DemoSampler
@@ -151,7 +176,7 @@ def measure_stall(n_images: int) -> tuple[float, float, float]:
     from probescope.app.ws_dissection import overlay_thumbnails
     from probescope.app.sources import OpenRequest, open_task
 
-    from probescope.app.workers import compute_threads
+    from probescope.app.workers import compute_threads, keep_gui_responsive
 
     torch.set_num_threads(compute_threads())  # as the app does: one core stays free for the GUI thread
     app = QApplication.instance() or QApplication([sys.argv[0]])
@@ -162,6 +187,7 @@ def measure_stall(n_images: int) -> tuple[float, float, float]:
                 on_result=lambda loaded: (dataset.append(loaded.value), loop.quit()))
     loop.exec()
 
+    keep_gui_responsive()  # as `probescope gui` does after startup
     probe = LatencyProbe()
     probe.start()
     t0 = time.perf_counter()
@@ -205,7 +231,7 @@ def measure_gallery_stream(n_images: int) -> dict[str, float]:
     from PySide6.QtWidgets import QApplication
 
     from probescope.app.state import AppState, Loaded
-    from probescope.app.workers import WorkerPool, compute_threads
+    from probescope.app.workers import WorkerPool, compute_threads, keep_gui_responsive
     from probescope.app.ws_gallery import GalleryWorkspace
     from probescope.app.ws_gallery_stream import STREAM_BATCH, model_classifier
     from probescope.core.demo.sampler import DemoSampler
@@ -222,6 +248,7 @@ def measure_gallery_stream(n_images: int) -> dict[str, float]:
     state.set(Loaded("model", "demo", "demo", model))
     loop = QEventLoop()
     ws.initial_work_done.connect(loop.quit)
+    keep_gui_responsive()
     probe = LatencyProbe()
     probe.start()
     t0 = time.perf_counter()
@@ -359,36 +386,10 @@ def measure_dissection_switch(n_units: int) -> dict[str, float]:
     selecting a unit to its top images with overlays on screen, for units whose overlays were prefetched (arrow
     keys: the table's neighbours are built in the pool while the user looks), revisited (cached) and cold (built
     on demand: the naive way, without prefetch or cache)."""
-    from PySide6.QtCore import QEventLoop, QTimer
-    from PySide6.QtWidgets import QApplication
-
     from probescope.app.sources import OpenRequest, open_task
-    from probescope.app.state import AppState
-    from probescope.app.workers import WorkerPool
-    from probescope.app.ws_dissection import DissectionWorkspace
 
-    app = QApplication.instance() or QApplication([sys.argv[0]])
-    pool = WorkerPool()
-    state = AppState()
-    ws = DissectionWorkspace(pool)
-    ws.resize(1600, 1000)
-    ws.show()
-    ws.load_state(state)
-    loop = QEventLoop()
-
-    def wait(condition) -> float:
-        t0 = time.perf_counter()
-
-        def poll() -> None:
-            if condition():
-                loop.quit()
-            else:
-                QTimer.singleShot(1, poll)
-
-        QTimer.singleShot(0, poll)
-        loop.exec()
-        return time.perf_counter() - t0
-
+    ws, pool, state = dissection_workspace()
+    wait = wait_for
     for kind in ("model", "dataset"):
         pool.submit(open_task(OpenRequest(kind, "demo")), name="open", on_result=state.set)
         wait(lambda kind=kind: state.get(kind) is not None)
@@ -428,6 +429,99 @@ def measure_dissection_switch(n_units: int) -> dict[str, float]:
             "cold_s": med(cold), "cold_max_s": max(cold), "k": ws.controls.k.value()}
 
 
+def dissection_workspace():
+    """(workspace, pool, state): a shown Dissection workspace bound to an empty state."""
+    from PySide6.QtWidgets import QApplication
+
+    from probescope.app.state import AppState
+    from probescope.app.workers import WorkerPool, keep_gui_responsive
+    from probescope.app.ws_dissection import DissectionWorkspace
+
+    QApplication.instance() or QApplication([sys.argv[0]])
+    pool = WorkerPool()
+    state = AppState()
+    ws = DissectionWorkspace(pool)
+    ws.resize(1600, 1000)
+    ws.show()
+    ws.load_state(state)
+    keep_gui_responsive()  # as `probescope gui` does
+    return ws, pool, state
+
+
+BATCH_MANIFEST = """[dataset]
+path = "data"
+
+[settings]
+searches = {searches}
+sweep_length = {sweep}
+
+[[models]]
+spec = "demo"
+layers = ["layer3", "layer4"]
+"""
+
+
+def measure_batch_browse(n_images: int) -> dict[str, float]:
+    """Run a batch, then browse it in the workspace; then dissect its second layer live (the naive way)."""
+    import tempfile
+
+    from probescope.app.sources import OpenRequest, open_task
+    from probescope.app.ws_dissection import DissectionWorkspace
+    from probescope.core.demo.dataset import write_demo_dataset
+
+    s = DissectionWorkspace.default_settings
+    out: dict[str, float] = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        root = Path(tmp)
+        os.environ["PROBESCOPE_CACHE"] = str(root / "cache")
+        write_demo_dataset(root / "data", n_images=n_images)
+        (root / "zoo.toml").write_text(BATCH_MANIFEST.format(searches=json.dumps(list(s.searches)),
+                                                             sweep=s.sweep_length))
+        t0 = time.perf_counter()
+        subprocess.run([sys.executable, "-m", "probescope", "batch", str(root / "zoo.toml"), "--out",
+                        str(root / "zoo")], check=True, stderr=subprocess.DEVNULL)
+        out["batch_s"] = time.perf_counter() - t0
+        ws, pool, state = dissection_workspace()
+        probe = LatencyProbe()
+        probe.start()
+        ws.open_batch(root / "zoo")
+        out["open_s"] = wait_for(lambda: ws.is_initial_work_done and not pool.active())
+        t0 = time.perf_counter()
+        ws.show_job(1)
+        wait_for(lambda: ws.data.layer == "layer4" and ws._overlays_ready)
+        out["switch_s"] = time.perf_counter() - t0
+        out["stall_s"] = probe.stop()
+        saved = ws.data.result
+        pool.submit(open_task(OpenRequest("dataset", str(root / "data"))), name="open", on_result=state.set)
+        wait_for(lambda: state.dataset is not None)
+        t0 = time.perf_counter()
+        probe = LatencyProbe()
+        probe.start()
+        pool.submit(open_task(OpenRequest("model", "demo")), name="open", on_result=state.set)  # layer4: its default
+        wait_for(lambda: ws.data.origin == "" and ws.data.result.complete and ws._overlays_ready
+                 and not pool.active())
+        out["live_s"] = time.perf_counter() - t0
+        out["live_stall_s"] = probe.stop()
+        assert ws.data.result.units.keys() == saved.units.keys()
+        out["same"] = float(all(ws.data.result.units[u].to_json() == saved.units[u].to_json() for u in saved.units))
+        pool.shutdown()
+        ws.close()
+    return out
+
+
+def report_batch(n_images: int) -> None:
+    d = measure_batch_browse(n_images)
+    print(f"batch browsing (demo model layer3 + layer4, {n_images} images, the workspace's default settings):")
+    print(f"  probescope batch, sequential:                    {d['batch_s']:.1f} s")
+    print(f"  open the folder to the first layer on screen:    {d['open_s']:.2f} s")
+    print(f"  click the other layer to it on screen:           {d['switch_s']:.2f} s")
+    print(f"  longest GUI stall meanwhile:                     {d['stall_s'] * 1000:.0f} ms (target < 50 ms: "
+          f"{'ok' if d['stall_s'] < 0.05 else 'MISSED'})")
+    print(f"  naive: dissect layer4 in the workspace:          {d['live_s']:.1f} s (ratio naive / saved "
+          f"{d['live_s'] / max(d['switch_s'], 1e-6):.0f}x; same units: {'yes' if d['same'] else 'NO'}); longest "
+          f"GUI stall {d['live_stall_s'] * 1000:.0f} ms")
+
+
 def report_dissection(n_units: int) -> None:
     d = measure_dissection_switch(n_units)
     print(f"dissection workspace, switching units ({d['k']} top images with overlays, median of {n_units}):")
@@ -451,6 +545,8 @@ def main() -> None:
     parser.add_argument("--dissection", action="store_true",
                         help="measure only the Dissection workspace (unit switching with overlays)")
     parser.add_argument("--units", type=int, default=10, help="units the dissection benchmark switches through")
+    parser.add_argument("--batch", action="store_true", help="measure only browsing a batch output folder")
+    parser.add_argument("--batch-images", type=int, default=600, help="demo images the batch benchmark dissects")
     args = parser.parse_args()
     if args.child:
         launch_child()
@@ -460,6 +556,9 @@ def main() -> None:
         return
     if args.dissection:
         report_dissection(args.units)
+        return
+    if args.batch:
+        report_batch(args.batch_images)
         return
     launches = measure_launch(args.runs)
     def median(key: str) -> float:
