@@ -12,7 +12,6 @@ from dataclasses import dataclass
 
 import numpy as np
 import torch
-from scipy.stats import rankdata
 
 from probescope.core.similarity.embedding import Ensemble
 
@@ -90,6 +89,8 @@ def pearson(a: np.ndarray, b: np.ndarray) -> float:
 
 def spearman(a: np.ndarray, b: np.ndarray) -> float:
     """Spearman's rho: Pearson correlation of the ranks (ties get their average rank)."""
+    from scipy.stats import rankdata  # here: importing scipy.stats costs the app's start 0.7 s
+
     return pearson(rankdata(a), rankdata(b))
 
 
