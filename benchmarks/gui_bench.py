@@ -152,6 +152,16 @@ def heavy_batches(n_images: int, batch: int = 32):
         yield
 
 
+def decode_thumbnails(dataset, images, ctx) -> None:
+    """The I/O-side work: decode dataset images and scale them to thumbnails."""
+    from PIL import Image
+
+    for i in images:
+        ctx.check()
+        with Image.open(dataset.image_path(i)) as image:
+            image.convert("RGB").resize((96, 96))
+
+
 def measure_idle(seconds: float) -> float:
     """Longest gap of an idle event loop: the machine's own scheduling noise, the floor under any stall."""
     from PySide6.QtCore import QEventLoop, QTimer
@@ -172,11 +182,8 @@ def measure_stall(n_images: int) -> tuple[float, float, float]:
     from PySide6.QtCore import QEventLoop
     from PySide6.QtWidgets import QApplication
 
-    from probescope.app.workers import IO, WorkerPool
-    from probescope.app.ws_dissection import overlay_thumbnails
     from probescope.app.sources import OpenRequest, open_task
-
-    from probescope.app.workers import compute_threads, keep_gui_responsive
+    from probescope.app.workers import IO, WorkerPool, compute_threads, keep_gui_responsive
 
     torch.set_num_threads(compute_threads())  # as the app does: one core stays free for the GUI thread
     app = QApplication.instance() or QApplication([sys.argv[0]])
@@ -199,8 +206,8 @@ def measure_stall(n_images: int) -> tuple[float, float, float]:
             loop.quit()
 
     pool.submit(lambda ctx: heavy_batches(n_images), name="heavy", on_result=done)
-    pool.submit(lambda ctx: overlay_thumbnails(dataset[0], list(range(min(300, dataset[0].n_images))), ctx),
-                name="thumbnails", executor=IO, on_partial=lambda items: None, on_result=done)
+    pool.submit(lambda ctx: decode_thumbnails(dataset[0], range(min(300, dataset[0].n_images)), ctx),
+                name="thumbnails", executor=IO, on_result=done)
     loop.exec()
     pooled_wall = time.perf_counter() - t0
     pooled = probe.stop()
