@@ -240,9 +240,10 @@ def measure_gallery_stream(n_images: int) -> dict[str, float]:
     from probescope.app.state import AppState, Loaded
     from probescope.app.workers import WorkerPool, compute_threads, keep_gui_responsive
     from probescope.app.ws_gallery import GalleryWorkspace
-    from probescope.app.ws_gallery_stream import STREAM_BATCH, model_classifier
+    from probescope.app.ws_gallery_stream import STREAM_BATCH
     from probescope.core.demo.sampler import DemoSampler
     from probescope.core.models import load_model
+    from probescope.core.scoring.classifiers import classifier_of_model
 
     torch.set_num_threads(compute_threads())
     app = QApplication.instance() or QApplication([sys.argv[0]])
@@ -267,7 +268,7 @@ def measure_gallery_stream(n_images: int) -> dict[str, float]:
     pool.shutdown()
     ws.close()
 
-    classifier = model_classifier(model)
+    classifier = classifier_of_model(model)
     sampler = DemoSampler(n_images)
     probe = LatencyProbe()
     probe.start()
