@@ -76,5 +76,6 @@ def test_every_probescope_name_the_benchmarks_import_exists():
             if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("probescope"):
                 module = importlib.import_module(node.module)
                 missing += [f"{path.name}: {node.module}.{a.name}" for a in node.names if not hasattr(module, a.name)
-                            and importlib.util.find_spec(f"{node.module}.{a.name}") is None]
+                            and not (hasattr(module, "__path__")  # a submodule of a package
+                                     and importlib.util.find_spec(f"{node.module}.{a.name}") is not None)]
     assert missing == []
