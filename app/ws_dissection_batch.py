@@ -15,7 +15,8 @@ from dataclasses import dataclass, fields
 from pathlib import Path
 
 from probescope.app.workers import Progress, TaskContext
-from probescope.app.ws_dissection_data import INTERPRETABLE_IOU, LayerCounts, LayerData, layer_counts, unit_peaks, unit_row
+from probescope.app.ws_dissection_data import (INTERPRETABLE_IOU, LayerCounts, LayerData, layer_counts, unit_peaks,
+                                               unit_row)
 from probescope.core.batch.reader import BatchJob, BatchOverview, read_batch
 from probescope.core.dissection.engine import DissectionSettings
 from probescope.core.dissection.results import DissectionResult
@@ -23,8 +24,8 @@ from probescope.core.errors import InputError
 
 JOB_COLUMNS = ("#", "model", "layer", "state", "units", "interp.", "conc.", "spec.", "ND IoU", "comp IoU")
 JOB_LEGEND = (f"interp.: units whose NetDissect IoU is above {INTERPRETABLE_IOU:g}; conc.: their distinct concepts; "
-              "spec.: specialised units (da-stop keeps one concept, the IoU search more); ND IoU, comp IoU: mean IoU of "
-              "the NetDissect and compositional explanations over all units")
+              "spec.: specialised units (da-stop keeps one concept, the IoU search more); ND IoU, comp IoU: mean IoU "
+              "of the NetDissect and compositional explanations over all units")
 Known = dict[Path, tuple[int, LayerCounts]]  # dissection.json -> (its mtime_ns, its counts)
 
 
@@ -97,7 +98,8 @@ def job_dataset(info: dict, loaded) -> object:
 
     def same(dataset) -> bool:
         return (dataset.n_images == info.get("n_images") and dataset.index_path.name == info.get("index")
-                and dataset.source == info.get("source") and dataset.index_path.stat().st_size == info.get("index_bytes"))
+                and dataset.source == info.get("source")
+                and dataset.index_path.stat().st_size == info.get("index_bytes"))
 
     if loaded is not None and same(loaded):
         return loaded
