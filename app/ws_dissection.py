@@ -150,6 +150,7 @@ class DissectionWorkspace(Workspace):
         self._prefetch_timer.setSingleShot(True)
         self._prefetch_timer.setInterval(PREFETCH_DELAY_MS)
         self._prefetch_timer.timeout.connect(self._prefetch)
+        self._layer_views_stale = False  # the Layer tab's views wait for the tab to be shown
         self._batch_folder: Path | None = None
         self._batch_view: BatchView | None = None
         self._batch_known: dict = {}  # the batch's layer summaries, kept between reads (see overview_task)
@@ -188,7 +189,7 @@ class DissectionWorkspace(Workspace):
         cv.addWidget(self.grid_caption)
         cv.addWidget(self.images, 3)
         cv.addWidget(charts, 2)
-        layer = QWidget()
+        layer = self.layer_tab = QWidget()
         yv = QVBoxLayout(layer)
         yv.setContentsMargins(0, 0, 0, 0)
         yv.addWidget(self.scatter, 3)
@@ -203,6 +204,8 @@ class DissectionWorkspace(Workspace):
         self.tabs.addTab(card, "Unit card")
         self.tabs.addTab(self.runs, "Settings")
         self.tabs.addTab(self.batch, "Batch")
+        self.tabs.currentChanged.connect(lambda _i: self._update_layer_views()
+                                         if self.tabs.currentWidget() is self.layer_tab else None)
         splitter = QSplitter(Qt.Orientation.Horizontal)
         for w in (left, centre, self.tabs):
             w.setMinimumSize(160, 160)  # explicit: the panes may shrink below their layouts' wishes (small windows)
@@ -217,6 +220,7 @@ class DissectionWorkspace(Workspace):
 
     # -- Workspace interface --------------------------------------------------------------------------------------
     def export_targets(self) -> list[ExportTarget]:
+        self._update_layer_views()  # the Layer tab's views are exported even when not shown
         return [ExportTarget("Dissection", self), ExportTarget("Unit images", self.images),
                 ExportTarget("IoU and DA of the explanations", self.bars),
                 ExportTarget("Beam-search trace", self.trace),
@@ -293,6 +297,21 @@ class DissectionWorkspace(Workspace):
         where = f" ({d.model_label}, from {d.origin})" if d.origin else ""
         self.header.setText(f"<b>Units of {d.layer}</b>{where}: {data.summary(rows, self.filters.iou_min.value())}"
                             f"{progress}")
+        self._layer_views_stale = True
+        if self.tabs.currentWidget() is self.layer_tab:
+            self._update_layer_views()
+        if self.unit in self.rows:
+            self._show_unit(self.unit, force=True)
+        elif rows:
+            self.units.select_unit(self._first_unit())
+
+    def _update_layer_views(self) -> None:
+        """The Layer tab (IoU against DA over units, explanation lengths, accuracy correlation), drawn when it is
+        shown or exported rather than on every block of units: it is most of a layer update's GUI-thread time."""
+        if not self._layer_views_stale or self.data is None:
+            return
+        self._layer_views_stale = False
+        result = self.data.result
         units = np.array(sorted(self.rows))
         comp = [self.rows[u].explanations.get("iou") for u in units]
         self.scatter.set_points(units, np.array([e.iou if e else 0.0 for e in comp]),
@@ -300,14 +319,11 @@ class DissectionWorkspace(Workspace):
                                 np.array([data.is_specialised(self.rows[u]) for u in units]))
         self.scatter.plot.setTitle("Compositional explanations (orange: specialised units)",
                                    color="k", size="10pt")
+        self.scatter.select(self.unit)
         hist = data.length_histogram(result, int(result.settings.get("max_length", 3)))
         self.lengths.set_series(hist)
         integer_ticks(self.lengths, max((len(x) for x, _ in hist.values()), default=1))
         self._show_correlation(result)
-        if self.unit in self.rows:
-            self._show_unit(self.unit, force=True)
-        elif rows:
-            self.units.select_unit(self._first_unit())
 
     def _show_correlation(self, result) -> None:
         """Seed 002's tables 2-4: Pearson correlation of IoU and of DA with the model's accuracy on each image set."""

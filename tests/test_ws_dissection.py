@@ -209,6 +209,8 @@ def test_trace_picks_replay_the_engines_choices_and_correlation_shows(qtbot, env
     # the demo model names its classes: the units carry accuracies and the correlation table shows the engine's r
     rows = [r for r in accuracy_correlation(ws.data.result) if r["set"] in ("union", "intersection")
             and not r["method"].startswith("length-")]
+    assert ws.correlation.rowCount() == 0  # the Layer tab is drawn when it is shown
+    ws.tabs.setCurrentWidget(ws.layer_tab)
     assert ws.correlation.rowCount() == len(rows) > 0
     for k, r in enumerate(rows):
         expected = "—" if r["pearson_da"] is None else f"{r['pearson_da']:.3f}"
