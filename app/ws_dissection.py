@@ -39,11 +39,11 @@ from probescope.core.dissection.formula import Formula
 from probescope.core.dissection.results import Explanation
 from probescope.widgets.dissection_card import CardLine, UnitCard
 from probescope.widgets.dissection_detail import ImageDetail
-from probescope.widgets.dissection_plots import ActivationHistogram, UnitScatter
+from probescope.widgets.dissection_plots import ActivationHistogram, GroupedBars, UnitScatter
 from probescope.widgets.dissection_table import UnitTable
 from probescope.widgets.dissection_trace import TraceEntry, TraceStep, TraceTree
 from probescope.widgets.images import to_qimage
-from probescope.widgets.plots_bars import ClassBars
+from probescope.widgets.plots_bars import ClassBars, class_color
 from probescope.widgets.similarity_plots import LinePlot
 from probescope.widgets.thumbnail_grid import ThumbnailGrid
 
@@ -71,7 +71,7 @@ def row_cells(row: data.UnitRow) -> list[object]:
             nd.da if nd else None, *part("iou", True), *part("da-select", False), *part("da-stop", True)]
 
 
-def integer_ticks(plot: LinePlot, top: int) -> None:
+def integer_ticks(plot: LinePlot | GroupedBars, top: int) -> None:
     """Explanation lengths are whole numbers: label 1..top on the x axis."""
     plot.plot.getAxis("bottom").setTicks([[(k, str(k)) for k in range(1, top + 1)]])
 
@@ -102,7 +102,8 @@ class DissectionWorkspace(Workspace):
         self.histogram = ActivationHistogram()
         self.trace = TraceTree()
         self.scatter = UnitScatter()
-        self.lengths = LinePlot("Explanation lengths per method", "units", "length")
+        self.lengths = GroupedBars("Explanation lengths per method", "units", "length",
+                                   [class_color(data.METHODS.index(m)).name() for m in data.SEARCHES])
         self.correlation_caption = QLabel("<b>Accuracy correlation</b>: needs the model's predictions")
         self.correlation_caption.setWordWrap(True)
         self.correlation = QTableWidget(0, len(CORRELATION_COLUMNS))

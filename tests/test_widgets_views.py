@@ -9,6 +9,7 @@ from PySide6.QtCore import Qt
 from PySide6.QtGui import QAction, QImage
 
 from probescope.widgets.command_palette import CommandPalette, matches
+from probescope.widgets.dissection_plots import GroupedBars
 from probescope.widgets.dissection_table import UnitTable
 from probescope.widgets.images import blend, boundaries, label_colors, to_qimage
 from probescope.widgets.notification import Notification
@@ -85,6 +86,20 @@ def test_unit_table_sorts_filters_and_keeps_the_selection(qtbot):
     table.set_rows(("unit", "label", "iou", "len"), rows[:100])  # new rows: sort and filter stay
     assert table.rowCount() == 50 and table.current_unit() == seen[-1]
     assert not table.select_unit(43) and len(table.units()) == 100
+
+
+def test_grouped_bars_stand_side_by_side_within_each_x(qtbot):
+    import pyqtgraph as pg
+
+    chart = GroupedBars("lengths", "units", "length", colors=("#111111", "#222222"))
+    qtbot.addWidget(chart)
+    chart.set_series({"a": ([1, 2, 3], [5, 0, 2]), "b": ([1, 2, 3], [1, 4, 0])})
+    a, b = sorted((i for i in chart.plot.items() if isinstance(i, pg.BarGraphItem)), key=lambda i: i.opts["x"][0])
+    assert np.allclose(a.opts["x"], [0.8, 1.8, 2.8]) and np.allclose(b.opts["x"], [1.2, 2.2, 3.2])
+    assert list(a.opts["height"]) == [5, 0, 2] and a.opts["width"] == pytest.approx(0.4)
+    assert [name.text for _sample, name in chart.legend.items] == ["a", "b"]
+    chart.set_series({"a": ([1], [3])})  # redrawn, not added to
+    assert len([i for i in chart.plot.items() if isinstance(i, pg.BarGraphItem)]) == 1
 
 
 def test_trial_grid_badges_picks(qtbot):

@@ -1,7 +1,10 @@
 """Plots of the Dissection workspace that the shared charts do not cover: a unit's activation histogram with its
-threshold marked, and the layer's IoU-against-DA scatter (one point per unit, click to open the unit)."""
+threshold marked, the layer's IoU-against-DA scatter (one point per unit, click to open the unit) and grouped bars
+(how many units each method explains with 1, 2, 3 ... concepts: the seed's figure 4)."""
 
 from __future__ import annotations
+
+from collections.abc import Sequence
 
 import numpy as np
 import pyqtgraph as pg
@@ -88,3 +91,36 @@ class UnitScatter(QWidget):
     def _clicked(self, _item, points, _event=None) -> None:
         if len(points):
             self.unit_clicked.emit(int(points[0].data()))
+
+
+class GroupedBars(QWidget):
+    """Bars side by side per x (one colour per named series, with a legend): `set_series({name: (x, y)})`."""
+
+    GROUP_WIDTH = 0.8  # of the distance between neighbouring x values
+
+    def __init__(self, title: str, left: str, bottom: str, colors: Sequence[str] = ("#4e79a7", "#f28e2b", "#59a14f",
+                                                                                      "#e15759"),
+                 parent: QWidget | None = None):
+        super().__init__(parent)
+        self.plot = titled_plot(title, left, bottom)
+        self.plot.setMouseEnabled(False, False)
+        self.legend = self.plot.addLegend(labelTextColor="k", offset=(-10, 10))
+        self.colors = tuple(colors)
+        layout = QVBoxLayout(self)
+        layout.setContentsMargins(0, 0, 0, 0)
+        layout.addWidget(self.plot)
+        self.series: dict[str, tuple[list[float], list[float]]] = {}
+
+    def set_series(self, series: dict[str, tuple[Sequence[float], Sequence[float]]]) -> None:
+        self.plot.clear()
+        self.legend.clear()
+        self.series = {name: ([float(v) for v in x], [float(v) for v in y]) for name, (x, y) in series.items()}
+        width = self.GROUP_WIDTH / max(1, len(self.series))
+        for k, (name, (x, y)) in enumerate(self.series.items()):
+            color = self.colors[k % len(self.colors)]
+            offset = (k - (len(self.series) - 1) / 2) * width
+            bars = pg.BarGraphItem(x=np.asarray(x) + offset, height=y, width=width, brush=pg.mkBrush(color),
+                                   pen=pg.mkPen(color))
+            self.plot.addItem(bars)
+            self.legend.addItem(bars, name)
+        self.plot.autoRange()
