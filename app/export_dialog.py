@@ -6,11 +6,12 @@ from pathlib import Path
 
 from PySide6.QtCore import Signal
 from PySide6.QtWidgets import (QCheckBox, QComboBox, QDialog, QDialogButtonBox, QDoubleSpinBox, QFileDialog, QFormLayout,
-                               QHBoxLayout, QLineEdit, QPushButton, QRadioButton, QSpinBox, QWidget)
+                               QHBoxLayout, QLineEdit, QPushButton, QRadioButton, QWidget)
 
 from probescope.app.export import FORMATS, ExportTarget, export_widget
 from probescope.app.settings import ExportDefaults, Settings
 from probescope.core.errors import InputError
+from probescope.widgets.controls import spin_box
 
 
 class ExportDialog(QDialog):
@@ -31,9 +32,7 @@ class ExportDialog(QDialog):
         self.format.addItems([f.upper() for f in FORMATS])
         self.format.setCurrentText(defaults.format.upper())
         self.by_width = QRadioButton("Width (px)")
-        self.width = QSpinBox()
-        self.width.setRange(16, 20000)
-        self.width.setValue(defaults.width or 2400)
+        self.width = spin_box(16, 20000, defaults.width or 2400)
         self.by_scale = QRadioButton("Scale")
         self.scale = QDoubleSpinBox()
         self.scale.setRange(0.25, 16)

@@ -4,9 +4,10 @@
 from __future__ import annotations
 
 from PySide6.QtWidgets import (QCheckBox, QComboBox, QDialog, QDialogButtonBox, QFileDialog, QFormLayout, QHBoxLayout,
-                               QLineEdit, QPushButton, QSpinBox, QWidget)
+                               QLineEdit, QPushButton, QWidget)
 
 from probescope.app.sources import OpenRequest
+from probescope.widgets.controls import spin_box
 
 MODEL_KINDS = (
     ("auto", "Detect from the file"),
@@ -43,6 +44,20 @@ class PathField(QWidget):
         return self.edit.text().strip()
 
 
+def open_form(dialog: QDialog, rows: list[tuple[str, QWidget] | QWidget]) -> None:
+    """The dialog's layout: its rows (labelled, or a widget alone), then Open and Cancel."""
+    form = QFormLayout(dialog)
+    for row in rows:
+        if isinstance(row, tuple):
+            form.addRow(*row)
+        else:
+            form.addRow(row)
+    buttons = QDialogButtonBox(QDialogButtonBox.StandardButton.Open | QDialogButtonBox.StandardButton.Cancel)
+    form.addRow(buttons)
+    buttons.accepted.connect(dialog.accept)
+    buttons.rejected.connect(dialog.reject)
+
+
 class OpenModelDialog(QDialog):
     def __init__(self, archs: tuple[str, ...], parent: QWidget | None = None):
         super().__init__(parent)
@@ -54,15 +69,7 @@ class OpenModelDialog(QDialog):
         self.arch.addItems(archs)
         self.file = PathField("Model file", "Models (*.pt *.pth *.tar *.ckpt *.jit *.ts);;All files (*)")
         self.trust = QCheckBox("I trust this file (unpickling runs code from it)")
-        buttons = QDialogButtonBox(QDialogButtonBox.StandardButton.Open | QDialogButtonBox.StandardButton.Cancel)
-        form = QFormLayout(self)
-        form.addRow("Kind", self.kind)
-        form.addRow("Architecture", self.arch)
-        form.addRow("File", self.file)
-        form.addRow(self.trust)
-        form.addRow(buttons)
-        buttons.accepted.connect(self.accept)
-        buttons.rejected.connect(self.reject)
+        open_form(self, [("Kind", self.kind), ("Architecture", self.arch), ("File", self.file), self.trust])
         self.kind.currentIndexChanged.connect(self._update)
         self._update()
 
@@ -87,14 +94,7 @@ class OpenJudgmentsDialog(QDialog):
         self.image_root = PathField("Image root", folder=True)
         self.catalog.edit.setPlaceholderText("optional: catalog.hdf5 beside the file is used when present")
         self.image_root.edit.setPlaceholderText("optional: the folder the catalog's image paths start from")
-        buttons = QDialogButtonBox(QDialogButtonBox.StandardButton.Open | QDialogButtonBox.StandardButton.Cancel)
-        form = QFormLayout(self)
-        form.addRow("Judgments", self.file)
-        form.addRow("Catalog", self.catalog)
-        form.addRow("Image root", self.image_root)
-        form.addRow(buttons)
-        buttons.accepted.connect(self.accept)
-        buttons.rejected.connect(self.reject)
+        open_form(self, [("Judgments", self.file), ("Catalog", self.catalog), ("Image root", self.image_root)])
 
     def request(self) -> OpenRequest:
         return OpenRequest("judgments", self.file.text(), self.catalog.text(), self.image_root.text())
@@ -110,25 +110,12 @@ class OpenSamplesDialog(QDialog):
         self.setWindowTitle("Open generator samples")
         self.file = PathField("Samples file", "Samples (*.npz *.npy *.pt *.pth *.ts *.jit);;All files (*)")
         self.folder = PathField("Folder of sample images", folder=True)
-        self.z_dim = QSpinBox()
-        self.z_dim.setRange(1, 100_000)
-        self.z_dim.setValue(128)
-        self.n = QSpinBox()
-        self.n.setRange(1, 10_000_000)
-        self.n.setValue(50_000)
-        self.classes = QSpinBox()
-        self.classes.setRange(0, 100_000)
-        self.classes.setToolTip("0 for an unconditional generator")
-        buttons = QDialogButtonBox(QDialogButtonBox.StandardButton.Open | QDialogButtonBox.StandardButton.Cancel)
-        form = QFormLayout(self)
-        form.addRow("File (.npz, .npy, TorchScript generator)", self.file)
-        form.addRow("or a folder of images", self.folder)
-        form.addRow("Generator noise size", self.z_dim)
-        form.addRow("Samples to draw", self.n)
-        form.addRow("Generator classes", self.classes)
-        form.addRow(buttons)
-        buttons.accepted.connect(self.accept)
-        buttons.rejected.connect(self.reject)
+        self.z_dim = spin_box(1, 100_000, 128)
+        self.n = spin_box(1, 10_000_000, 50_000)
+        self.classes = spin_box(0, 100_000, 0, "0 for an unconditional generator")
+        open_form(self, [("File (.npz, .npy, TorchScript generator)", self.file),
+                         ("or a folder of images", self.folder), ("Generator noise size", self.z_dim),
+                         ("Samples to draw", self.n), ("Generator classes", self.classes)])
         self.file.edit.textChanged.connect(self._update)
         self._update()
 

@@ -8,12 +8,13 @@ import time
 
 from PySide6.QtCore import Qt, Signal
 from PySide6.QtWidgets import (QCheckBox, QComboBox, QDoubleSpinBox, QFormLayout, QHBoxLayout, QLabel, QLineEdit,
-                               QPushButton, QSlider, QSpinBox, QVBoxLayout, QWidget)
+                               QPushButton, QSlider, QVBoxLayout, QWidget)
 
 from probescope.app.ws_dissection_batch import JOB_COLUMNS, JOB_LEGEND, BatchView, job_cells
 from probescope.app.ws_dissection_data import DEFAULT_SETTINGS, INTERPRETABLE_IOU, METHOD_NAMES, METHODS
 from probescope.app.ws_dissection_overlays import OverlayOptions
 from probescope.core.dissection.engine import DissectionSettings
+from probescope.widgets.controls import spin_box
 from probescope.widgets.dissection_table import UnitTable
 from probescope.widgets.plots_bars import ClassBars
 
@@ -82,9 +83,7 @@ class UnitControls(QWidget):
         for m in METHODS:
             self.explanation.addItem(METHOD_NAMES[m], m)
         self.explanation.setCurrentIndex(METHODS.index("iou"))
-        self.k = QSpinBox()
-        self.k.setRange(1, 64)
-        self.k.setValue(12)
+        self.k = spin_box(1, 64, 12)
         self.k.setPrefix("top ")
         self.opacity = QSlider(Qt.Orientation.Horizontal)
         self.opacity.setRange(0, 100)
@@ -141,11 +140,11 @@ class RunsPanel(QWidget):
         self.quantile.setRange(0.0001, 0.5)
         self.quantile.setSingleStep(0.001)
         self.quantile.setValue(s.quantile)
-        self.beam_size = self._spin(1, 50, s.beam_size)
-        self.beam_limit = self._spin(1, 5000, s.beam_limit)
-        self.max_length = self._spin(1, 10, s.max_length)
-        self.min_samples = self._spin(1, 1000, s.min_samples)
-        self.sweep = self._spin(0, 10, s.sweep_length)
+        self.beam_size = spin_box(1, 50, s.beam_size)
+        self.beam_limit = spin_box(1, 5000, s.beam_limit)
+        self.max_length = spin_box(1, 10, s.max_length)
+        self.min_samples = spin_box(1, 1000, s.min_samples)
+        self.sweep = spin_box(0, 10, s.sweep_length)
         form = QFormLayout()
         form.addRow("quantile (top share of activations)", self.quantile)
         form.addRow("beam size", self.beam_size)
@@ -181,13 +180,6 @@ class RunsPanel(QWidget):
         self.runs.activated.connect(lambda i: self.run_chosen.emit(str(self.runs.itemData(i))))
         self.tally.clicked.connect(lambda: self.export_requested.emit("tally"))
         self.json.clicked.connect(lambda: self.export_requested.emit("json"))
-
-    @staticmethod
-    def _spin(low: int, high: int, value: int) -> QSpinBox:
-        box = QSpinBox()
-        box.setRange(low, high)
-        box.setValue(value)
-        return box
 
     def settings(self) -> DissectionSettings:
         return DissectionSettings(quantile=self.quantile.value(), beam_size=self.beam_size.value(),

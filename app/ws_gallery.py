@@ -16,7 +16,7 @@ from pathlib import Path
 from PySide6.QtCore import Qt, QTimer
 from PySide6.QtGui import QImage
 from PySide6.QtWidgets import (QCheckBox, QComboBox, QDoubleSpinBox, QFileDialog, QLabel, QPushButton, QScrollArea,
-                               QSlider, QSpinBox, QSplitter, QToolBar, QVBoxLayout, QWidget)
+                               QSlider, QSplitter, QToolBar, QVBoxLayout, QWidget)
 
 from probescope.app.export import ExportTarget
 from probescope.app.workers import COMPUTE, IO, TaskError
@@ -31,6 +31,7 @@ from probescope.core.scoring.classifiers import classifier_of_model
 from probescope.core.scoring.examples import CLASS_NAMES as EXAMPLE_CLASSES
 from probescope.core.scoring.examples import DESCRIPTIONS, worked_example
 from probescope.core.scoring.protocol import DEFAULT_SEED, DEFAULT_SPLITS
+from probescope.widgets.controls import spin_box
 from probescope.widgets.gallery_grid import ContactSheet, GalleryGrid
 
 UPDATE_MS = 40  # the live IS redraws at most this often (25 Hz), at least once per arriving batch
@@ -86,21 +87,16 @@ class GalleryWorkspace(Workspace):
         self.play = QPushButton("Start")
         self.play.setCheckable(True)
         self.reset_button = QPushButton("Reset")
-        self.diversity = QSpinBox()
-        self.diversity.setRange(1, len(SCENES))
-        self.diversity.setValue(len(SCENES))
-        self.diversity.setToolTip("Scene classes the demo sampler draws from (1 = total mode collapse)")
+        self.diversity = spin_box(1, len(SCENES), len(SCENES),
+                                  "Scene classes the demo sampler draws from (1 = total mode collapse)")
         self.fidelity = QSlider(Qt.Orientation.Horizontal)
         self.fidelity.setRange(0, 100)
         self.fidelity.setValue(100)
         self.fidelity.setFixedWidth(110)
         self.fidelity.setToolTip("How recognisable each drawn image is (blur, noise, intruders below 1)")
         self.fidelity_value = QLabel("1.00")
-        self.target = QSpinBox()
-        self.target.setRange(10, 1_000_000)
+        self.target = spin_box(10, 1_000_000, 1000, "The demo stream stops after this many images")
         self.target.setSingleStep(1000)
-        self.target.setValue(1000)
-        self.target.setToolTip("The demo stream stops after this many images")
         self.sort = QComboBox()
         for key, label in SORT_KEYS.items():
             self.sort.addItem(label, key)
@@ -116,10 +112,7 @@ class GalleryWorkspace(Workspace):
             box.setDecimals(3)
             box.setSingleStep(0.05)
             box.setValue(value)
-        self.sheet_count = QSpinBox()
-        self.sheet_count.setRange(1, 1000)
-        self.sheet_count.setValue(48)
-        self.sheet_count.setToolTip("Contact sheet export: the first this many images shown")
+        self.sheet_count = spin_box(1, 1000, 48, "Contact sheet export: the first this many images shown")
         self.csv_button = QPushButton("Export scores CSV…")
 
         # Tool bars, not rows of a layout: a narrow window tucks what does not fit behind the bar's » button.

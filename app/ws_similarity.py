@@ -19,13 +19,14 @@ from pathlib import Path
 import numpy as np
 from PySide6.QtCore import Qt
 from PySide6.QtWidgets import (QCheckBox, QComboBox, QFileDialog, QFormLayout, QHBoxLayout, QLabel, QPushButton,
-                               QScrollArea, QSpinBox, QSplitter, QTabWidget, QVBoxLayout, QWidget)
+                               QScrollArea, QSplitter, QTabWidget, QVBoxLayout, QWidget)
 
 from probescope.app import ws_similarity_data as data
 from probescope.app.export import ExportTarget
 from probescope.app.workers import COMPUTE, IO, Progress, TaskContext
 from probescope.app.ws_base import Workspace
 from probescope.app.ws_similarity_panels import ActivePanel, EmbeddingPanel, ModelsPanel, QualityPanel
+from probescope.widgets.controls import spin_box
 from probescope.widgets.images import to_qimage
 from probescope.widgets.similarity_sheet import SheetTrial, TrialSheet
 from probescope.widgets.similarity_tables import TrialColumns, TrialList
@@ -91,11 +92,8 @@ class SimilarityWorkspace(Workspace):
         self.catch_filter.addItems([ALL, *data.CATCH_CLASSES])
         self.class_filter = QComboBox()
         self.class_filter.addItem(ALL)
-        self.agree_min = QSpinBox()
-        self.agree_max = QSpinBox()
-        for spin in (self.agree_min, self.agree_max):
-            spin.setRange(0, 99)
-        self.agree_max.setValue(99)
+        self.agree_min = spin_box(0, 99, 0)
+        self.agree_max = spin_box(0, 99, 99)
         self.kept_only = QCheckBox("kept by quality control only")
         self.query_button = QPushButton()
         self.query_button.setToolTip("listing only the trials of one query stimulus: click to list all")

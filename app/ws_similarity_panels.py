@@ -11,10 +11,11 @@ from collections.abc import Callable
 import numpy as np
 from PySide6.QtCore import Qt, Signal
 from PySide6.QtWidgets import (QCheckBox, QComboBox, QFormLayout, QGroupBox, QHBoxLayout, QLabel, QListWidget,
-                               QPushButton, QSpinBox, QSplitter, QVBoxLayout, QWidget)
+                               QPushButton, QSplitter, QVBoxLayout, QWidget)
 
 from probescope.app import ws_similarity_data as data
 from probescope.core.similarity.quality import PREMIUM, SATISFACTORY
+from probescope.widgets.controls import spin_box
 from probescope.widgets.similarity_plots import BarChart, EmbeddingView, LinePlot
 from probescope.widgets.similarity_tables import ModelRow, ModelTable
 
@@ -77,14 +78,9 @@ class EmbeddingPanel(QWidget):
         self.info.setWordWrap(True)
         self.dims_plot = BarChart("Held-out loss by dimensions", "nats per trial", "dimensions")
         self.convergence_plot = LinePlot("Convergence across fits", "value", "fit")
-        self.dims_min = QSpinBox()
-        self.dims_max = QSpinBox()
-        for spin, value in ((self.dims_min, 2), (self.dims_max, 10)):
-            spin.setRange(1, 64)
-            spin.setValue(value)
-        self.members = QSpinBox()
-        self.members.setRange(1, 9)
-        self.members.setValue(3)
+        self.dims_min = spin_box(1, 64, 2)
+        self.dims_max = spin_box(1, 64, 10)
+        self.members = spin_box(1, 9, 3)
         self.warm = QCheckBox("resume current fit")
         self.warm.setToolTip("warm-start from the current embedding: its two best members resume, the worst restarts; "
                              "only its dimensionality is fitted")
@@ -215,12 +211,8 @@ class ActivePanel(QWidget):
 
     def __init__(self, parent: QWidget | None = None):
         super().__init__(parent)
-        self.queries = QSpinBox()
-        self.queries.setRange(1, 100_000)
-        self.queries.setValue(20)
-        self.n_candidates = QSpinBox()
-        self.n_candidates.setRange(1, 100_000)
-        self.n_candidates.setValue(200)
+        self.queries = spin_box(1, 100_000, 20)
+        self.n_candidates = spin_box(1, 100_000, 200)
         self.propose_button = QPushButton("Propose")
         self.propose_button.setEnabled(False)
         self.cancel_button = QPushButton("Cancel")
