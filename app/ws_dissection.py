@@ -593,8 +593,9 @@ class DissectionWorkspace(Workspace):
             if view.overview.state == "running":
                 self._batch_timer.start()
             finished = [k for k, j in enumerate(view.overview.jobs) if j.finished and not view.problems[k]]
-            if self._job is not None and self._job.result in (j.result for j in view.overview.jobs):
-                self.batch.select_job([j.result for j in view.overview.jobs].index(self._job.result))
+            results = [j.result for j in view.overview.jobs]
+            if self._job is not None and self._job.result in results:
+                self.batch.select_job(results.index(self._job.result))
             elif show_first and finished:
                 self.show_job(finished[0])
             elif show_first:
