@@ -17,23 +17,34 @@ from probescope.core.similarity.trials import PAD, Trials
 DISTANCES = ("cosine", "l1", "l2")
 
 
-def pair_distances(features: np.ndarray, i: np.ndarray, j: np.ndarray, metric: str, chunk: int = 4096) -> np.ndarray:
-    """Distance between rows i[k] and j[k] of `features` (n, D), computed in float64 chunks (no n x n matrix)."""
-    if metric not in DISTANCES:
-        raise ValueError(f"unknown distance '{metric}' (choose from {', '.join(DISTANCES)})")
+def pairwise_rows(features: np.ndarray, i: np.ndarray, j: np.ndarray, fn, chunk: int = 4096) -> np.ndarray:
+    """fn(a, b) of rows i[k] and j[k] of `features` (n, D), computed in float64 chunks (no n x n matrix)."""
     out = np.empty(len(i), dtype=np.float64)
     for start in range(0, len(i), chunk):
         a = np.asarray(features[i[start : start + chunk]], dtype=np.float64)
         b = np.asarray(features[j[start : start + chunk]], dtype=np.float64)
-        if metric == "l1":
-            out[start : start + chunk] = np.abs(a - b).sum(1)
-        elif metric == "l2":
-            out[start : start + chunk] = np.sqrt(((a - b) ** 2).sum(1))
-        else:
-            norm = np.linalg.norm(a, axis=1) * np.linalg.norm(b, axis=1)
-            cos = np.divide((a * b).sum(1), norm, out=np.zeros(len(a)), where=norm > 0)
-            out[start : start + chunk] = 1.0 - cos
+        out[start : start + chunk] = fn(a, b)
     return out
+
+
+def row_cosine(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Cosine similarity of each row pair (0 where a row is all zeros)."""
+    norm = np.linalg.norm(a, axis=1) * np.linalg.norm(b, axis=1)
+    return np.divide((a * b).sum(1), norm, out=np.zeros(len(a)), where=norm > 0)
+
+
+_DISTANCE_FNS = {
+    "cosine": lambda a, b: 1.0 - row_cosine(a, b),
+    "l1": lambda a, b: np.abs(a - b).sum(1),
+    "l2": lambda a, b: np.sqrt(((a - b) ** 2).sum(1)),
+}
+
+
+def pair_distances(features: np.ndarray, i: np.ndarray, j: np.ndarray, metric: str, chunk: int = 4096) -> np.ndarray:
+    """Distance between rows i[k] and j[k] of `features` (n, D), computed in float64 chunks (no n x n matrix)."""
+    if metric not in DISTANCES:
+        raise ValueError(f"unknown distance '{metric}' (choose from {', '.join(DISTANCES)})")
+    return pairwise_rows(features, i, j, _DISTANCE_FNS[metric], chunk)
 
 
 @dataclass(frozen=True)

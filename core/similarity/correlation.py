@@ -13,6 +13,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
+from probescope.core.similarity.agreement import pairwise_rows, row_cosine
 from probescope.core.similarity.embedding import Ensemble
 
 MODEL_SIMILARITIES = ("cosine", "dot")
@@ -68,16 +69,7 @@ def model_similarity(features: np.ndarray, i: np.ndarray, j: np.ndarray, kind: s
     """Dot-product or cosine similarity of feature rows for each pair."""
     if kind not in MODEL_SIMILARITIES:
         raise ValueError(f"unknown similarity '{kind}' (choose from {', '.join(MODEL_SIMILARITIES)})")
-    out = np.empty(len(i), dtype=np.float64)
-    for start in range(0, len(i), chunk):
-        a = np.asarray(features[i[start : start + chunk]], dtype=np.float64)
-        b = np.asarray(features[j[start : start + chunk]], dtype=np.float64)
-        dot = (a * b).sum(1)
-        if kind == "cosine":
-            norm = np.linalg.norm(a, axis=1) * np.linalg.norm(b, axis=1)
-            dot = np.divide(dot, norm, out=np.zeros(len(a)), where=norm > 0)
-        out[start : start + chunk] = dot
-    return out
+    return pairwise_rows(features, i, j, row_cosine if kind == "cosine" else (lambda a, b: (a * b).sum(1)), chunk)
 
 
 def pearson(a: np.ndarray, b: np.ndarray) -> float:
