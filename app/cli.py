@@ -17,15 +17,15 @@ from probescope.core.tasks import Progress
 
 # command name -> (module, one-line help)
 COMMANDS: dict[str, tuple[str, str]] = {
-    "gui": ("probescope.app.cmd_gui", "open the desktop application (the default)"),
-    "demo-data": ("probescope.app.cmd_demo_data", "write the demo world's Broden-format probing dataset"),
-    "info": ("probescope.app.cmd_info", "show what a model or dataset spec resolves to"),
-    "dissect": ("probescope.app.cmd_dissect", "Network Dissection, compositional explanations, Detection Accuracy"),
-    "batch": ("probescope.app.cmd_batch", "dissect many models and layers, locally or on a Ray cluster"),
-    "score": ("probescope.app.cmd_score", "Inception Score of samples, probabilities or logits"),
-    "similarity": ("probescope.app.cmd_similarity", "triplet accuracy of model features on human judgments"),
-    "embed": ("probescope.app.cmd_embed", "fit a psychological embedding to similarity judgments"),
-    "propose": ("probescope.app.cmd_propose", "propose the next trials by expected information gain"),
+    "gui": ("probescope.app.commands.gui", "open the desktop application (the default)"),
+    "demo-data": ("probescope.app.commands.demo_data", "write the demo world's Broden-format probing dataset"),
+    "info": ("probescope.app.commands.info", "show what a model or dataset spec resolves to"),
+    "dissect": ("probescope.app.commands.dissect", "Network Dissection, compositional explanations, Detection Accuracy"),
+    "batch": ("probescope.app.commands.batch", "dissect many models and layers, locally or on a Ray cluster"),
+    "score": ("probescope.app.commands.score", "Inception Score of samples, probabilities or logits"),
+    "similarity": ("probescope.app.commands.similarity", "triplet accuracy of model features on human judgments"),
+    "embed": ("probescope.app.commands.embed", "fit a psychological embedding to similarity judgments"),
+    "propose": ("probescope.app.commands.propose", "propose the next trials by expected information gain"),
 }
 
 

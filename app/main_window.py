@@ -23,10 +23,10 @@ from probescope.app.sources import DEMO, KINDS, OpenRequest, classify_path, exec
 from probescope.app.state import AppState, Loaded
 from probescope.app.theme import apply_theme
 from probescope.app.workers import COMPUTE, TaskError, TaskHandle, WorkerPool
-from probescope.app.ws_base import Workspace
-from probescope.app.ws_dissection import DissectionWorkspace
-from probescope.app.ws_gallery import GalleryWorkspace
-from probescope.app.ws_similarity import SimilarityWorkspace
+from probescope.app.workspace import Workspace
+from probescope.app.dissection.workspace import DissectionWorkspace
+from probescope.app.gallery.workspace import GalleryWorkspace
+from probescope.app.similarity.workspace import SimilarityWorkspace
 from probescope.core.batch.reader import is_batch_folder
 from probescope.core.batch.status import STATUS_FILE
 from probescope.core.errors import InputError
@@ -133,7 +133,7 @@ class MainWindow(QMainWindow):
         """Ask for a file or folder of `kind` and open it."""
         request = None
         if kind == "model":
-            from probescope.core.models_checkpoint import torchvision_archs
+            from probescope.core.models.checkpoint import torchvision_archs
 
             dialog = OpenModelDialog(torchvision_archs(), self)
             if dialog.exec() and dialog.file.text():

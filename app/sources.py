@@ -81,7 +81,7 @@ def open_task(request: OpenRequest, device: str = "cpu"):
 
 
 def _load_model(request: OpenRequest, ctx: TaskContext, device: str) -> Iterator[Progress]:
-    from probescope.core.models import list_layers, load_model
+    from probescope.core.models.loading import list_layers, load_model
 
     model = load_model(request.spec, trust_pickle=request.trust_pickle, device=device)
     yield Progress(0.7, f"listing the layers of {model.name}")
@@ -91,7 +91,7 @@ def _load_model(request: OpenRequest, ctx: TaskContext, device: str) -> Iterator
 
 
 def _load_dataset(request: OpenRequest, ctx: TaskContext, device: str) -> Iterator[Progress]:
-    from probescope.core.broden import BrodenDataset
+    from probescope.core.data.broden import BrodenDataset
 
     if request.spec == DEMO:
         from probescope.core.demo.dataset import DEFAULT_N, ensure_demo_dataset

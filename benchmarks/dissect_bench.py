@@ -18,6 +18,7 @@ import os
 import resource
 import sys
 import time
+from pathlib import Path
 
 for var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
     os.environ.setdefault(var, "1")
@@ -29,10 +30,12 @@ from probescope.core.dissection.counts import DatasetCounts  # noqa: E402
 from probescope.core.dissection.formula import Formula  # noqa: E402
 from probescope.core.dissection.engine import DissectionSettings, dissect_unit  # noqa: E402
 from probescope.core.dissection.labels import LabelStore  # noqa: E402
-from probescope.core.dissection.reference import MaskReference  # noqa: E402
-from probescope.core.dissection.synthetic import (SyntheticBroden, SyntheticSpec, planted_formulas,  # noqa: E402
-                                                  synthetic_activations)
 from probescope.core.dissection.unitmasks import unit_pixels, unit_thresholds  # noqa: E402
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))  # the test oracles live with the tests
+from oracles.mask_reference import MaskReference  # noqa: E402
+from oracles.synthetic_broden import (SyntheticBroden, SyntheticSpec, planted_formulas,  # noqa: E402
+                                      synthetic_activations)
 
 
 def peak_rss_mb() -> float:

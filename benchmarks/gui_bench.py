@@ -143,7 +143,7 @@ def wait_for(condition) -> float:
 def heavy_batches(n_images: int, batch: int = 32):
     """The heavy work: render demo images and run the demo model on them, batch by batch."""
     from probescope.core.demo.sampler import DemoSampler
-    from probescope.core.models import load_model
+    from probescope.core.models.loading import load_model
 
     model = load_model("demo")
     sampler = DemoSampler(n_images)
@@ -239,10 +239,10 @@ def measure_gallery_stream(n_images: int) -> dict[str, float]:
 
     from probescope.app.state import AppState, Loaded
     from probescope.app.workers import WorkerPool, compute_threads, keep_gui_responsive
-    from probescope.app.ws_gallery import GalleryWorkspace
-    from probescope.app.ws_gallery_stream import STREAM_BATCH
+    from probescope.app.gallery.workspace import GalleryWorkspace
+    from probescope.app.gallery.stream import STREAM_BATCH
     from probescope.core.demo.sampler import DemoSampler
-    from probescope.core.models import load_model
+    from probescope.core.models.loading import load_model
     from probescope.core.scoring.classifiers import classifier_of_model
 
     torch.set_num_threads(compute_threads())
@@ -295,10 +295,10 @@ def measure_gallery_scroll(n_items: int, frames: int = 150) -> dict[str, float]:
     from PySide6.QtWidgets import QApplication
 
     from probescope.app.workers import IO, WorkerPool
-    from probescope.app.ws_gallery_data import GalleryScores
-    from probescope.app.ws_gallery_stream import fit_thumbnail, thumbnail_task
+    from probescope.app.gallery.scores import GalleryScores
+    from probescope.app.gallery.stream import fit_thumbnail, thumbnail_task
     from probescope.core.demo.sampler import DemoSampler
-    from probescope.widgets.gallery_grid import GalleryGrid
+    from probescope.widgets.gallery.grid import GalleryGrid
     from probescope.widgets.images import to_qimage
 
     app = QApplication.instance() or QApplication([sys.argv[0]])
@@ -443,7 +443,7 @@ def dissection_workspace():
 
     from probescope.app.state import AppState
     from probescope.app.workers import WorkerPool, keep_gui_responsive
-    from probescope.app.ws_dissection import DissectionWorkspace
+    from probescope.app.dissection.workspace import DissectionWorkspace
 
     QApplication.instance() or QApplication([sys.argv[0]])
     pool = WorkerPool()
@@ -474,7 +474,7 @@ def measure_batch_browse(n_images: int) -> dict[str, float]:
     import tempfile
 
     from probescope.app.sources import OpenRequest, open_task
-    from probescope.app.ws_dissection import DissectionWorkspace
+    from probescope.app.dissection.workspace import DissectionWorkspace
     from probescope.core.demo.dataset import write_demo_dataset
 
     s = DissectionWorkspace.default_settings

@@ -7,12 +7,12 @@ import pytest
 import torch
 from torch import nn
 
-from probescope.core.activations import cache_path, extract_activations
+from probescope.core.data.activations import cache_path, extract_activations
 from probescope.core.demo.model import DemoNet
 from probescope.core.demo.world import SCENES
 from probescope.core.errors import InputError
-from probescope.core.models import load_model
-from probescope.core.preprocess import CLASSIC
+from probescope.core.models.loading import load_model
+from probescope.core.data.preprocess import CLASSIC
 from probescope.core.tasks import Cancelled
 
 
@@ -152,7 +152,7 @@ def test_module_called_twice_gives_last_call():
 
     torch.manual_seed(0)
     net = Twice().eval()
-    from probescope.core.models import LoadedModel
+    from probescope.core.models.loading import LoadedModel
 
     model = LoadedModel(net, "twice", "test", CLASSIC, None, (4, 4), None, "test", None)
     imgs = np.random.default_rng(1).integers(0, 256, (5, 4, 4, 3), dtype=np.uint8)
@@ -162,7 +162,7 @@ def test_module_called_twice_gives_last_call():
 
 
 def test_dataset_input_and_undecodable_image(demo, tmp_path):
-    from probescope.core.broden import BrodenDataset
+    from probescope.core.data.broden import BrodenDataset
     from probescope.core.demo.dataset import write_demo_dataset
 
     root = write_demo_dataset(tmp_path / "ds", n_images=5)

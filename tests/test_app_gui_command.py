@@ -6,7 +6,7 @@ import pytest
 from PySide6.QtGui import QImage
 
 from probescope.app.cli import main
-from probescope.app.cmd_gui import parse_size
+from probescope.app.commands.gui import parse_size
 from probescope.core.errors import InputError
 
 pytestmark = pytest.mark.usefixtures("isolated_cache")

@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from probescope.core.broden import BrodenDataset, Label, primary_category
-from probescope.core.broden_write import BrodenImage, encode_label_png, write_broden
+from probescope.core.data.broden import BrodenDataset, Label, primary_category
+from probescope.core.data.broden_write import BrodenImage, encode_label_png, write_broden
 from probescope.core.demo import dataset as demo_dataset
 from probescope.core.demo import world
 from probescope.core.errors import InputError

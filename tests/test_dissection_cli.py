@@ -7,8 +7,8 @@ import numpy as np
 import pytest
 
 from probescope.app.cli import main
-from probescope.app.cmd_dissect import parse_units
-from probescope.core.dissection.synthetic import (SyntheticBroden, SyntheticSpec, planted_formulas,
+from probescope.app.commands.dissect import parse_units
+from oracles.synthetic_broden import (SyntheticBroden, SyntheticSpec, planted_formulas,
                                                   synthetic_activations, write_synthetic_broden)
 from probescope.core.errors import InputError
 

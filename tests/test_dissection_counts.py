@@ -5,12 +5,12 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from probescope.core.broden import Label
+from probescope.core.data.broden import Label
 from probescope.core.dissection.counts import DatasetCounts, UnitScorer
 from probescope.core.dissection.formula import AND, AND_NOT, OPERATORS, OR, Formula
 from probescope.core.dissection.labels import LabelStore
 from probescope.core.dissection.masks import formula_mask, image_masks
-from probescope.core.dissection.synthetic import ListBroden, concept_mask
+from oracles.synthetic_broden import ListBroden, concept_mask
 from probescope.core.dissection.unitmasks import unit_pixels, unit_thresholds
 from probescope.core.errors import InputError
 

@@ -12,7 +12,7 @@ from probescope.core.dissection.engine import DissectionSettings, dissect
 from probescope.core.dissection.formula import parse_formula
 from probescope.core.dissection.labels import LabelStore
 from probescope.core.dissection.results import DissectionResult
-from probescope.core.dissection.synthetic import SyntheticBroden, SyntheticSpec, planted_formulas, synthetic_activations
+from oracles.synthetic_broden import SyntheticBroden, SyntheticSpec, planted_formulas, synthetic_activations
 from probescope.core.errors import InputError
 from probescope.core.tasks import Cancelled
 
@@ -115,7 +115,7 @@ def test_accuracy_sets_and_correlation(problem, tmp_path):
 
 def test_accuracy_sets_by_brute_force(problem):
     ds, store, act = problem
-    from probescope.core.dissection.reference import MaskReference
+    from oracles.mask_reference import MaskReference
 
     correct = (np.arange(ds.n_images) % 2).astype(np.int8)
     correct[::7] = -1

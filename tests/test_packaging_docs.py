@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from probescope.app.cli import COMMANDS
-from probescope.app.cmd_gui import WORKSPACE_NAMES
+from probescope.app.commands.gui import WORKSPACE_NAMES
 
 DOCS = Path(__file__).resolve().parent.parent / "docs"
 LINK = re.compile(r"!?\[[^\]]*\]\(([^)#\s]+)(?:#[^)]*)?\)")

@@ -9,13 +9,13 @@ from PySide6.QtCore import Qt
 from PySide6.QtGui import QAction, QImage
 
 from probescope.widgets.command_palette import CommandPalette, matches
-from probescope.widgets.dissection_plots import GroupedBars
-from probescope.widgets.dissection_table import UnitTable
+from probescope.widgets.dissection.plots import GroupedBars
+from probescope.widgets.dissection.table import UnitTable
 from probescope.widgets.images import blend, boundaries, label_colors, to_qimage
 from probescope.widgets.notification import Notification
 from probescope.widgets.task_progress import TaskProgress
 from probescope.widgets.thumbnail_grid import Thumbnail, ThumbnailGrid
-from probescope.widgets.trial_grid import TrialGrid
+from probescope.widgets.similarity.trial_grid import TrialGrid
 
 
 def test_to_qimage_copies_pixels_exactly():

@@ -11,9 +11,9 @@ from PySide6.QtCore import Qt
 from PySide6.QtGui import QImage
 
 from probescope.app import sources
-from probescope.app import ws_dissection_data as data
+from probescope.app.dissection import layer as data
 from probescope.app.sources import OpenRequest
-from probescope.app.ws_dissection import COLUMNS, DissectionWorkspace
+from probescope.app.dissection.workspace import COLUMNS, DissectionWorkspace
 from probescope.core.dissection.engine import DissectionSettings
 
 pytestmark = pytest.mark.usefixtures("isolated_cache")

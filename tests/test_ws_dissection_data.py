@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from probescope.app import ws_dissection_data as data
-from probescope.app.ws_dissection_overlays import (CONCEPT_COLOR, UNIT_COLOR, OverlayOptions, compose, heat_colors,
+from probescope.app.dissection import layer as data
+from probescope.app.dissection.overlays import (CONCEPT_COLOR, UNIT_COLOR, OverlayOptions, compose, heat_colors,
                                                    nearest)
 from probescope.core.dissection.engine import DissectionSettings
 from probescope.core.dissection.formula import Formula

@@ -14,7 +14,7 @@ from PySide6.QtGui import QImage
 
 from probescope.app.export import export_widget
 from probescope.app.state import Loaded
-from probescope.app.ws_gallery import GalleryWorkspace
+from probescope.app.gallery.workspace import GalleryWorkspace
 from probescope.core.demo.sampler import DemoSampler
 from probescope.core.scoring.distributions import ClassScores
 from probescope.core.scoring.report import score_report
@@ -31,7 +31,7 @@ def gallery(make_workspace):
 
 @pytest.fixture(scope="module")
 def demo_model():
-    from probescope.core.models import load_model
+    from probescope.core.models.loading import load_model
 
     return load_model("demo")
 
@@ -48,7 +48,7 @@ def open_samples(qtbot, ws, model, source, label="samples") -> None:
 def engine_report(images: list[np.ndarray], model, splits: int = 10):
     """The engine's batch numbers for `images`: logits of the same classifier (in the stream's batch size, so the
     float32 logits are bit-identical), then score_report."""
-    from probescope.app.ws_gallery_stream import STREAM_BATCH
+    from probescope.app.gallery.stream import STREAM_BATCH
     from probescope.core.scoring.classifiers import classifier_of_model
 
     classifier = classifier_of_model(model)
@@ -247,7 +247,7 @@ def test_exports(qtbot, gallery, demo_model, tmp_path):
 
 
 def test_gallery_scores_against_brute_force():
-    from probescope.app.ws_gallery_data import GalleryScores
+    from probescope.app.gallery.scores import GalleryScores
 
     rng = np.random.default_rng(3)
     logits = rng.normal(size=(300, 6)) * 3

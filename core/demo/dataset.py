@@ -14,9 +14,9 @@ from pathlib import Path
 
 import numpy as np
 
-from probescope.core import broden
+from probescope.core.data import broden
 from probescope.core.atomic import write_json
-from probescope.core.broden_write import BrodenImage, write_broden
+from probescope.core.data.broden_write import BrodenImage, write_broden
 from probescope.core.cache import cache_dir, ensure_writable
 from probescope.core.demo import world
 from probescope.core.tasks import CancelCheck, Progress, check_cancel, report

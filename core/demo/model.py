@@ -17,7 +17,7 @@ from torch import nn
 
 from probescope.assets import ASSETS_DIR
 from probescope.core.errors import InputError
-from probescope.core.preprocess import IMAGENET, Preprocess
+from probescope.core.data.preprocess import IMAGENET, Preprocess
 
 DEMO_ARCH = "demonet"
 DEMO_LAYER = "layer4"

@@ -14,12 +14,12 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from probescope.core.broden import BrodenDataset
+from probescope.core.data.broden import BrodenDataset
 from probescope.core.errors import InputError
 from probescope.core.tasks import CancelCheck, Progress
 
 if TYPE_CHECKING:
-    from probescope.core.models import LoadedModel
+    from probescope.core.models.loading import LoadedModel
 
 
 @dataclass
@@ -81,8 +81,8 @@ def predicted_classes(model: LoadedModel, dataset: BrodenDataset, cache: Path | 
                       cancel: CancelCheck | None = None) -> tuple[str, np.ndarray] | None:
     """(head layer, predicted class per image): the argmax of the last module's output (the classifier head; a
     TorchScript model's output), when the model names its classes and the head is as wide; None otherwise."""
-    from probescope.core.activations import extract_activations
-    from probescope.core.models import TORCHSCRIPT_OUTPUT
+    from probescope.core.data.activations import extract_activations
+    from probescope.core.models.loading import TORCHSCRIPT_OUTPUT
 
     if not model.class_names:
         return None
@@ -107,9 +107,9 @@ def extract_model_layers(spec: str, layers: list[str | None], root: Path, index:
     """Load the model once and extract every asked layer (None = the model's default layer) over the dataset, through
     the activation cache at `cache` (default: the user cache folder). With `predict`, predictions are the argmax of
     the last module's output (the classifier head) when its width matches the model's class names."""
-    from probescope.core.activations import extract_activations
+    from probescope.core.data.activations import extract_activations
     from probescope.core.cache import cache_dir
-    from probescope.core.models import load_model
+    from probescope.core.models.loading import load_model
 
     dataset, _ = open_dataset(root, index, source)
     folder = cache if cache is not None else cache_dir()

@@ -28,7 +28,7 @@ _FULL_PLANES = 2  # planes indexed by global pixel; the rest are stored over the
 
 
 class LabelSource(Protocol):
-    """What the store reads: probescope.core.broden.BrodenDataset or any object with the same per-image methods."""
+    """What the store reads: probescope.core.data.broden.BrodenDataset or any object with the same per-image methods."""
 
     n_images: int
     labels: dict

@@ -21,7 +21,7 @@ from torch import nn
 from probescope.core.errors import InputError
 
 if TYPE_CHECKING:
-    from probescope.core.models import LoadedModel
+    from probescope.core.models.loading import LoadedModel
 
 TV_WEIGHTS_FILE_NAME = "inception_v3_google-0cc3c7bd.pth"
 TV_WEIGHTS_URL = "https://download.pytorch.org/models/" + TV_WEIGHTS_FILE_NAME
@@ -135,7 +135,7 @@ def tv_inception_classifier(weights: str | Path, device: str = "cpu") -> Classif
 
 def model_classifier(spec: str, device: str = "cpu") -> Classifier:
     """Any model probescope can load (load_model spec), with its own preprocessing and class names."""
-    from probescope.core.models import load_model
+    from probescope.core.models.loading import load_model
 
     return classifier_of_model(load_model(spec, device=device))
 

@@ -146,7 +146,7 @@ class TorchScriptGeneratorSource(SampleSource):
         seed: int = 2020,
         device: str = "cpu",
     ):
-        from probescope.core.models_checkpoint import load_torchscript
+        from probescope.core.models.checkpoint import load_torchscript
 
         self.path = Path(path)
         if not self.path.is_file():

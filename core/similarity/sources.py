@@ -15,7 +15,7 @@ from probescope.core.similarity.trials import Trials
 from probescope.core.tasks import CancelCheck, Progress
 
 if TYPE_CHECKING:
-    from probescope.core.models import LoadedModel
+    from probescope.core.models.loading import LoadedModel
 
 DEMO = "demo"
 
@@ -86,7 +86,7 @@ def model_features(
     cache_dir: str | Path | None = None, progress: Progress | None = None, cancel: CancelCheck | None = None,
 ) -> np.ndarray:
     """(n, F) features of every catalog image from a model layer: global-average pooled ('avg') or flattened."""
-    from probescope.core.models import load_model
+    from probescope.core.models.loading import load_model
 
     if pool not in ("avg", "flatten"):
         raise InputError(f"pooling must be 'avg' or 'flatten', got '{pool}'")
@@ -99,7 +99,7 @@ def loaded_model_features(
     progress: Progress | None = None, cancel: CancelCheck | None = None,
 ) -> np.ndarray:
     """`model_features` for a model that is already loaded (the GUI's): through the activation cache."""
-    from probescope.core.activations import extract_activations
+    from probescope.core.data.activations import extract_activations
 
     acts = extract_activations(model, layer, CatalogImages(catalog), cache_dir, progress=progress, cancel=cancel)
     return np.asarray(acts.mean(axis=(2, 3)) if pool == "avg" else acts.reshape(len(acts), -1), dtype=np.float32)

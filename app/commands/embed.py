@@ -28,7 +28,7 @@ def parse_dims(text: str) -> list[int]:
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    from probescope.app.cmd_similarity import add_judgment_arguments
+    from probescope.app.commands.similarity import add_judgment_arguments
 
     add_judgment_arguments(parser)
     parser.add_argument("--dims", default="2-10", help="dimensionalities to try, e.g. 2-10, 4 or 2,4,8 (default 2-10)")
@@ -50,7 +50,7 @@ def run(args: argparse.Namespace) -> int:
     import numpy as np
 
     from probescope.app.cli import stderr_progress
-    from probescope.app.cmd_similarity import describe_source, load_filtered
+    from probescope.app.commands.similarity import describe_source, load_filtered
     from probescope.core.errors import InputError
     from probescope.core.similarity.agreement import agreement_from_distances, reference_distances
     from probescope.core.similarity.correlation import (consecutive_correlation, expected_similarity, spearman,

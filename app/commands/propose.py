@@ -11,7 +11,7 @@ from pathlib import Path
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    from probescope.app.cmd_similarity import add_judgment_arguments
+    from probescope.app.commands.similarity import add_judgment_arguments
 
     add_judgment_arguments(parser)
     parser.add_argument("--embedding", type=Path, required=True, metavar="EMB.npz")
@@ -35,7 +35,7 @@ def run(args: argparse.Namespace) -> int:
     import numpy as np
 
     from probescope.app.cli import stderr_progress
-    from probescope.app.cmd_similarity import load_filtered
+    from probescope.app.commands.similarity import load_filtered
     from probescope.core.errors import InputError
     from probescope.core.similarity.active import information_gain, propose_trials
     from probescope.core.similarity.embedding import Ensemble

@@ -8,7 +8,7 @@ from PySide6.QtCore import Qt
 from PySide6.QtGui import QImage
 from PySide6.QtWidgets import QGridLayout, QLabel, QVBoxLayout, QWidget
 
-from probescope.widgets.trial_grid import TrialGrid
+from probescope.widgets.similarity.trial_grid import TrialGrid
 
 
 @dataclass(frozen=True)

@@ -75,7 +75,7 @@ def run(args: argparse.Namespace) -> int:
     from probescope.core.dissection.labels import LabelStore
     from probescope.core.dissection.results import DissectionResult
     from probescope.core.errors import InputError
-    from probescope.core.models import read_class_names
+    from probescope.core.models.loading import read_class_names
 
     progress = stderr_progress()
     settings = DissectionSettings(

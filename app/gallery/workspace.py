@@ -20,10 +20,10 @@ from PySide6.QtWidgets import (QCheckBox, QComboBox, QDoubleSpinBox, QFileDialog
 
 from probescope.app.export import ExportTarget
 from probescope.app.workers import COMPUTE, IO, TaskError
-from probescope.app.ws_base import Workspace
-from probescope.app.ws_gallery_data import FILTER_KEYS, SORT_KEYS, GalleryScores
-from probescope.app.ws_gallery_panels import DetailPanel, ScorePanel
-from probescope.app.ws_gallery_stream import (DemoStream, ResumedSource, image_task, load_classifier_task,
+from probescope.app.workspace import Workspace
+from probescope.app.gallery.scores import FILTER_KEYS, SORT_KEYS, GalleryScores
+from probescope.app.gallery.panels import DetailPanel, ScorePanel
+from probescope.app.gallery.stream import (DemoStream, ResumedSource, image_task, load_classifier_task,
                                               random_access, stream_task, thumbnail_task)
 from probescope.core.demo.sampler import DemoSampler
 from probescope.core.demo.world import SCENES
@@ -32,7 +32,7 @@ from probescope.core.scoring.examples import CLASS_NAMES as EXAMPLE_CLASSES
 from probescope.core.scoring.examples import DESCRIPTIONS, worked_example
 from probescope.core.scoring.protocol import DEFAULT_SEED, DEFAULT_SPLITS
 from probescope.widgets.controls import spin_box
-from probescope.widgets.gallery_grid import ContactSheet, GalleryGrid
+from probescope.widgets.gallery.grid import ContactSheet, GalleryGrid
 
 UPDATE_MS = 40  # the live IS redraws at most this often (25 Hz), at least once per arriving batch
 SLOW_UPDATE_S = 0.25  # the marginal and the curve: at most 4 times a second while streaming

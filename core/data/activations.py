@@ -29,7 +29,7 @@ from torch import nn
 
 from probescope.core.atomic import write_json
 from probescope.core.errors import InputError
-from probescope.core.models import TORCHSCRIPT_OUTPUT, LoadedModel
+from probescope.core.models.loading import TORCHSCRIPT_OUTPUT, LoadedModel
 from probescope.core.tasks import CancelCheck, Progress, check_cancel, report
 
 CACHE_VERSION = 1
@@ -37,7 +37,7 @@ CACHE_SUBDIR = "activations"
 
 
 class ImageDataset(Protocol):
-    """What extraction needs from a dataset (probescope.core.broden.BrodenDataset has it)."""
+    """What extraction needs from a dataset (probescope.core.data.broden.BrodenDataset has it)."""
 
     root: Path
     index_path: Path

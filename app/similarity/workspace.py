@@ -7,7 +7,7 @@ triplet agreement (k of 13) and the references of the triplets the model gets wr
 table (triplet accuracy for L1, L2, cosine; Spearman with the embedding; the embedding's row as the reference), the
 embedding (2-D view with thumbnails on hover, convergence plots, refit with progress and cancel), data quality
 (grades, catch results, what each filter drops, the filters as switches) and active learning (propose, inspect,
-save). Everything that computes runs in the worker pool (`ws_similarity_data`); the first embedding is a quick fit
+save). Everything that computes runs in the worker pool (`analysis`); the first embedding is a quick fit
 cached on disk, so a second launch shows it at once.
 """
 
@@ -21,16 +21,16 @@ from PySide6.QtCore import Qt
 from PySide6.QtWidgets import (QCheckBox, QComboBox, QFileDialog, QFormLayout, QHBoxLayout, QLabel, QPushButton,
                                QScrollArea, QSplitter, QTabWidget, QVBoxLayout, QWidget)
 
-from probescope.app import ws_similarity_data as data
+from probescope.app.similarity import analysis as data
 from probescope.app.export import ExportTarget
 from probescope.app.workers import COMPUTE, IO, Progress, TaskContext
-from probescope.app.ws_base import Workspace
-from probescope.app.ws_similarity_panels import ActivePanel, EmbeddingPanel, ModelsPanel, QualityPanel
+from probescope.app.workspace import Workspace
+from probescope.app.similarity.panels import ActivePanel, EmbeddingPanel, ModelsPanel, QualityPanel
 from probescope.widgets.controls import spin_box
 from probescope.widgets.images import to_qimage
-from probescope.widgets.similarity_sheet import SheetTrial, TrialSheet
-from probescope.widgets.similarity_tables import TrialColumns, TrialList
-from probescope.widgets.trial_grid import ModelView, TrialGrid
+from probescope.widgets.similarity.sheet import SheetTrial, TrialSheet
+from probescope.widgets.similarity.tables import TrialColumns, TrialList
+from probescope.widgets.similarity.trial_grid import ModelView, TrialGrid
 
 CELL = 124
 SHEET_CELL = 52

@@ -81,7 +81,7 @@ def layer_task(loaded_model, layer: str, dataset, store, settings: DissectionSet
 
     A finished dissection in the cache comes back at once; a partial one is resumed (only missing units run).
     """
-    from probescope.core.activations import extract_activations
+    from probescope.core.data.activations import extract_activations
     from probescope.core.cache import cache_dir
     from probescope.core.dissection.engine import dissect
     from probescope.core.dissection.labels import LabelStore

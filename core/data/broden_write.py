@@ -12,7 +12,7 @@ import numpy as np
 from PIL import Image
 
 from probescope.core.atomic import write_bytes, write_text
-from probescope.core.broden import KNOWN_CATEGORIES, Label
+from probescope.core.data.broden import KNOWN_CATEGORIES, Label
 
 
 @dataclass

@@ -10,12 +10,12 @@ from PySide6.QtCore import Qt, Signal
 from PySide6.QtWidgets import (QCheckBox, QComboBox, QDoubleSpinBox, QFormLayout, QHBoxLayout, QLabel, QLineEdit,
                                QPushButton, QSlider, QVBoxLayout, QWidget)
 
-from probescope.app.ws_dissection_batch import JOB_COLUMNS, JOB_LEGEND, BatchView, job_cells
-from probescope.app.ws_dissection_data import DEFAULT_SETTINGS, INTERPRETABLE_IOU, METHOD_NAMES, METHODS
-from probescope.app.ws_dissection_overlays import OverlayOptions
+from probescope.app.dissection.batch import JOB_COLUMNS, JOB_LEGEND, BatchView, job_cells
+from probescope.app.dissection.layer import DEFAULT_SETTINGS, INTERPRETABLE_IOU, METHOD_NAMES, METHODS
+from probescope.app.dissection.overlays import OverlayOptions
 from probescope.core.dissection.engine import DissectionSettings
 from probescope.widgets.controls import spin_box
-from probescope.widgets.dissection_table import UnitTable
+from probescope.widgets.dissection.table import UnitTable
 from probescope.widgets.plots_bars import ClassBars
 
 ALL = "all categories"

@@ -11,7 +11,7 @@ histogram with the threshold. Right, tabs: the beam-search trace (click a formul
 panel (the jobs of a `probescope batch` output folder: click a merged layer to browse its saved result with every
 view above; changing the loaded model, dataset or layer goes back to them).
 
-The dissection runs in the worker pool (`ws_dissection_data.layer_task`), is saved in the cache per model, layer,
+The dissection runs in the worker pool (`layer.layer_task`), is saved in the cache per model, layer,
 dataset and settings, and arrives block by block; overlays are built in the I/O pool and kept per unit, so going
 back to a unit is instant.
 """
@@ -26,25 +26,25 @@ from PySide6.QtCore import Qt, QTimer
 from PySide6.QtWidgets import (QFileDialog, QHBoxLayout, QLabel, QScrollArea, QSplitter, QTabWidget, QTableWidget,
                                QTableWidgetItem, QVBoxLayout, QWidget)
 
-from probescope.app import ws_dissection_data as data
+from probescope.app.dissection import layer as data
 from probescope.app.export import ExportTarget, export_widget
 from probescope.app.workers import IO, Partial, TaskError
-from probescope.app.ws_dissection_batch import BatchView, job_state, overview_task, saved_layer_task
-from probescope.app.ws_base import Workspace
-from probescope.app.ws_dissection_overlays import (ImageOverlay, OverlayOptions, image_labels, image_overlay,
+from probescope.app.dissection.batch import BatchView, job_state, overview_task, saved_layer_task
+from probescope.app.workspace import Workspace
+from probescope.app.dissection.overlays import (ImageOverlay, OverlayOptions, image_labels, image_overlay,
                                                    overlay_task, present_images)
-from probescope.app.ws_dissection_panels import BatchPanel, FilterBar, RunsPanel, UnitControls
+from probescope.app.dissection.panels import BatchPanel, FilterBar, RunsPanel, UnitControls
 from probescope.core.dissection.engine import DissectionSettings
 from probescope.core.dissection.formula import Formula
 from probescope.core.dissection.results import Explanation
-from probescope.widgets.dissection_card import CardLine, UnitCard
-from probescope.widgets.dissection_detail import ImageDetail
-from probescope.widgets.dissection_plots import ActivationHistogram, GroupedBars, UnitScatter
-from probescope.widgets.dissection_table import UnitTable
-from probescope.widgets.dissection_trace import TraceEntry, TraceStep, TraceTree
+from probescope.widgets.dissection.card import CardLine, UnitCard
+from probescope.widgets.dissection.detail import ImageDetail
+from probescope.widgets.dissection.plots import ActivationHistogram, GroupedBars, UnitScatter
+from probescope.widgets.dissection.table import UnitTable
+from probescope.widgets.dissection.trace import TraceEntry, TraceStep, TraceTree
 from probescope.widgets.images import to_qimage
 from probescope.widgets.plots_bars import ClassBars, class_color
-from probescope.widgets.similarity_plots import LinePlot
+from probescope.widgets.similarity.plots import LinePlot
 from probescope.widgets.thumbnail_grid import ThumbnailGrid
 
 COLUMNS = ("unit", "NetDissect", "category", "ND IoU", "ND DA", "compositional", "len", "comp IoU", "comp DA",

@@ -41,7 +41,7 @@ def run(args: argparse.Namespace) -> int:
 def _dataset_info(root: Path, index: str) -> None:
     from collections import Counter
 
-    from probescope.core.broden import BrodenDataset
+    from probescope.core.data.broden import BrodenDataset
 
     ds = BrodenDataset.open(root, index)
     counts = Counter(label.category for label in ds.labels.values())
@@ -59,8 +59,8 @@ def _dataset_info(root: Path, index: str) -> None:
 
 
 def _model_info(args: argparse.Namespace) -> None:
-    from probescope.core.models import list_layers, load_model
-    from probescope.core.preprocess import parse_preprocess
+    from probescope.core.models.loading import list_layers, load_model
+    from probescope.core.data.preprocess import parse_preprocess
 
     model = load_model(
         args.spec,

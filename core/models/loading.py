@@ -21,9 +21,9 @@ from pathlib import Path
 import torch
 from torch import nn
 
-from probescope.core import models_checkpoint as ckpt
+from probescope.core.models import checkpoint as ckpt
 from probescope.core.errors import InputError
-from probescope.core.preprocess import CLASSIC, IMAGENET, Preprocess
+from probescope.core.data.preprocess import CLASSIC, IMAGENET, Preprocess
 
 CONTENT_HASH_LIMIT = 16 * 2**20  # files up to this size are identified by content, larger ones by path/size/mtime
 TORCHSCRIPT_OUTPUT = "output"  # the only readable layer of a TorchScript model

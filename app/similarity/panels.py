@@ -13,11 +13,11 @@ from PySide6.QtCore import Qt, Signal
 from PySide6.QtWidgets import (QCheckBox, QComboBox, QFormLayout, QGroupBox, QHBoxLayout, QLabel, QListWidget,
                                QPushButton, QSplitter, QVBoxLayout, QWidget)
 
-from probescope.app import ws_similarity_data as data
+from probescope.app.similarity import analysis as data
 from probescope.core.similarity.quality import PREMIUM, SATISFACTORY
 from probescope.widgets.controls import spin_box
-from probescope.widgets.similarity_plots import BarChart, EmbeddingView, LinePlot
-from probescope.widgets.similarity_tables import ModelRow, ModelTable
+from probescope.widgets.similarity.plots import BarChart, EmbeddingView, LinePlot
+from probescope.widgets.similarity.tables import ModelRow, ModelTable
 
 GRADE_BINS = np.linspace(0.0, 1.0, 9)  # catch grades come in eighths for sessions of 4 catch trials (1, .5, 0)
 

@@ -16,7 +16,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from probescope.core.broden import Label
+from probescope.core.data.broden import Label
 from probescope.core.dissection.formula import AND, AND_NOT, OR, Formula
 
 N_COLORS = 11
@@ -163,7 +163,7 @@ def synthetic_activations(dataset: SyntheticBroden, formulas: list[Formula], noi
 
 def write_synthetic_broden(root: str | Path, dataset: SyntheticBroden) -> Path:
     """Write the dataset as a real Broden folder (grey images; the label maps are what matters)."""
-    from probescope.core.broden_write import BrodenImage, write_broden
+    from probescope.core.data.broden_write import BrodenImage, write_broden
 
     size = dataset.spec.seg_size
     image = np.full((2 * size, 2 * size, 3), 128, np.uint8)

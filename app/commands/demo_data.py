@@ -14,7 +14,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from probescope.app.cli import stderr_progress
-    from probescope.core.broden import BrodenDataset
+    from probescope.core.data.broden import BrodenDataset
     from probescope.core.demo.dataset import DEFAULT_N, write_demo_dataset
 
     root = write_demo_dataset(args.dir, args.images or DEFAULT_N, args.seed, stderr_progress())

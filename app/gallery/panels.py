@@ -14,7 +14,7 @@ from PySide6.QtCore import Qt
 from PySide6.QtGui import QFont, QImage, QPixmap
 from PySide6.QtWidgets import QFrame, QLabel, QSizePolicy, QVBoxLayout, QWidget
 
-from probescope.app.ws_gallery_data import Decomposition
+from probescope.app.gallery.scores import Decomposition
 from probescope.core.scoring.protocol import SplitScore
 from probescope.widgets.plots_bars import ClassBars
 from probescope.widgets.plots_curve import CurvePlot
