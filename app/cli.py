@@ -13,14 +13,15 @@ import sys
 
 from probescope import __version__
 from probescope.core.errors import InputError
-from probescope.core.tasks import Progress
+from probescope.core.tasks import ProgressCallback
 
 # command name -> (module, one-line help)
 COMMANDS: dict[str, tuple[str, str]] = {
     "gui": ("probescope.app.commands.gui", "open the desktop application (the default)"),
     "demo-data": ("probescope.app.commands.demo_data", "write the demo world's Broden-format probing dataset"),
     "info": ("probescope.app.commands.info", "show what a model or dataset spec resolves to"),
-    "dissect": ("probescope.app.commands.dissect", "Network Dissection, compositional explanations, Detection Accuracy"),
+    "dissect": ("probescope.app.commands.dissect",
+                "Network Dissection, compositional explanations, Detection Accuracy"),
     "batch": ("probescope.app.commands.batch", "dissect many models and layers, locally or on a Ray cluster"),
     "score": ("probescope.app.commands.score", "Inception Score of samples, probabilities or logits"),
     "similarity": ("probescope.app.commands.similarity", "triplet accuracy of model features on human judgments"),
@@ -29,7 +30,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
 }
 
 
-def stderr_progress(prefix: str = "") -> Progress:
+def stderr_progress(prefix: str = "") -> ProgressCallback:
     """A progress(fraction, message) for commands: rewrites one stderr line, only when the shown text changes."""
     shown = [""]
     lead = f"{prefix} " if prefix else ""

@@ -5,8 +5,20 @@ from __future__ import annotations
 from pathlib import Path
 
 from PySide6.QtCore import Signal
-from PySide6.QtWidgets import (QCheckBox, QComboBox, QDialog, QDialogButtonBox, QDoubleSpinBox, QFileDialog, QFormLayout,
-                               QHBoxLayout, QLineEdit, QPushButton, QRadioButton, QWidget)
+from PySide6.QtWidgets import (
+    QCheckBox,
+    QComboBox,
+    QDialog,
+    QDialogButtonBox,
+    QDoubleSpinBox,
+    QFileDialog,
+    QFormLayout,
+    QHBoxLayout,
+    QLineEdit,
+    QPushButton,
+    QRadioButton,
+    QWidget,
+)
 
 from probescope.app.export import FORMATS, ExportTarget, export_widget
 from probescope.app.settings import ExportDefaults, Settings
@@ -73,7 +85,8 @@ class ExportDialog(QDialog):
         self.path.setText(str(path.with_suffix(f".{fmt}")))
 
     def _browse(self) -> None:
-        path, _ = QFileDialog.getSaveFileName(self, "Export figure", self.path.text(), "PNG (*.png);;SVG (*.svg);;PDF (*.pdf)")
+        path, _ = QFileDialog.getSaveFileName(self, "Export figure", self.path.text(),
+                                              "PNG (*.png);;SVG (*.svg);;PDF (*.pdf)")
         if path:
             self.path.setText(path)
             suffix = Path(path).suffix.lower().lstrip(".")

@@ -14,19 +14,20 @@ from PySide6.QtGui import QAction, QActionGroup, QCloseEvent, QDragEnterEvent, Q
 from PySide6.QtWidgets import QApplication, QFileDialog, QMainWindow, QMessageBox, QTabWidget, QVBoxLayout, QWidget
 
 from probescope import __version__
-from probescope.app.export_dialog import ExportDialog
+from probescope.app.dissection.workspace import DissectionWorkspace
 from probescope.app.export import copy_to_clipboard
+from probescope.app.export_dialog import ExportDialog
+from probescope.app.gallery.workspace import GalleryWorkspace
 from probescope.app.open_dialogs import OpenJudgmentsDialog, OpenModelDialog, OpenSamplesDialog
-from probescope.app.settings import RecentItem, Settings, THEMES
+from probescope.app.settings import THEMES, RecentItem, Settings
+from probescope.app.similarity.workspace import SimilarityWorkspace
 from probescope.app.source_bar import SourceBar
 from probescope.app.sources import DEMO, KINDS, OpenRequest, classify_path, executor_for, open_task
 from probescope.app.state import AppState, Loaded
+from probescope.app.tasks import COMPUTE, TaskError
 from probescope.app.theme import apply_theme
-from probescope.app.workers import COMPUTE, TaskError, TaskHandle, WorkerPool
+from probescope.app.workers import TaskHandle, WorkerPool
 from probescope.app.workspace import Workspace
-from probescope.app.dissection.workspace import DissectionWorkspace
-from probescope.app.gallery.workspace import GalleryWorkspace
-from probescope.app.similarity.workspace import SimilarityWorkspace
 from probescope.core.batch.reader import is_batch_folder
 from probescope.core.batch.status import STATUS_FILE
 from probescope.core.errors import InputError

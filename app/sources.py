@@ -13,7 +13,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from probescope.app.state import Loaded
-from probescope.app.workers import COMPUTE, IO, Progress, TaskContext
+from probescope.app.tasks import COMPUTE, IO, Progress, TaskContext
 from probescope.core.errors import InputError
 
 KINDS = ("model", "dataset", "samples", "judgments")

@@ -1,11 +1,10 @@
 """Background work: one compute thread that owns the model and the GPU, and a small pool that decodes images.
 
-A task is a callable taking a `TaskContext` and returning a generator: it yields `Progress` and `Partial` items
-and `return`s its result. The runner checks the cancel flag between steps, so every task stops at its next yield
-once cancelled; a task that calls a long core function passes it `ctx.progress` and `ctx.cancelled`.
-Tasks submitted under the same key replace each other (latest request wins): the older one is cancelled and
-anything it still delivers is dropped. Results reach the GUI thread through a queued Qt signal, so callbacks
-always run in the GUI thread.
+Tasks follow the protocol of `probescope.app.tasks`. The runner checks the cancel flag between steps, so every task
+stops at its next yield once cancelled. Results reach the GUI thread through a queued Qt signal, so callbacks always
+run in the GUI thread, and a cancelled task's callbacks never run: this is the app's one guard against stale
+results. Tasks submitted under the same key replace each other (latest request wins), and `cancel_group` drops
+every task of a key group at once (a workspace's tasks when its inputs change).
 
 The compute thread runs every task under `torch.inference_mode()` (grad mode is per thread, so it is set there,
 not in the GUI thread); torch work is serialised because there is one such thread.
@@ -17,20 +16,14 @@ import itertools
 import os
 import queue
 import threading
-import time
-import traceback
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
 from typing import Any
 
 from PySide6.QtCore import QObject, Signal
 
-from probescope.core.errors import InputError
+from probescope.app.tasks import COMPUTE, IO, Partial, Progress, Task, TaskContext, TaskError, describe_error
 from probescope.core.tasks import Cancelled
-
-COMPUTE = "compute"
-IO = "io"
 
 
 def compute_threads() -> int:
@@ -59,67 +52,6 @@ def keep_gui_responsive() -> None:
 
     gc.freeze()  # no collect first: it found nothing to free at this point (0 objects) and took 114 ms
     sys.setswitchinterval(GUI_SWITCH_INTERVAL_S)
-
-
-_PROGRESS_INTERVAL_S = 0.05  # progress reaches the GUI at most this often per task
-
-
-@dataclass(frozen=True)
-class Progress:
-    """How far a task has come: `fraction` in [0, 1], or None when the total is unknown."""
-
-    fraction: float | None
-    message: str = ""
-
-
-@dataclass(frozen=True)
-class Partial:
-    """A result a view may show before the task is finished (e.g. the first thumbnails)."""
-
-    value: Any
-
-
-@dataclass(frozen=True)
-class TaskError:
-    """A failed task, ready to show: `message` is one line, `details` the full text (traceback for bugs)."""
-
-    message: str
-    details: str
-    input_error: bool
-
-
-class TaskContext:
-    """What a running task gets: a cancel flag (set from the GUI thread) and a progress reporter.
-
-    `cancelled` and `progress` have the signatures of core's `CancelCheck` and `Progress` callbacks
-    (`probescope.core.tasks`), so a task can hand them to a core function that runs for long between yields.
-    """
-
-    def __init__(self, emit: Callable[[Progress], None] | None = None) -> None:
-        self._event = threading.Event()
-        self._emit = emit
-        self._last_emit = 0.0
-
-    def cancel(self) -> None:
-        self._event.set()
-
-    def cancelled(self) -> bool:
-        return self._event.is_set()
-
-    def check(self) -> None:
-        """Stop here (raise `Cancelled`) when the task was cancelled."""
-        if self._event.is_set():
-            raise Cancelled("cancelled")
-
-    def progress(self, fraction: float | None, message: str = "") -> None:
-        """Report progress; reports closer together than 50 ms are dropped (the last step always gets through)."""
-        now = time.monotonic()
-        if self._emit is not None and (now - self._last_emit >= _PROGRESS_INTERVAL_S or fraction == 1.0):
-            self._last_emit = now
-            self._emit(Progress(fraction, message))
-
-
-Task = Callable[[TaskContext], Any]
 
 
 class TaskHandle:
@@ -152,16 +84,6 @@ class TaskHandle:
 
     def __repr__(self) -> str:
         return f"TaskHandle({self.id}, {self.name!r}, key={self.key!r})"
-
-
-def describe_error(name: str, exc: BaseException) -> TaskError:
-    """InputError messages are shown as they are; anything else is a bug: short message plus the traceback."""
-    if isinstance(exc, InputError):
-        return TaskError(str(exc), str(exc), True)
-    details = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
-    first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
-    message = f"{name} failed: {type(exc).__name__}" + (f": {first}" if first else "")
-    return TaskError(message, details, False)
 
 
 class _Bridge(QObject):
@@ -225,6 +147,12 @@ class WorkerPool(QObject):
         handle = self._by_key.get(key)
         if handle is not None:
             handle.cancel()
+
+    def cancel_group(self, group: str) -> None:
+        """Cancel every task whose key is `group` or starts with `group:` (their results are dropped)."""
+        for handle in list(self._active.values()):
+            if handle.key is not None and (handle.key == group or handle.key.startswith(group + ":")):
+                handle.cancel()
 
     def cancel_all(self) -> None:
         for handle in list(self._active.values()):
@@ -290,7 +218,7 @@ class WorkerPool(QObject):
                     handle.context.progress(item.fraction, item.message)
         except Cancelled:
             self._emit(handle, "cancelled")
-        except Exception as exc:  # a task's failure is reported to the GUI, never kills the thread
+        except Exception as exc:  # noqa: BLE001  (a task's failure is reported to the GUI, never kills the thread)
             self._emit(handle, "error", describe_error(handle.name, exc))
 
     # -- delivery in the GUI thread -------------------------------------------------------------------------------
@@ -321,7 +249,7 @@ class WorkerPool(QObject):
         try:
             callback(payload)
             return True
-        except Exception as exc:
+        except Exception as exc:  # noqa: BLE001  (a view's bug is reported, never escapes into Qt)
             self._fail(handle, describe_error(f"showing the result of {handle.name}", exc))
             return False
 
@@ -329,7 +257,7 @@ class WorkerPool(QObject):
         if handle.on_error is not None:
             try:
                 handle.on_error(error)
-            except Exception as exc:
+            except Exception as exc:  # noqa: BLE001  (as above)
                 error = describe_error(f"handling the failure of {handle.name}", exc)
         self.failed.emit(handle, error)
 

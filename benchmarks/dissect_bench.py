@@ -27,15 +27,14 @@ import numpy as np  # noqa: E402
 import torch  # noqa: E402
 
 from probescope.core.dissection.counts import DatasetCounts  # noqa: E402
-from probescope.core.dissection.formula import Formula  # noqa: E402
 from probescope.core.dissection.engine import DissectionSettings, dissect_unit  # noqa: E402
+from probescope.core.dissection.formula import Formula  # noqa: E402
 from probescope.core.dissection.labels import LabelStore  # noqa: E402
 from probescope.core.dissection.unitmasks import unit_pixels, unit_thresholds  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))  # the test oracles live with the tests
 from oracles.mask_reference import MaskReference  # noqa: E402
-from oracles.synthetic_broden import (SyntheticBroden, SyntheticSpec, planted_formulas,  # noqa: E402
-                                      synthetic_activations)
+from oracles.synthetic_broden import SyntheticBroden, SyntheticSpec, planted_formulas, synthetic_activations  # noqa: E402
 
 
 def peak_rss_mb() -> float:

@@ -49,10 +49,10 @@ def launch_child() -> None:
 
     torch.set_num_threads(compute_threads())
     torch_cpu_s = time.process_time()
+    import tempfile
+
     from PySide6.QtCore import QTimer
     from PySide6.QtWidgets import QApplication
-
-    import tempfile
 
     from probescope.app.main_window import MainWindow
     from probescope.app.settings import Settings
@@ -183,7 +183,8 @@ def measure_stall(n_images: int) -> tuple[float, float, float]:
     from PySide6.QtWidgets import QApplication
 
     from probescope.app.sources import OpenRequest, open_task
-    from probescope.app.workers import IO, WorkerPool, compute_threads, keep_gui_responsive
+    from probescope.app.tasks import IO
+    from probescope.app.workers import WorkerPool, compute_threads, keep_gui_responsive
 
     torch.set_num_threads(compute_threads())  # as the app does: one core stays free for the GUI thread
     app = QApplication.instance() or QApplication([sys.argv[0]])
@@ -237,10 +238,10 @@ def measure_gallery_stream(n_images: int) -> dict[str, float]:
     from PySide6.QtCore import QEventLoop, QTimer
     from PySide6.QtWidgets import QApplication
 
+    from probescope.app.gallery.stream import STREAM_BATCH
+    from probescope.app.gallery.workspace import GalleryWorkspace
     from probescope.app.state import AppState, Loaded
     from probescope.app.workers import WorkerPool, compute_threads, keep_gui_responsive
-    from probescope.app.gallery.workspace import GalleryWorkspace
-    from probescope.app.gallery.stream import STREAM_BATCH
     from probescope.core.demo.sampler import DemoSampler
     from probescope.core.models.loading import load_model
     from probescope.core.scoring.classifiers import classifier_of_model
@@ -294,9 +295,10 @@ def measure_gallery_scroll(n_items: int, frames: int = 150) -> dict[str, float]:
     from PySide6.QtCore import QEventLoop, QTimer
     from PySide6.QtWidgets import QApplication
 
-    from probescope.app.workers import IO, WorkerPool
     from probescope.app.gallery.scores import GalleryScores
     from probescope.app.gallery.stream import fit_thumbnail, thumbnail_task
+    from probescope.app.tasks import IO
+    from probescope.app.workers import WorkerPool
     from probescope.core.demo.sampler import DemoSampler
     from probescope.widgets.gallery.grid import GalleryGrid
     from probescope.widgets.images import to_qimage
@@ -441,9 +443,9 @@ def dissection_workspace():
     """(workspace, pool, state): a shown Dissection workspace bound to an empty state."""
     from PySide6.QtWidgets import QApplication
 
+    from probescope.app.dissection.workspace import DissectionWorkspace
     from probescope.app.state import AppState
     from probescope.app.workers import WorkerPool, keep_gui_responsive
-    from probescope.app.dissection.workspace import DissectionWorkspace
 
     QApplication.instance() or QApplication([sys.argv[0]])
     pool = WorkerPool()
@@ -473,8 +475,8 @@ def measure_batch_browse(n_images: int) -> dict[str, float]:
     """Run a batch, then browse it in the workspace; then dissect its second layer live (the naive way)."""
     import tempfile
 
-    from probescope.app.sources import OpenRequest, open_task
     from probescope.app.dissection.workspace import DissectionWorkspace
+    from probescope.app.sources import OpenRequest, open_task
     from probescope.core.demo.dataset import write_demo_dataset
 
     s = DissectionWorkspace.default_settings

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-Progress = Callable[[float, str], None]
+ProgressCallback = Callable[[float, str], None]
 """progress(fraction in [0, 1], message): called from the worker thread; must be cheap and never raise."""
 
 CancelCheck = Callable[[], bool]
@@ -21,7 +21,7 @@ def check_cancel(cancel: CancelCheck | None) -> None:
         raise Cancelled("cancelled")
 
 
-def report(progress: Progress | None, fraction: float, message: str) -> None:
+def report(progress: ProgressCallback | None, fraction: float, message: str) -> None:
     """Call progress if one was given (fraction clipped to [0, 1])."""
     if progress is not None:
         progress(min(1.0, max(0.0, fraction)), message)

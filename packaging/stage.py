@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import shutil
 import sys
-import tomllib
 from pathlib import Path
+
+import tomllib
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -8,8 +8,8 @@ import time
 
 os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 
-import torch  # noqa: E402,F401  (torch before Qt, as the app does)
 import pytest  # noqa: E402
+import torch  # noqa: E402,F401  (torch before Qt, as the app does)
 
 
 @pytest.fixture(autouse=True)

@@ -8,11 +8,11 @@ import torch
 from torch import nn
 
 from probescope.core.data.activations import cache_path, extract_activations
+from probescope.core.data.preprocess import CLASSIC
 from probescope.core.demo.model import DemoNet
 from probescope.core.demo.world import SCENES
 from probescope.core.errors import InputError
 from probescope.core.models.loading import load_model
-from probescope.core.data.preprocess import CLASSIC
 from probescope.core.tasks import Cancelled
 
 

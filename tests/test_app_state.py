@@ -34,7 +34,7 @@ def test_layer_follows_the_model_before_views_hear_of_it(qtbot):
                                                     state.layer, tuple(state.layers()))))
     state.set(model("a", [Info("conv", "Conv2d", (8, 4, 4)), Info("layer4", "Seq", (8, 2, 2))], "layer4"))
     state.set(model("b", [Info("features", "Seq", (16, 3, 3)), Info("fc", "Linear", (10,))], "features"))
-    for slot, _default, layer, layers in seen:
+    for _slot, _default, layer, layers in seen:
         assert layer in layers  # at every signal the layer belongs to the model
     assert [s[0] for s in seen] == ["model", "layer", "model", "layer"]
     state.set_layer("fc")

@@ -12,7 +12,7 @@ from probescope.app import sources
 from probescope.app.main_window import MainWindow
 from probescope.app.settings import Settings
 from probescope.app.sources import OpenRequest, classify_path
-from probescope.app.workers import Progress
+from probescope.app.tasks import Progress
 from probescope.core.errors import InputError
 
 pytestmark = pytest.mark.usefixtures("isolated_cache")

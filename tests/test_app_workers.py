@@ -7,7 +7,8 @@ import time
 
 import pytest
 
-from probescope.app.workers import COMPUTE, IO, Partial, Progress, WorkerPool
+from probescope.app.tasks import COMPUTE, IO, Partial, Progress
+from probescope.app.workers import WorkerPool
 from probescope.core.errors import InputError
 
 

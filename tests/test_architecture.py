@@ -1,39 +1,60 @@
-"""Layering contracts: core never imports Qt (directly or through anything it imports); widgets never import torch."""
+"""Layering contracts: pyproject.toml's import-linter contracts hold (and fail when broken); core never loads Qt at run
+time; the headless commands never load Qt; the benchmarks' imports resolve."""
 
 from __future__ import annotations
 
 import ast
+import os
 import subprocess
 import sys
 from pathlib import Path
+
+import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 QT_MODULES = ("PySide6", "PyQt5", "PyQt6", "PySide2", "shiboken6", "pyqtgraph", "qtpy")
 
 
-def _imports(path: Path) -> set[str]:
-    tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
-    found = set()
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Import):
-            found.update(alias.name.split(".")[0] for alias in node.names)
-        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
-            found.add(node.module.split(".")[0])
-    return found
+def _lint_imports(stage: Path) -> subprocess.CompletedProcess:
+    """lint-imports with pyproject.toml's contracts over `stage`, a copy of the tree laid out as the installed
+    `probescope` namespace (the source folders core/, app/, widgets/ only become probescope.* once installed)."""
+    exe = Path(sys.executable).with_name("lint-imports")
+    env = {**os.environ, "PYTHONPATH": str(stage)}
+    return subprocess.run([str(exe), "--no-cache", str(ROOT / "pyproject.toml")], cwd=stage, env=env,
+                          capture_output=True, text=True, timeout=300)
 
 
-def _offenders(folder: str, forbidden: tuple[str, ...]) -> list[str]:
-    return [f"{path.relative_to(ROOT)} imports {name}"
-            for path in sorted((ROOT / folder).rglob("*.py"))
-            for name in sorted(_imports(path) & set(forbidden))]
+@pytest.fixture(scope="module")
+def staged(tmp_path_factory) -> Path:
+    sys.path.insert(0, str(ROOT / "packaging"))
+    try:
+        from stage import stage
+    finally:
+        sys.path.remove(str(ROOT / "packaging"))
+    out = tmp_path_factory.mktemp("staged")
+    stage(out, ROOT)
+    return out
 
 
-def test_core_source_never_imports_qt():
-    assert _offenders("core", QT_MODULES) == []
+def test_import_contracts_are_kept(staged):
+    """core imports no Qt, app or widgets; widgets no torch, app or core; task modules and headless commands no Qt."""
+    out = _lint_imports(staged)
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert "0 broken" in out.stdout
 
 
-def test_widgets_never_import_torch():
-    assert _offenders("widgets", ("torch", "torchvision")) == []
+@pytest.mark.parametrize("layer", ["core", "widgets"])
+def test_a_probe_import_of_the_app_breaks_the_contracts(staged, tmp_path, layer):
+    """The checker itself: a module in core/ or widgets/ that imports probescope.app makes lint-imports fail."""
+    import shutil
+
+    probe_tree = tmp_path / "tree"
+    shutil.copytree(staged, probe_tree)
+    (probe_tree / "probescope" / layer / "probe_of_the_contracts.py").write_text(
+        "from probescope.app import workers  # noqa: F401\n", encoding="utf-8")
+    out = _lint_imports(probe_tree)
+    assert out.returncode != 0
+    assert f"probescope.{layer}.probe_of_the_contracts -> probescope.app" in out.stdout
 
 
 def test_importing_all_of_core_loads_no_qt():

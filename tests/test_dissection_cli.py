@@ -6,10 +6,15 @@ import json
 import numpy as np
 import pytest
 
+from oracles.synthetic_broden import (
+    SyntheticBroden,
+    SyntheticSpec,
+    planted_formulas,
+    synthetic_activations,
+    write_synthetic_broden,
+)
 from probescope.app.cli import main
 from probescope.app.commands.dissect import parse_units
-from oracles.synthetic_broden import (SyntheticBroden, SyntheticSpec, planted_formulas,
-                                                  synthetic_activations, write_synthetic_broden)
 from probescope.core.errors import InputError
 
 

@@ -5,12 +5,12 @@ import pytest
 import torch
 import torch.nn.functional as F
 
+from oracles.synthetic_broden import ListBroden, concept_mask
 from probescope.core.data.broden import Label
 from probescope.core.dissection.counts import DatasetCounts, UnitScorer
 from probescope.core.dissection.formula import AND, AND_NOT, OPERATORS, OR, Formula
 from probescope.core.dissection.labels import LabelStore
 from probescope.core.dissection.masks import formula_mask, image_masks
-from oracles.synthetic_broden import ListBroden, concept_mask
 from probescope.core.dissection.unitmasks import unit_pixels, unit_thresholds
 from probescope.core.errors import InputError
 
@@ -21,7 +21,7 @@ def random_dataset(seed: int = 0, n: int = 12, varied_shapes: bool = True) -> Li
     """Colours, objects, 0-3 part layers (with repeated labels), scenes that sometimes also appear pixel-level."""
     rng = np.random.default_rng(seed)
     layers, whole, shapes = [], [], []
-    for i in range(n):
+    for _i in range(n):
         shape = (int(rng.integers(5, 9)), int(rng.integers(5, 9))) if varied_shapes else (6, 7)
         shapes.append(shape)
         img = [("color", rng.integers(1, 4, shape)), ("object", rng.integers(0, 8, shape) * (rng.random(shape) < .7))]

@@ -6,13 +6,17 @@ import io
 import numpy as np
 import pytest
 
-from probescope.core.dissection.correlation import (accuracy_correlation, correct_predictions, scene_truth,
-                                                    write_correlation_csv)
+from oracles.synthetic_broden import SyntheticBroden, SyntheticSpec, planted_formulas, synthetic_activations
+from probescope.core.dissection.correlation import (
+    accuracy_correlation,
+    correct_predictions,
+    scene_truth,
+    write_correlation_csv,
+)
 from probescope.core.dissection.engine import DissectionSettings, dissect
 from probescope.core.dissection.formula import parse_formula
 from probescope.core.dissection.labels import LabelStore
 from probescope.core.dissection.results import DissectionResult
-from oracles.synthetic_broden import SyntheticBroden, SyntheticSpec, planted_formulas, synthetic_activations
 from probescope.core.errors import InputError
 from probescope.core.tasks import Cancelled
 
@@ -93,7 +97,7 @@ def test_accuracy_sets_and_correlation(problem, tmp_path):
     correct = correct_predictions(predictions, truth)
     assert correct[truth < 0].tolist() == [-1] * int((truth < 0).sum())
     result = dissect(store, act, DissectionSettings(quantile=0.05, searches=MODES, sweep_length=3), correct=correct)
-    for u, r in result.units.items():
+    for _u, r in result.units.items():
         acc, n = r.accuracy["netdissect"]["fired"]
         known = [i for i in range(ds.n_images) if correct[i] >= 0]
         assert n <= len(known) and (acc is None or 0 <= acc <= 1)

@@ -5,14 +5,13 @@ from fractions import Fraction
 import numpy as np
 import pytest
 
+from oracles.mask_reference import MaskReference
+from oracles.synthetic_broden import ListBroden, SyntheticBroden, SyntheticSpec, planted_formulas, synthetic_activations
 from probescope.core.data.broden import Label
 from probescope.core.dissection.counts import DatasetCounts
 from probescope.core.dissection.engine import DissectionSettings, dissect, dissect_unit
 from probescope.core.dissection.formula import Formula
 from probescope.core.dissection.labels import LabelStore
-from oracles.mask_reference import MaskReference
-from oracles.synthetic_broden import (ListBroden, SyntheticBroden, SyntheticSpec, planted_formulas,
-                                                  synthetic_activations)
 
 MODES = ("iou", "da-select", "da-stop")
 

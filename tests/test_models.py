@@ -8,10 +8,10 @@ import torch
 import torchvision
 from torch import nn
 
-from probescope.core.models import checkpoint as ckpt
-from probescope.core.errors import InputError
-from probescope.core.models.loading import TORCHSCRIPT_OUTPUT, list_layers, load_model, read_class_names
 from probescope.core.data.preprocess import CLASSIC, IMAGENET, parse_preprocess
+from probescope.core.errors import InputError
+from probescope.core.models import checkpoint as ckpt
+from probescope.core.models.loading import TORCHSCRIPT_OUTPUT, list_layers, load_model, read_class_names
 
 
 def _same_outputs(a: nn.Module, b: nn.Module, size: int = 64) -> bool:

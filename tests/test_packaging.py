@@ -91,7 +91,8 @@ def test_stage_lays_out_the_installed_namespace_and_lists_its_contents(tmp_path)
     assert (out / "probescope" / "assets" / "icons" / "probescope-512.png").is_file()
     assert not list(out.rglob("__pycache__"))
     modules, datas = stage.contents(out)
-    assert {"probescope.app.commands.gui", "probescope.app.commands.score", "probescope.core", "probescope"} <= set(modules)
+    assert {"probescope.app.commands.gui", "probescope.app.commands.score", "probescope.core",
+            "probescope"} <= set(modules)
     assert (str(out / "probescope" / "assets" / "icons" / "probescope-16.png"), "probescope/assets/icons") in datas
     assert not any(source.endswith(".py") for source, _ in datas)
     code = f"import sys; sys.path.insert(0, {str(out)!r}); import probescope.app.cli as m; print(m.__file__)"

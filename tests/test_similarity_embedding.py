@@ -11,10 +11,14 @@ import pytest
 import torch
 from scipy.stats import spearmanr
 
-from probescope.core.similarity.active import (information_gain, nearest_neighbours, propose_trials,
-                                               query_probability)
-from probescope.core.similarity.correlation import (embedding_correlation, expected_similarity, spearman,
-                                                    upper_pairs, within_ensemble_correlation)
+from probescope.core.similarity.active import information_gain, nearest_neighbours, propose_trials, query_probability
+from probescope.core.similarity.correlation import (
+    embedding_correlation,
+    expected_similarity,
+    spearman,
+    upper_pairs,
+    within_ensemble_correlation,
+)
 from probescope.core.similarity.embedding import Ensemble, FitOptions, ensemble_cross_entropy, fit_ensemble
 from probescope.core.similarity.simulate import clustered_points, simulate_trials
 from probescope.core.tasks import Cancelled

@@ -5,8 +5,13 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from probescope.core.similarity.quality import (apply_quality_control, catch_grades, catch_position, grade_class,
-                                                session_grades)
+from probescope.core.similarity.quality import (
+    apply_quality_control,
+    catch_grades,
+    catch_position,
+    grade_class,
+    session_grades,
+)
 from probescope.core.similarity.trials import Trials
 
 

@@ -10,8 +10,15 @@ import pytest
 import torch
 
 from probescope.core.similarity.luce import OutcomeModel, log_similarity, observed_log_likelihood
-from probescope.core.similarity.trials import (PAD, Trials, n_outcomes, n_triplets, outcome_index, outcome_table,
-                                               triplets)
+from probescope.core.similarity.trials import (
+    PAD,
+    Trials,
+    n_outcomes,
+    n_triplets,
+    outcome_index,
+    outcome_table,
+    triplets,
+)
 
 
 def brute_luce(s: np.ndarray, picks: tuple[int, ...]) -> float:

@@ -13,9 +13,9 @@ from probescope.widgets.dissection.plots import GroupedBars
 from probescope.widgets.dissection.table import UnitTable
 from probescope.widgets.images import blend, boundaries, label_colors, to_qimage
 from probescope.widgets.notification import Notification
+from probescope.widgets.similarity.trial_grid import TrialGrid
 from probescope.widgets.task_progress import TaskProgress
 from probescope.widgets.thumbnail_grid import Thumbnail, ThumbnailGrid
-from probescope.widgets.similarity.trial_grid import TrialGrid
 
 
 def test_to_qimage_copies_pixels_exactly():

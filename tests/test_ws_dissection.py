@@ -12,8 +12,8 @@ from PySide6.QtGui import QImage
 
 from probescope.app import sources
 from probescope.app.dissection import layer as data
-from probescope.app.sources import OpenRequest
 from probescope.app.dissection.workspace import COLUMNS, DissectionWorkspace
+from probescope.app.sources import OpenRequest
 from probescope.core.dissection.engine import DissectionSettings
 
 pytestmark = pytest.mark.usefixtures("isolated_cache")

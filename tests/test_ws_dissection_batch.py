@@ -14,11 +14,11 @@ from PySide6.QtCore import QMimeData, QPointF, Qt, QUrl
 from PySide6.QtGui import QDropEvent, QImage
 
 from probescope.app.cli import main
+from probescope.app.dissection.batch import JOB_COLUMNS
+from probescope.app.dissection.workspace import DissectionWorkspace
 from probescope.app.main_window import MainWindow
 from probescope.app.settings import Settings
 from probescope.app.sources import OpenRequest
-from probescope.app.dissection.workspace import DissectionWorkspace
-from probescope.app.dissection.batch import JOB_COLUMNS
 from probescope.core.dissection.engine import DissectionSettings
 from probescope.core.dissection.results import DissectionResult
 

@@ -7,8 +7,7 @@ from __future__ import annotations
 import numpy as np
 
 from probescope.app.dissection import layer as data
-from probescope.app.dissection.overlays import (CONCEPT_COLOR, UNIT_COLOR, OverlayOptions, compose, heat_colors,
-                                                   nearest)
+from probescope.app.dissection.overlays import CONCEPT_COLOR, UNIT_COLOR, OverlayOptions, compose, heat_colors, nearest
 from probescope.core.dissection.engine import DissectionSettings
 from probescope.core.dissection.formula import Formula
 from probescope.core.dissection.results import DissectionResult, Explanation, UnitResult

@@ -13,8 +13,8 @@ from PySide6.QtCore import Qt
 from PySide6.QtGui import QImage
 
 from probescope.app.export import export_widget
-from probescope.app.state import Loaded
 from probescope.app.gallery.workspace import GalleryWorkspace
+from probescope.app.state import Loaded
 from probescope.core.demo.sampler import DemoSampler
 from probescope.core.scoring.distributions import ClassScores
 from probescope.core.scoring.report import score_report

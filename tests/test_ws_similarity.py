@@ -9,10 +9,10 @@ import numpy as np
 import pytest
 from PySide6.QtCore import Qt
 
-from probescope.app.similarity import analysis as data
 from probescope.app.export import export_widget
-from probescope.app.sources import OpenRequest
+from probescope.app.similarity import analysis as data
 from probescope.app.similarity.workspace import SimilarityWorkspace
+from probescope.app.sources import OpenRequest
 from probescope.core.similarity.agreement import triplet_agreement
 from probescope.core.similarity.correlation import embedding_correlation
 from probescope.core.similarity.embedding import FitOptions

@@ -14,7 +14,6 @@ from PySide6.QtCore import QPointF, QRectF, QSize, Qt
 from PySide6.QtGui import QColor, QFontMetrics, QPainter, QPainterPath, QPaintEvent, QPalette, QPen
 from PySide6.QtWidgets import QSizePolicy, QWidget
 
-
 CURVE_COLOR = QColor("#3574f0")
 BAND_COLOR = QColor("#f28e2b")
 

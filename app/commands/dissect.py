@@ -68,8 +68,13 @@ def run(args: argparse.Namespace) -> int:
     import numpy as np
 
     from probescope.app.cli import stderr_progress
-    from probescope.core.dissection.correlation import (accuracy_correlation, correct_predictions, read_label_map,
-                                                        scene_truth, write_correlation_csv)
+    from probescope.core.dissection.correlation import (
+        accuracy_correlation,
+        correct_predictions,
+        read_label_map,
+        scene_truth,
+        write_correlation_csv,
+    )
     from probescope.core.dissection.engine import DissectionSettings, dissect
     from probescope.core.dissection.inputs import extract_model_layers, load_activation_file, open_dataset
     from probescope.core.dissection.labels import LabelStore

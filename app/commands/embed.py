@@ -53,8 +53,13 @@ def run(args: argparse.Namespace) -> int:
     from probescope.app.commands.similarity import describe_source, load_filtered
     from probescope.core.errors import InputError
     from probescope.core.similarity.agreement import agreement_from_distances, reference_distances
-    from probescope.core.similarity.correlation import (consecutive_correlation, expected_similarity, spearman,
-                                                        upper_pairs, within_ensemble_correlation)
+    from probescope.core.similarity.correlation import (
+        consecutive_correlation,
+        expected_similarity,
+        spearman,
+        upper_pairs,
+        within_ensemble_correlation,
+    )
     from probescope.core.similarity.embedding import Ensemble, FitOptions, ensemble_cross_entropy, fit_ensemble
     from probescope.core.similarity.readers import load_judgments
 

@@ -131,7 +131,7 @@ def _app_icon():
 
 def _notify_uncaught(window) -> None:
     """An exception escaping a slot becomes a notification (and a line on stderr), never a silent failure."""
-    from probescope.app.workers import describe_error
+    from probescope.app.tasks import describe_error
 
     def hook(exc_type, exc, tb) -> None:
         error = describe_error("probescope", exc.with_traceback(tb))

@@ -59,8 +59,8 @@ def _dataset_info(root: Path, index: str) -> None:
 
 
 def _model_info(args: argparse.Namespace) -> None:
-    from probescope.core.models.loading import list_layers, load_model
     from probescope.core.data.preprocess import parse_preprocess
+    from probescope.core.models.loading import list_layers, load_model
 
     model = load_model(
         args.spec,

@@ -76,8 +76,12 @@ def run(args: argparse.Namespace) -> int:
     import numpy as np
 
     from probescope.core.errors import InputError
-    from probescope.core.similarity.agreement import DISTANCES, agreement_from_distances, reference_distances
-    from probescope.core.similarity.agreement import triplet_agreement
+    from probescope.core.similarity.agreement import (
+        DISTANCES,
+        agreement_from_distances,
+        reference_distances,
+        triplet_agreement,
+    )
     from probescope.core.similarity.correlation import MODEL_SIMILARITIES, embedding_correlation, expected_similarity
     from probescope.core.similarity.embedding import Ensemble
     from probescope.core.similarity.sources import load_features, model_features

@@ -14,9 +14,15 @@ from collections.abc import Iterator
 from dataclasses import dataclass, fields
 from pathlib import Path
 
-from probescope.app.workers import Progress, TaskContext
-from probescope.app.dissection.layer import (INTERPRETABLE_IOU, LayerCounts, LayerData, layer_counts, unit_peaks,
-                                               unit_row)
+from probescope.app.dissection.layer import (
+    INTERPRETABLE_IOU,
+    LayerCounts,
+    LayerData,
+    layer_counts,
+    unit_peaks,
+    unit_row,
+)
+from probescope.app.tasks import Progress, TaskContext
 from probescope.core.batch.reader import BatchJob, BatchOverview, read_batch
 from probescope.core.dissection.engine import DissectionSettings
 from probescope.core.dissection.results import DissectionResult
@@ -118,8 +124,8 @@ def job_activations(result: DissectionResult, layer: str, dataset, live_model, d
                     ctx: TaskContext) -> Iterator[Progress]:
     """The activations a saved result was computed from: the batch's activation file, or the recorded model's layer
     (the loaded model when it is the one recorded, else loaded from its spec) through the activation cache."""
-    from probescope.core.data.activations import extract_activations
     from probescope.core.cache import cache_dir
+    from probescope.core.data.activations import extract_activations
     from probescope.core.dissection.inputs import load_activation_file
     from probescope.core.models.loading import load_model
 

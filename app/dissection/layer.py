@@ -13,7 +13,7 @@ from pathlib import Path
 
 import numpy as np
 
-from probescope.app.workers import Partial, Progress, TaskContext
+from probescope.app.tasks import Partial, Progress, TaskContext
 from probescope.core.dissection.engine import DissectionSettings
 from probescope.core.dissection.inputs import dataset_identity, model_identity, predicted_classes
 from probescope.core.dissection.results import DissectionResult, Explanation, UnitResult
@@ -81,8 +81,8 @@ def layer_task(loaded_model, layer: str, dataset, store, settings: DissectionSet
 
     A finished dissection in the cache comes back at once; a partial one is resumed (only missing units run).
     """
-    from probescope.core.data.activations import extract_activations
     from probescope.core.cache import cache_dir
+    from probescope.core.data.activations import extract_activations
     from probescope.core.dissection.engine import dissect
     from probescope.core.dissection.labels import LabelStore
     from probescope.core.errors import InputError
@@ -204,7 +204,10 @@ class LayerCounts:
 def layer_counts(rows: list[UnitRow], threshold: float = INTERPRETABLE_IOU) -> LayerCounts:
     good = [r for r in rows if is_interpretable(r, threshold)]
     concepts = {r.explanations["netdissect"].label: r.category for r in good}
-    mean = (lambda values: float(np.mean(values)) if values else 0.0)
+
+    def mean(values: list[float]) -> float:
+        return float(np.mean(values)) if values else 0.0
+
     return LayerCounts(len(rows), len(good), concepts, sum(is_specialised(r) for r in rows),
                        mean([r.iou("netdissect") for r in rows]), mean([r.iou("iou") for r in rows]))
 

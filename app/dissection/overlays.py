@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from probescope.app.workers import Partial, Progress, TaskContext
+from probescope.app.tasks import Partial, Progress, TaskContext
 from probescope.core.dissection.formula import Formula
 from probescope.widgets.images import blend, boundaries, to_qimage
 from probescope.widgets.thumbnail_grid import Thumbnail

@@ -23,17 +23,33 @@ from pathlib import Path
 
 import numpy as np
 from PySide6.QtCore import Qt, QTimer
-from PySide6.QtWidgets import (QFileDialog, QHBoxLayout, QLabel, QScrollArea, QSplitter, QTabWidget, QTableWidget,
-                               QTableWidgetItem, QVBoxLayout, QWidget)
+from PySide6.QtWidgets import (
+    QFileDialog,
+    QHBoxLayout,
+    QLabel,
+    QScrollArea,
+    QSplitter,
+    QTableWidget,
+    QTableWidgetItem,
+    QTabWidget,
+    QVBoxLayout,
+    QWidget,
+)
 
 from probescope.app.dissection import layer as data
-from probescope.app.export import ExportTarget, export_widget
-from probescope.app.workers import IO, Partial, TaskError
 from probescope.app.dissection.batch import BatchView, job_state, overview_task, saved_layer_task
-from probescope.app.workspace import Workspace
-from probescope.app.dissection.overlays import (ImageOverlay, OverlayOptions, image_labels, image_overlay,
-                                                   overlay_task, present_images)
+from probescope.app.dissection.overlays import (
+    ImageOverlay,
+    OverlayOptions,
+    image_labels,
+    image_overlay,
+    overlay_task,
+    present_images,
+)
 from probescope.app.dissection.panels import BatchPanel, FilterBar, RunsPanel, UnitControls
+from probescope.app.export import ExportTarget, export_widget
+from probescope.app.tasks import IO, Partial, TaskError
+from probescope.app.workspace import Workspace
 from probescope.core.dissection.engine import DissectionSettings
 from probescope.core.dissection.formula import Formula
 from probescope.core.dissection.results import Explanation

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 import numpy as np
 from PySide6.QtGui import QImage
 
-from probescope.app.workers import Partial, Progress, TaskContext
+from probescope.app.tasks import Partial, Progress, TaskContext
 from probescope.core.demo.sampler import DemoSampler
 from probescope.core.demo.world import SCENES
 from probescope.core.scoring.sources import ArraySource, BatchTask, ImageFolderSource, SampleSource, decode_image

@@ -15,16 +15,35 @@ from pathlib import Path
 
 from PySide6.QtCore import Qt, QTimer
 from PySide6.QtGui import QImage
-from PySide6.QtWidgets import (QCheckBox, QComboBox, QDoubleSpinBox, QFileDialog, QLabel, QPushButton, QScrollArea,
-                               QSlider, QSplitter, QToolBar, QVBoxLayout, QWidget)
+from PySide6.QtWidgets import (
+    QCheckBox,
+    QComboBox,
+    QDoubleSpinBox,
+    QFileDialog,
+    QLabel,
+    QPushButton,
+    QScrollArea,
+    QSlider,
+    QSplitter,
+    QToolBar,
+    QVBoxLayout,
+    QWidget,
+)
 
 from probescope.app.export import ExportTarget
-from probescope.app.workers import COMPUTE, IO, TaskError
-from probescope.app.workspace import Workspace
-from probescope.app.gallery.scores import FILTER_KEYS, SORT_KEYS, GalleryScores
 from probescope.app.gallery.panels import DetailPanel, ScorePanel
-from probescope.app.gallery.stream import (DemoStream, ResumedSource, image_task, load_classifier_task,
-                                              random_access, stream_task, thumbnail_task)
+from probescope.app.gallery.scores import FILTER_KEYS, SORT_KEYS, GalleryScores
+from probescope.app.gallery.stream import (
+    DemoStream,
+    ResumedSource,
+    image_task,
+    load_classifier_task,
+    random_access,
+    stream_task,
+    thumbnail_task,
+)
+from probescope.app.tasks import COMPUTE, IO, TaskError
+from probescope.app.workspace import Workspace
 from probescope.core.demo.sampler import DemoSampler
 from probescope.core.demo.world import SCENES
 from probescope.core.scoring.classifiers import classifier_of_model

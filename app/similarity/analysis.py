@@ -18,17 +18,32 @@ from pathlib import Path
 
 import numpy as np
 
-from probescope.core.similarity.agreement import DISTANCES, Agreement, agreement_from_distances, pair_distances
-from probescope.core.similarity.agreement import reference_distances
-from probescope.core.similarity.correlation import (MODEL_SIMILARITIES, Correlation, consecutive_correlation,
-                                                    embedding_correlation, expected_similarity,
-                                                    within_ensemble_correlation)
+from probescope.core.similarity.agreement import (
+    DISTANCES,
+    Agreement,
+    agreement_from_distances,
+    pair_distances,
+    reference_distances,
+)
+from probescope.core.similarity.correlation import (
+    MODEL_SIMILARITIES,
+    Correlation,
+    consecutive_correlation,
+    embedding_correlation,
+    expected_similarity,
+    within_ensemble_correlation,
+)
 from probescope.core.similarity.embedding import Ensemble, FitOptions, FitResult, ensemble_cross_entropy, fit_ensemble
-from probescope.core.similarity.quality import (FilterReport, apply_quality_control, catch_grades, catch_position,
-                                                grade_class)
+from probescope.core.similarity.quality import (
+    FilterReport,
+    apply_quality_control,
+    catch_grades,
+    catch_position,
+    grade_class,
+)
 from probescope.core.similarity.readers import Judgments
 from probescope.core.similarity.trials import PAD, Trials, triplets
-from probescope.core.tasks import CancelCheck, Progress, check_cancel
+from probescope.core.tasks import CancelCheck, ProgressCallback, check_cancel
 
 # the first view's embedding: one small dimensionality, few epochs, an ensemble of 3 (a few seconds for the demo);
 # the refit controls run the full dimensionality search with the engine's default options
@@ -205,7 +220,7 @@ def score_embedding(ensemble: Ensemble, trialset: TrialSet, seed: int = 0) -> Sc
     return _score(EMBEDDING_ROW, "embedding", dict.fromkeys(DISTANCES, d), trialset, {})
 
 
-def layer_features(model, layer: str, judgments: Judgments, *, progress: Progress | None = None,
+def layer_features(model, layer: str, judgments: Judgments, *, progress: ProgressCallback | None = None,
                    cancel: CancelCheck | None = None) -> np.ndarray:
     """(n, F) globally average-pooled activations of `layer` for every catalog image, through the activation cache
     (as `probescope similarity --model --layer` computes them, but with the model already loaded)."""
@@ -271,7 +286,8 @@ def embedding_cache_path(judgments: Judgments, filters: Filters, folder: Path) -
 
 
 def quick_embedding(trialset: TrialSet, judgments: Judgments, cache: Path | None, *,
-                    progress: Progress | None = None, cancel: CancelCheck | None = None) -> tuple[Ensemble, bool]:
+                    progress: ProgressCallback | None = None,
+                    cancel: CancelCheck | None = None) -> tuple[Ensemble, bool]:
     """The first view's embedding: read from the cache, else a quick fit (saved there). Returns (ensemble, cached)."""
     path = embedding_cache_path(judgments, trialset.filters, cache) if cache is not None else None
     if path is not None and path.is_file():
@@ -293,7 +309,7 @@ def quick_embedding(trialset: TrialSet, judgments: Judgments, cache: Path | None
 
 
 def refit(trialset: TrialSet, judgments: Judgments, dims: list[int], n_members: int,
-          previous: Ensemble | None = None, *, progress: Progress | None = None,
+          previous: Ensemble | None = None, *, progress: ProgressCallback | None = None,
           cancel: CancelCheck | None = None) -> FitResult:
     """The full fit the refit controls ask for (with `previous`, its members warm-start at its dimensionality)."""
     with grad_enabled():
@@ -358,7 +374,7 @@ def projection_2d(ensemble: Ensemble) -> tuple[np.ndarray, str]:
 
 # ------------------------------------------------------------------------------------------------ active learning
 def propose(ensemble: Ensemble, judgments: Judgments, n_queries: int, n_candidates: int, *, seed: int = 0,
-            progress: Progress | None = None, cancel: CancelCheck | None = None):
+            progress: ProgressCallback | None = None, cancel: CancelCheck | None = None):
     """The next batch by expected information gain (the engine's `propose_trials`), queries weighted by how often
     each stimulus already served as a query, mirrored catch images never used."""
     from probescope.core.similarity.active import propose_trials

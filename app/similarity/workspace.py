@@ -18,14 +18,26 @@ from pathlib import Path
 
 import numpy as np
 from PySide6.QtCore import Qt
-from PySide6.QtWidgets import (QCheckBox, QComboBox, QFileDialog, QFormLayout, QHBoxLayout, QLabel, QPushButton,
-                               QScrollArea, QSplitter, QTabWidget, QVBoxLayout, QWidget)
+from PySide6.QtWidgets import (
+    QCheckBox,
+    QComboBox,
+    QFileDialog,
+    QFormLayout,
+    QHBoxLayout,
+    QLabel,
+    QPushButton,
+    QScrollArea,
+    QSplitter,
+    QTabWidget,
+    QVBoxLayout,
+    QWidget,
+)
 
-from probescope.app.similarity import analysis as data
 from probescope.app.export import ExportTarget
-from probescope.app.workers import COMPUTE, IO, Progress, TaskContext
-from probescope.app.workspace import Workspace
+from probescope.app.similarity import analysis as data
 from probescope.app.similarity.panels import ActivePanel, EmbeddingPanel, ModelsPanel, QualityPanel
+from probescope.app.tasks import COMPUTE, IO, Progress, TaskContext
+from probescope.app.workspace import Workspace
 from probescope.widgets.controls import spin_box
 from probescope.widgets.images import to_qimage
 from probescope.widgets.similarity.sheet import SheetTrial, TrialSheet

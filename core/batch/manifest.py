@@ -24,10 +24,11 @@
 from __future__ import annotations
 
 import re
-import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+import tomllib
 
 from probescope.core.dissection.engine import DissectionSettings
 from probescope.core.errors import InputError

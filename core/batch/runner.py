@@ -13,13 +13,19 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from probescope.core.batch.chunks import (finished_chunks, merge_chunks, plan_chunks, remove_layer_outputs,
-                                         write_chunk, write_layer)
+from probescope.core.batch.chunks import (
+    finished_chunks,
+    merge_chunks,
+    plan_chunks,
+    remove_layer_outputs,
+    write_chunk,
+    write_layer,
+)
 from probescope.core.batch.executors import Executor, LocalExecutor
-from probescope.core.dissection.inputs import LayerInput, load_activation_file, open_dataset
 from probescope.core.batch.manifest import Manifest, ModelJob, folder_name
 from probescope.core.batch.status import BatchStatus, stderr_log
 from probescope.core.dissection.correlation import correct_predictions, scene_truth
+from probescope.core.dissection.inputs import LayerInput, load_activation_file, open_dataset
 from probescope.core.dissection.labels import LabelStore
 
 

@@ -30,7 +30,7 @@ from torch import nn
 from probescope.core.atomic import write_json
 from probescope.core.errors import InputError
 from probescope.core.models.loading import TORCHSCRIPT_OUTPUT, LoadedModel
-from probescope.core.tasks import CancelCheck, Progress, check_cancel, report
+from probescope.core.tasks import CancelCheck, ProgressCallback, check_cancel, report
 
 CACHE_VERSION = 1
 CACHE_SUBDIR = "activations"
@@ -136,7 +136,7 @@ def extract_activations(
     *,
     batch_size: int = 32,
     device: str | torch.device | None = None,
-    progress: Progress | None = None,
+    progress: ProgressCallback | None = None,
     cancel: CancelCheck | None = None,
     workers: int = 2,
 ) -> np.ndarray:
@@ -293,7 +293,7 @@ def _run(
     source: _Source,
     out_path: Path | None,
     batch_size: int,
-    progress: Progress | None,
+    progress: ProgressCallback | None,
     cancel: CancelCheck | None,
     workers: int,
 ) -> np.ndarray:

@@ -109,7 +109,8 @@ def _validated(images: np.ndarray | Sequence[np.ndarray]) -> np.ndarray | list[n
 
 
 CLASSIC = Preprocess("classic", mean=(124.6901, 118.6897, 109.5388), std=(255 * 0.224,) * 3)
-IMAGENET = Preprocess("imagenet", mean=(0.485 * 255, 0.456 * 255, 0.406 * 255), std=(0.229 * 255, 0.224 * 255, 0.225 * 255))
+IMAGENET = Preprocess("imagenet", mean=(0.485 * 255, 0.456 * 255, 0.406 * 255),
+                      std=(0.229 * 255, 0.224 * 255, 0.225 * 255))
 PRESETS: dict[str, Preprocess] = {p.name: p for p in (CLASSIC, IMAGENET)}
 
 

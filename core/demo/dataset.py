@@ -14,12 +14,12 @@ from pathlib import Path
 
 import numpy as np
 
-from probescope.core.data import broden
 from probescope.core.atomic import write_json
-from probescope.core.data.broden_write import BrodenImage, write_broden
 from probescope.core.cache import cache_dir, ensure_writable
+from probescope.core.data import broden
+from probescope.core.data.broden_write import BrodenImage, write_broden
 from probescope.core.demo import world
-from probescope.core.tasks import CancelCheck, Progress, check_cancel, report
+from probescope.core.tasks import CancelCheck, ProgressCallback, check_cancel, report
 
 DEFAULT_N = 1500
 DEFAULT_SEED = 0
@@ -28,7 +28,8 @@ GENERATOR_VERSION = 1  # bump when the renderer changes, so cached copies are re
 MANIFEST = "demo_manifest.json"
 
 
-def _items(n_images: int, seed: int, progress: Progress | None, cancel: CancelCheck | None) -> Iterator[BrodenImage]:
+def _items(n_images: int, seed: int, progress: ProgressCallback | None,
+           cancel: CancelCheck | None) -> Iterator[BrodenImage]:
     rng = np.random.default_rng(seed)
     n_val = int(round(n_images * VAL_SHARE))
     for k in range(n_images):
@@ -48,7 +49,7 @@ def _items(n_images: int, seed: int, progress: Progress | None, cancel: CancelCh
 
 
 def write_demo_dataset(root: str | Path, n_images: int = DEFAULT_N, seed: int = DEFAULT_SEED,
-                       progress: Progress | None = None, cancel: CancelCheck | None = None) -> Path:
+                       progress: ProgressCallback | None = None, cancel: CancelCheck | None = None) -> Path:
     """Write the demo probing dataset into `root` (created; files already there are overwritten).
 
     A cancelled run raises `Cancelled` before the manifest is written, so what it left is never taken as complete.
@@ -80,7 +81,7 @@ def is_complete(root: Path, n_images: int = DEFAULT_N, seed: int = DEFAULT_SEED)
 
 
 def ensure_demo_dataset(cache: Path | None = None, n_images: int = DEFAULT_N, seed: int = DEFAULT_SEED,
-                        progress: Progress | None = None, cancel: CancelCheck | None = None) -> Path:
+                        progress: ProgressCallback | None = None, cancel: CancelCheck | None = None) -> Path:
     """The demo dataset in the cache folder, generated first if missing or damaged."""
     root = (cache or cache_dir()) / f"demo-broden-v{GENERATOR_VERSION}-{n_images}-{seed}"
     if is_complete(root, n_images, seed):

@@ -16,8 +16,8 @@ import torch
 from torch import nn
 
 from probescope.assets import ASSETS_DIR
-from probescope.core.errors import InputError
 from probescope.core.data.preprocess import IMAGENET, Preprocess
+from probescope.core.errors import InputError
 
 DEMO_ARCH = "demonet"
 DEMO_LAYER = "layer4"

@@ -20,7 +20,7 @@ import torch.nn.functional as F
 
 from probescope.core.atomic import atomic_open, write_json
 from probescope.core.demo.model import DEMO_ARCH, DEMO_LAYER, DEMO_PREPROCESS, DEMO_WIDTHS, DemoNet
-from probescope.core.tasks import CancelCheck, Progress, check_cancel, report
+from probescope.core.tasks import CancelCheck, ProgressCallback, check_cancel, report
 
 TRAIN_SEED = 101
 HELDOUT_SEED = 202
@@ -60,7 +60,7 @@ def train(
     labels: np.ndarray,
     num_classes: int,
     config: TrainConfig = TrainConfig(),
-    progress: Progress | None = None,
+    progress: ProgressCallback | None = None,
     cancel: CancelCheck | None = None,
 ) -> DemoNet:
     """AdamW with a one-cycle schedule, random horizontal flips; returns the model in eval mode."""

@@ -19,11 +19,10 @@ import numpy as np
 from probescope.core.dissection.counts import DatasetCounts, UnitScorer
 from probescope.core.dissection.labels import LabelStore
 from probescope.core.dissection.results import SEARCH_MODES, DissectionResult, Explanation, UnitResult
-from probescope.core.dissection.search import (BeamSearch, Scored, da_select, da_stop, iou_explanation,
-                                               length_sweep)
+from probescope.core.dissection.search import BeamSearch, Scored, da_select, da_stop, iou_explanation, length_sweep
 from probescope.core.dissection.unitmasks import unit_pixels, unit_thresholds
 from probescope.core.errors import InputError
-from probescope.core.tasks import CancelCheck, Cancelled, Progress, check_cancel, report
+from probescope.core.tasks import CancelCheck, Cancelled, ProgressCallback, check_cancel, report
 
 _BLOCK_BYTES = 256 << 20  # activations read per block of units
 
@@ -66,7 +65,7 @@ class DissectionSettings:
 def dissect(store: LabelStore, activations: np.ndarray, settings: DissectionSettings = DissectionSettings(),
             units: Sequence[int] | None = None, *, correct: np.ndarray | None = None,
             previous: DissectionResult | None = None, dataset_info: dict | None = None,
-            model_info: dict | None = None, progress: Progress | None = None, cancel: CancelCheck | None = None,
+            model_info: dict | None = None, progress: ProgressCallback | None = None, cancel: CancelCheck | None = None,
             checkpoint: Callable[[DissectionResult], None] | None = None,
             checkpoint_seconds: float = 30.0) -> DissectionResult:
     """Dissect `units` (default all) of a layer.

@@ -105,7 +105,7 @@ def parse_formula(text: str, numbers: Mapping[str, int]) -> Formula:
     inner = s[1:-1]
     if inner.startswith("("):
         depth = 0
-        for end, ch in enumerate(inner):
+        for end, ch in enumerate(inner):  # noqa: B007  (`end` is used after the loop)
             depth += ch == "("
             depth -= ch == ")"
             if depth == 0:

@@ -16,7 +16,7 @@ import numpy as np
 
 from probescope.core.data.broden import BrodenDataset
 from probescope.core.errors import InputError
-from probescope.core.tasks import CancelCheck, Progress
+from probescope.core.tasks import CancelCheck, ProgressCallback
 
 if TYPE_CHECKING:
     from probescope.core.models.loading import LoadedModel
@@ -77,7 +77,7 @@ def load_activation_file(path: Path, n_images: int) -> tuple[np.ndarray, dict]:
 
 
 def predicted_classes(model: LoadedModel, dataset: BrodenDataset, cache: Path | None, *, device: str | None = None,
-                      progress: Progress | None = None,
+                      progress: ProgressCallback | None = None,
                       cancel: CancelCheck | None = None) -> tuple[str, np.ndarray] | None:
     """(head layer, predicted class per image): the argmax of the last module's output (the classifier head; a
     TorchScript model's output), when the model names its classes and the head is as wide; None otherwise."""
@@ -103,12 +103,12 @@ def predicted_classes(model: LoadedModel, dataset: BrodenDataset, cache: Path | 
 def extract_model_layers(spec: str, layers: list[str | None], root: Path, index: str, source: str,
                          device: str = "cpu", trust_pickle: bool = False, cache: Path | None = None, *,
                          class_names: Path | None = None, predict: bool = True,
-                         progress: Progress | None = None) -> list[LayerInput]:
+                         progress: ProgressCallback | None = None) -> list[LayerInput]:
     """Load the model once and extract every asked layer (None = the model's default layer) over the dataset, through
     the activation cache at `cache` (default: the user cache folder). With `predict`, predictions are the argmax of
     the last module's output (the classifier head) when its width matches the model's class names."""
-    from probescope.core.data.activations import extract_activations
     from probescope.core.cache import cache_dir
+    from probescope.core.data.activations import extract_activations
     from probescope.core.models.loading import load_model
 
     dataset, _ = open_dataset(root, index, source)

@@ -22,7 +22,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from probescope.core.errors import InputError
-from probescope.core.tasks import CancelCheck, Progress, check_cancel, report
+from probescope.core.tasks import CancelCheck, ProgressCallback, check_cancel, report
 
 _FULL_PLANES = 2  # planes indexed by global pixel; the rest are stored over the images that have them
 
@@ -89,7 +89,7 @@ class LabelStore:
     # ---- construction -------------------------------------------------------------------------------------------
 
     @classmethod
-    def build(cls, source: LabelSource, progress: Progress | None = None,
+    def build(cls, source: LabelSource, progress: ProgressCallback | None = None,
               cancel: CancelCheck | None = None) -> LabelStore:
         """Read every image's label maps once (the only pass over the dataset's files)."""
         n = int(source.n_images)

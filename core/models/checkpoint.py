@@ -13,7 +13,7 @@ import pickle
 import re
 import warnings
 import zipfile
-from functools import lru_cache
+from functools import cache
 from pathlib import Path
 from typing import Any
 
@@ -87,7 +87,7 @@ def read_torch_file(path: str | Path, *, trust_pickle: bool = False) -> Any:
         detail = re.search(r"WeightsUnpickler error:\s*(\S.*)", str(exc))
         reason = f"damaged pickle: {detail.group(1)[:120]}" if detail else _first_line(exc)
         raise InputError(f"not a PyTorch weights file ({reason})", path) from None
-    except Exception as exc:  # torch.load reports garbage as any of a dozen exception types
+    except Exception as exc:  # noqa: BLE001  (torch.load reports garbage as any of a dozen exception types)
         raise InputError(f"not a PyTorch weights file ({_first_line(exc)})", path) from None
 
 
@@ -156,7 +156,7 @@ def build_arch(arch: str, num_classes: int, *, meta: bool) -> nn.Module:
     return tvm.get_model(arch, **kwargs)
 
 
-@lru_cache(maxsize=None)
+@cache
 def _can_build_on_meta(arch: str) -> bool:
     try:
         build_arch(arch, 1000, meta=True)
@@ -170,7 +170,7 @@ def _shapes(arch: str, num_classes: int) -> dict[str, tuple[int, ...]]:
     return {k: tuple(v.shape) for k, v in model.state_dict().items()}
 
 
-@lru_cache(maxsize=None)
+@cache
 def head_keys(arch: str) -> tuple[tuple[str, int], ...]:
     """(state-dict key, axis) pairs whose size is num_classes: found by building with two class counts."""
     a, b = _shapes(arch, 1000), _shapes(arch, 1001)
@@ -186,7 +186,8 @@ def infer_num_classes(arch: str, state_dict: dict[str, torch.Tensor], path: Path
     for key, axis in head_keys(arch):
         if key in state_dict and state_dict[key].ndim > axis:
             return int(state_dict[key].shape[axis])
-    raise InputError(f"keys do not match {arch}: no classifier weights ({', '.join(k for k, _ in head_keys(arch))})", path)
+    heads = ", ".join(k for k, _ in head_keys(arch))
+    raise InputError(f"keys do not match {arch}: no classifier weights ({heads})", path)
 
 
 def fit_state_dict(model: nn.Module, state_dict: dict[str, torch.Tensor], arch: str, path: Path) -> nn.Module:

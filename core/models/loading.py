@@ -21,9 +21,9 @@ from pathlib import Path
 import torch
 from torch import nn
 
-from probescope.core.models import checkpoint as ckpt
-from probescope.core.errors import InputError
 from probescope.core.data.preprocess import CLASSIC, IMAGENET, Preprocess
+from probescope.core.errors import InputError
+from probescope.core.models import checkpoint as ckpt
 
 CONTENT_HASH_LIMIT = 16 * 2**20  # files up to this size are identified by content, larger ones by path/size/mtime
 TORCHSCRIPT_OUTPUT = "output"  # the only readable layer of a TorchScript model
@@ -234,7 +234,8 @@ def _load_pickle(path: Path, trust_pickle: bool) -> LoadedModel:
         )
     obj = ckpt.read_torch_file(path, trust_pickle=True)
     if not isinstance(obj, nn.Module):
-        raise InputError(f"holds a {type(obj).__name__}, not a whole model (for a state dict use '<arch>:{path}')", path)
+        raise InputError(f"holds a {type(obj).__name__}, not a whole model (for a state dict use '<arch>:{path}')",
+                         path)
     return _opaque(obj, "pickle", path, None)
 
 

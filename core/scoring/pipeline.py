@@ -17,7 +17,7 @@ from probescope.core.errors import InputError
 from probescope.core.scoring.classifiers import Classifier
 from probescope.core.scoring.live import LiveInceptionScore
 from probescope.core.scoring.sources import SampleSource
-from probescope.core.tasks import CancelCheck, Progress, check_cancel, report
+from probescope.core.tasks import CancelCheck, ProgressCallback, check_cancel, report
 
 DEFAULT_BATCH_SIZE = 64
 DEFAULT_WORKERS = 2
@@ -29,7 +29,7 @@ def classify_batches(
     batch_size: int = DEFAULT_BATCH_SIZE,
     *,
     workers: int = DEFAULT_WORKERS,
-    progress: Progress | None = None,
+    progress: ProgressCallback | None = None,
     cancel: CancelCheck | None = None,
 ) -> Iterator[np.ndarray]:
     """Float32 logits (m, n_classes) per batch, in source order."""
@@ -66,7 +66,7 @@ def classify_source(
     batch_size: int = DEFAULT_BATCH_SIZE,
     *,
     workers: int = DEFAULT_WORKERS,
-    progress: Progress | None = None,
+    progress: ProgressCallback | None = None,
     cancel: CancelCheck | None = None,
     live: LiveInceptionScore | None = None,
 ) -> np.ndarray:

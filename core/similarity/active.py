@@ -25,7 +25,7 @@ from probescope.core.similarity.correlation import expected_similarity
 from probescope.core.similarity.embedding import Ensemble, torch_threads
 from probescope.core.similarity.luce import OutcomeModel, log_similarity
 from probescope.core.similarity.trials import Trials
-from probescope.core.tasks import CancelCheck, Progress, check_cancel
+from probescope.core.tasks import CancelCheck, ProgressCallback, check_cancel
 
 
 def information_gain(
@@ -116,7 +116,7 @@ def propose_trials(
     eligible: np.ndarray | None = None,
     n_samples: int = 32,
     seed: int = 0,
-    progress: Progress | None = None,
+    progress: ProgressCallback | None = None,
     cancel: CancelCheck | None = None,
     device: str = "cpu",
     threads: int = 1,
@@ -133,7 +133,8 @@ def propose_trials(
 def _propose(
     ensemble: Ensemble, n_queries: int, n_candidates: int, keep_per_query: int, n_confirmation: int | None,
     n_references: int, n_select: int, n_neighbors: int | None, query_counts: np.ndarray | None,
-    eligible: np.ndarray | None, n_samples: int, seed: int, progress: Progress | None, cancel: CancelCheck | None,
+    eligible: np.ndarray | None, n_samples: int, seed: int, progress: ProgressCallback | None,
+    cancel: CancelCheck | None,
     device: str,
 ) -> Proposal:
     n = ensemble.n_stimuli

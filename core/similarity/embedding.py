@@ -23,7 +23,8 @@ import torch
 from probescope.core.errors import InputError
 from probescope.core.similarity.luce import BETA, log_similarity, observed_log_likelihood
 from probescope.core.similarity.trials import PAD, Trials
-from probescope.core.tasks import CancelCheck, Progress, check_cancel
+from probescope.core.tasks import CancelCheck, ProgressCallback, check_cancel
+
 
 @dataclass(frozen=True)
 class FitOptions:
@@ -273,7 +274,7 @@ def fit_ensemble(
     previous: Ensemble | None = None,
     seed: int = 0,
     options: FitOptions = FitOptions(),
-    progress: Progress | None = None,
+    progress: ProgressCallback | None = None,
     cancel: CancelCheck | None = None,
     device: str = "cpu",
 ) -> FitResult:
@@ -304,7 +305,7 @@ def torch_threads(n: int) -> Iterator[None]:
 
 def _fit_ensemble(
     trials: Trials, n_stimuli: int, dims: Sequence[int], n_members: int, previous: Ensemble | None, seed: int,
-    options: FitOptions, progress: Progress | None, cancel: CancelCheck | None, device: str,
+    options: FitOptions, progress: ProgressCallback | None, cancel: CancelCheck | None, device: str,
 ) -> FitResult:
     dims = [previous.dims] if previous is not None else sorted(set(int(d) for d in dims))
     if not dims or min(dims) < 1:

@@ -12,7 +12,7 @@ from probescope.core.errors import InputError
 from probescope.core.similarity.catalog import Catalog
 from probescope.core.similarity.readers import Judgments, load_judgments, read_psiz_hdf5
 from probescope.core.similarity.trials import Trials
-from probescope.core.tasks import CancelCheck, Progress
+from probescope.core.tasks import CancelCheck, ProgressCallback
 
 if TYPE_CHECKING:
     from probescope.core.models.loading import LoadedModel
@@ -83,7 +83,7 @@ class CatalogImages:
 
 def model_features(
     catalog: Catalog, spec: str, layer: str, *, pool: str = "avg", device: str = "cpu",
-    cache_dir: str | Path | None = None, progress: Progress | None = None, cancel: CancelCheck | None = None,
+    cache_dir: str | Path | None = None, progress: ProgressCallback | None = None, cancel: CancelCheck | None = None,
 ) -> np.ndarray:
     """(n, F) features of every catalog image from a model layer: global-average pooled ('avg') or flattened."""
     from probescope.core.models.loading import load_model
@@ -96,7 +96,7 @@ def model_features(
 
 def loaded_model_features(
     model: LoadedModel, catalog: Catalog, layer: str, *, pool: str = "avg", cache_dir: str | Path | None = None,
-    progress: Progress | None = None, cancel: CancelCheck | None = None,
+    progress: ProgressCallback | None = None, cancel: CancelCheck | None = None,
 ) -> np.ndarray:
     """`model_features` for a model that is already loaded (the GUI's): through the activation cache."""
     from probescope.core.data.activations import extract_activations

@@ -13,14 +13,23 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import numpy as np
-from PySide6.QtCore import (QAbstractListModel, QModelIndex, QPersistentModelIndex, QPoint, QRect, QRectF, QSize, Qt,
-                            QTimer, Signal)
+from PySide6.QtCore import (
+    QAbstractListModel,
+    QModelIndex,
+    QPersistentModelIndex,
+    QPoint,
+    QRect,
+    QRectF,
+    QSize,
+    Qt,
+    QTimer,
+    Signal,
+)
 from PySide6.QtGui import QColor, QFont, QFontMetrics, QImage, QPainter, QPalette, QPixmap, QPixmapCache
 from PySide6.QtWidgets import QAbstractItemView, QListView, QStyle, QStyledItemDelegate, QStyleOptionViewItem, QWidget
 
 from probescope.widgets.plots_bars import class_color
 from probescope.widgets.thumbnail_grid import SteppingListView
-
 
 QPixmapCache.setCacheLimit(max(QPixmapCache.cacheLimit(), 256 * 1024))  # KiB
 

@@ -151,7 +151,7 @@ class LinePlot(QWidget):
         self.legend.clear()
         self.series = {}
         self._curves = []
-        for k, (name, (x, y)) in enumerate(series.items()):
+        for k, (name, (_x, _y)) in enumerate(series.items()):
             if name not in kept:
                 continue
             xs, ys = kept[name]
