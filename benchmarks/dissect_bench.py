@@ -27,9 +27,10 @@ import numpy as np  # noqa: E402
 import torch  # noqa: E402
 
 from probescope.core.dissection.counts import DatasetCounts  # noqa: E402
-from probescope.core.dissection.engine import DissectionSettings, dissect_unit  # noqa: E402
+from probescope.core.dissection.engine import dissect_unit  # noqa: E402
 from probescope.core.dissection.formula import Formula  # noqa: E402
 from probescope.core.dissection.labels import LabelStore  # noqa: E402
+from probescope.core.dissection.settings import DissectionSettings  # noqa: E402
 from probescope.core.dissection.unitmasks import unit_pixels, unit_thresholds  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))  # the test oracles live with the tests
@@ -85,7 +86,7 @@ def main(argv: list[str] | None = None) -> int:
           f"{len(store.planes)} label planes, {len(concepts)} concepts kept")
 
     settings = DissectionSettings(beam_size=a.beam_size, beam_limit=a.beam_limit, max_length=a.max_length,
-                                  min_samples=a.min_samples, sweep_length=a.sweep_length, cache_bytes=a.cache_mb << 20)
+                                  min_samples=a.min_samples, sweep_length=a.sweep_length, cache_mb=a.cache_mb)
     counts = DatasetCounts(store, settings.cache_bytes)
     t0 = time.process_time()
     counts.cooc(Formula.atom(int(concepts[0])))  # builds the label co-occurrence matrix, once per dataset

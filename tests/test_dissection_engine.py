@@ -13,10 +13,11 @@ from probescope.core.dissection.correlation import (
     scene_truth,
     write_correlation_csv,
 )
-from probescope.core.dissection.engine import DissectionSettings, dissect
+from probescope.core.dissection.engine import dissect
 from probescope.core.dissection.formula import parse_formula
 from probescope.core.dissection.labels import LabelStore
 from probescope.core.dissection.results import DissectionResult
+from probescope.core.dissection.settings import DissectionSettings
 from probescope.core.errors import InputError
 from probescope.core.tasks import Cancelled
 

@@ -9,9 +9,10 @@ from oracles.mask_reference import MaskReference
 from oracles.synthetic_broden import ListBroden, SyntheticBroden, SyntheticSpec, planted_formulas, synthetic_activations
 from probescope.core.data.broden import Label
 from probescope.core.dissection.counts import DatasetCounts
-from probescope.core.dissection.engine import DissectionSettings, dissect, dissect_unit
+from probescope.core.dissection.engine import dissect, dissect_unit
 from probescope.core.dissection.formula import Formula
 from probescope.core.dissection.labels import LabelStore
+from probescope.core.dissection.settings import DissectionSettings
 
 MODES = ("iou", "da-select", "da-stop")
 

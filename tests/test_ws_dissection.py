@@ -14,7 +14,7 @@ from probescope.app import sources
 from probescope.app.dissection import layer as data
 from probescope.app.dissection.workspace import COLUMNS, DissectionWorkspace
 from probescope.app.sources import OpenRequest
-from probescope.core.dissection.engine import DissectionSettings
+from probescope.core.dissection.settings import DissectionSettings
 
 pytestmark = pytest.mark.usefixtures("isolated_cache")
 WAIT_MS = 120_000

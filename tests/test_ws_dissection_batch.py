@@ -19,8 +19,8 @@ from probescope.app.dissection.workspace import DissectionWorkspace
 from probescope.app.main_window import MainWindow
 from probescope.app.settings import Settings
 from probescope.app.sources import OpenRequest
-from probescope.core.dissection.engine import DissectionSettings
 from probescope.core.dissection.results import DissectionResult
+from probescope.core.dissection.settings import DissectionSettings
 
 pytestmark = pytest.mark.usefixtures("isolated_cache")
 WAIT_MS = 120_000

@@ -22,24 +22,38 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--layer", help="layer to dissect (with --model; default: the model's default layer)")
     parser.add_argument("--trust-pickle", action="store_true", help="allow whole-model pickles (runs their code)")
     parser.add_argument("--out", type=Path, required=True, help="output folder")
-    parser.add_argument("--quantile", type=float, default=0.005, help="top quantile q: T_u = quantile(1 - q)")
-    parser.add_argument("--beam-size", type=int, default=5)
-    parser.add_argument("--beam-limit", type=int, default=50, help="candidate atoms per unit (0 = all)")
-    parser.add_argument("--max-length", type=int, default=3, help="atoms in compositional explanations")
-    parser.add_argument("--min-samples", type=int, default=5, help="drop concepts present in fewer images")
-    parser.add_argument("--search", default="iou", help="comma list of iou, da-select, da-stop (default iou)")
-    parser.add_argument("--sweep-length", type=int, default=0,
-                        help="length sweep: best IoU and its DA at max lengths 1..N per unit (the seed's is 10; "
-                             "costs about N/2 times the length-3 search; default 0 = none)")
-    parser.add_argument("--da-limit", type=int, default=10, help="safety cap on atoms for da-select / da-stop")
+    add_settings_arguments(parser)
     parser.add_argument("--units", help="units to dissect, e.g. 0-9,17 (default all)")
-    parser.add_argument("--device", default="cpu", help="cpu or cuda (mask upsampling)")
-    parser.add_argument("--cache-mb", type=int, default=1024, help="memory for cached formula pixel sets")
     parser.add_argument("--predictions", type=Path,
                         help="PRED.npy: the model's predicted class per image, or (images, classes) scores")
     parser.add_argument("--class-names", type=Path, help="model class names, one per line (to match scene labels)")
     parser.add_argument("--label-map", type=Path, help="CSV label,class: dataset scene label -> model class name")
     parser.add_argument("--restart", action="store_true", help="ignore an earlier dissection.json in OUTDIR")
+
+
+def add_settings_arguments(parser: argparse.ArgumentParser) -> None:
+    """One option per DissectionSettings field, its default and help read from the dataclass (`searches` is
+    --search)."""
+    from dataclasses import fields
+
+    from probescope.core.dissection.settings import DissectionSettings
+
+    group = parser.add_argument_group("dissection settings")
+    for f in fields(DissectionSettings):
+        flag = "--search" if f.name == "searches" else "--" + f.name.replace("_", "-")
+        default = ",".join(f.default) if f.name == "searches" else f.default
+        group.add_argument(flag, dest=f.name, type=type(default), default=default,
+                           help=f"{f.metadata['help']} (default: %(default)s)")
+
+
+def settings_from_args(args: argparse.Namespace):
+    """The DissectionSettings the command line asked for."""
+    from dataclasses import fields
+
+    from probescope.core.dissection.settings import DissectionSettings
+
+    return DissectionSettings.from_mapping({f.name: getattr(args, f.name) for f in fields(DissectionSettings)},
+                                           "command line")
 
 
 def parse_units(text: str) -> list[int]:
@@ -64,30 +78,20 @@ def parse_units(text: str) -> list[int]:
 
 def run(args: argparse.Namespace) -> int:
     import sys
+    from collections import deque
 
     import numpy as np
 
     from probescope.app.cli import stderr_progress
-    from probescope.core.dissection.correlation import (
-        accuracy_correlation,
-        correct_predictions,
-        read_label_map,
-        scene_truth,
-        write_correlation_csv,
-    )
-    from probescope.core.dissection.engine import DissectionSettings, dissect
+    from probescope.core.dissection.correlation import correct_predictions, read_label_map, scene_truth
     from probescope.core.dissection.inputs import extract_model_layers, load_activation_file, open_dataset
     from probescope.core.dissection.labels import LabelStore
-    from probescope.core.dissection.results import DissectionResult
+    from probescope.core.dissection.saved import dissect_in_blocks, resumable, write_layer
     from probescope.core.errors import InputError
     from probescope.core.models.loading import read_class_names
 
     progress = stderr_progress()
-    settings = DissectionSettings(
-        quantile=args.quantile, beam_size=args.beam_size, beam_limit=args.beam_limit, max_length=args.max_length,
-        min_samples=args.min_samples, searches=tuple(s.strip() for s in args.search.split(",") if s.strip()),
-        sweep_length=args.sweep_length, da_limit=args.da_limit, device=args.device,
-        cache_bytes=args.cache_mb << 20)
+    settings = settings_from_args(args)
     units = parse_units(args.units) if args.units else None
     if args.device.startswith("cuda"):
         import torch
@@ -123,24 +127,18 @@ def run(args: argparse.Namespace) -> int:
         print(f"\n{int((truth >= 0).sum())} of {len(truth)} images have a true label among the model's classes",
               file=sys.stderr)
 
-    out = args.out
-    out.mkdir(parents=True, exist_ok=True)
-    json_path = out / "dissection.json"
+    json_path = args.out / "dissection.json"
     previous = None
-    if json_path.exists() and not args.restart:
-        previous = DissectionResult.load(json_path)
-        kept = len(previous.units)
-        if (previous.settings, previous.dataset, previous.model) != (settings.protocol(), dataset_info, model_info):
-            print(f"\n{json_path}: other settings, dataset or model; starting over", file=sys.stderr)
-            previous = None
-        else:
-            print(f"\nresuming: {kept} units already done", file=sys.stderr)
-
-    result = dissect(store, act, settings, units, correct=correct, previous=previous, dataset_info=dataset_info,
-                     model_info=model_info, progress=progress, checkpoint=lambda r: r.save(json_path))
-    result.save(json_path)
-    result.write_tally(out / "tally.csv", settings.searches)
-    if correct is not None:
-        write_correlation_csv(out / "correlation.csv", accuracy_correlation(result))
-    print(f"\nwrote {out / 'tally.csv'} ({len(result.units)} units)", file=sys.stderr)
+    if not args.restart:
+        previous, why = resumable(json_path, settings, dataset_info, model_info, int(act.shape[1]))
+        if why:
+            print(f"\n{why}", file=sys.stderr)
+        elif previous is not None:
+            print(f"\nresuming: {len(previous.units)} units already done", file=sys.stderr)
+    args.out.mkdir(parents=True, exist_ok=True)
+    blocks = dissect_in_blocks(json_path, store, act, settings, units, previous=previous, correct=correct,
+                               dataset_info=dataset_info, model_info=model_info, progress=progress)
+    result = deque(blocks, maxlen=1)[0]  # each block is saved as it finishes; the last is the layer
+    write_layer(args.out, result)
+    print(f"\nwrote {args.out / 'tally.csv'} ({len(result.units)} units)", file=sys.stderr)
     return 0

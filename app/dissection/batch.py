@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterator
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 from pathlib import Path
 
 from probescope.app.dissection.layer import (
@@ -24,8 +24,8 @@ from probescope.app.dissection.layer import (
 )
 from probescope.app.tasks import Progress, TaskContext
 from probescope.core.batch.reader import BatchJob, BatchOverview, read_batch
-from probescope.core.dissection.engine import DissectionSettings
 from probescope.core.dissection.results import DissectionResult
+from probescope.core.dissection.settings import DissectionSettings
 from probescope.core.errors import InputError
 
 JOB_COLUMNS = ("#", "model", "layer", "state", "units", "interp.", "conc.", "spec.", "ND IoU", "comp IoU")
@@ -86,15 +86,6 @@ def overview_task(folder: Path, known: Known, ctx: TaskContext) -> Iterator[Prog
         except InputError as exc:
             problems[-1] = str(exc)
     return BatchView(overview, tuple(counts), tuple(problems)), known
-
-
-def saved_settings(result: DissectionResult) -> DissectionSettings:
-    """The settings a saved result was dissected with (its protocol; speed-only settings at their defaults)."""
-    names = {f.name for f in fields(DissectionSettings)}
-    kwargs = {k: v for k, v in result.settings.items() if k in names}
-    if "searches" in kwargs:
-        kwargs["searches"] = tuple(kwargs["searches"])
-    return DissectionSettings(**kwargs)
 
 
 def job_dataset(info: dict, loaded) -> object:
@@ -172,5 +163,6 @@ def saved_layer_task(job: BatchJob, origin: str, live_model, live_dataset, store
     peaks = unit_peaks(activations)
     key = f"batch:{job.result}:{os.stat(job.result).st_mtime_ns}"
     label = str(result.model.get("name") or job.model)
-    return LayerData(key, saved_settings(result), job.layer, label, dataset, store, activations, peaks, result,
+    settings = DissectionSettings.from_mapping(result.settings, str(job.result))
+    return LayerData(key, settings, job.layer, label, dataset, store, activations, peaks, result,
                      origin)

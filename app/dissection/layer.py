@@ -14,16 +14,15 @@ from pathlib import Path
 import numpy as np
 
 from probescope.app.tasks import Partial, Progress, TaskContext
-from probescope.core.dissection.engine import DissectionSettings
 from probescope.core.dissection.inputs import dataset_identity, model_identity, predicted_classes
 from probescope.core.dissection.results import DissectionResult, Explanation, UnitResult
+from probescope.core.dissection.settings import DissectionSettings
 
 SEARCHES = ("iou", "da-select", "da-stop")
 METHODS = ("netdissect", "iou", "da-select", "da-stop")  # every explanation a unit gets, in display order
 METHOD_NAMES = {"netdissect": "NetDissect", "iou": "compositional", "da-select": "da-select", "da-stop": "da-stop"}
 DEFAULT_SETTINGS = DissectionSettings(searches=SEARCHES, sweep_length=10)
 INTERPRETABLE_IOU = 0.04
-FIRST_BLOCK = 8  # units in the first delivered block; blocks then double, so the table fills in early
 
 
 @dataclass
@@ -83,8 +82,8 @@ def layer_task(loaded_model, layer: str, dataset, store, settings: DissectionSet
     """
     from probescope.core.cache import cache_dir
     from probescope.core.data.activations import extract_activations
-    from probescope.core.dissection.engine import dissect
     from probescope.core.dissection.labels import LabelStore
+    from probescope.core.dissection.saved import dissect_in_blocks, resumable
     from probescope.core.errors import InputError
 
     model = loaded_model.value
@@ -103,34 +102,23 @@ def layer_task(loaded_model, layer: str, dataset, store, settings: DissectionSet
         model_info["predictions"] = head  # results with accuracies are kept apart from those without
     path = result_path(cache_dir(), model_info, dataset_info, settings)
     key = path.stem
-    previous = None
-    if path.exists():
-        try:
-            previous = DissectionResult.load(path)
-        except InputError:
-            previous = None  # a damaged cache entry is recomputed
-    n_units = activations.shape[1]
-
+    try:
+        previous, _ = resumable(path, settings, dataset_info, model_info, int(activations.shape[1]))
+    except InputError:
+        previous = None  # a damaged cache entry is recomputed
     def layer_data(result: DissectionResult) -> LayerData:
         return LayerData(key, settings, layer, loaded_model.label, dataset, store, activations, peaks, result)
 
+    if previous is not None and previous.complete:
+        return layer_data(previous)
+
+    def progress(fraction: float, message: str) -> None:
+        ctx.progress(fraction, f"dissecting {layer}: {message}")
+
     result = previous
-    if result is not None and result.complete and result.n_units == n_units:
-        return layer_data(result)
-    todo = [u for u in range(n_units) if result is None or u not in result.units]
-    done, block = 0, FIRST_BLOCK
-    while done < len(todo) or result is None:
-        units = todo[done:done + block]
-
-        def progress(fraction: float | None, message: str = "", _n: int = len(units), _done: int = done) -> None:
-            ctx.progress(None if fraction is None else (_done + fraction * _n) / max(1, len(todo)),
-                         f"dissecting {layer}: {message}")
-
-        result = dissect(store, activations, settings, units, correct=correct, previous=result,
-                         dataset_info=dataset_info, model_info=model_info, progress=progress, cancel=ctx.cancelled)
-        result.save(path)
-        done += len(units)
-        block *= 2
+    for result in dissect_in_blocks(path, store, activations, settings, previous=previous, correct=correct,
+                                    dataset_info=dataset_info, model_info=model_info, progress=progress,
+                                    cancel=ctx.cancelled):
         yield Partial(layer_data(result))
     return layer_data(result)
 

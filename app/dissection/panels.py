@@ -5,6 +5,7 @@ panel (the jobs of a batch output folder, to browse)."""
 from __future__ import annotations
 
 import time
+from dataclasses import replace
 
 from PySide6.QtCore import Qt, Signal
 from PySide6.QtWidgets import (
@@ -24,7 +25,7 @@ from PySide6.QtWidgets import (
 from probescope.app.dissection.batch import JOB_COLUMNS, JOB_LEGEND, BatchView, job_cells
 from probescope.app.dissection.layer import DEFAULT_SETTINGS, INTERPRETABLE_IOU, METHOD_NAMES, METHODS
 from probescope.app.dissection.overlays import OverlayOptions
-from probescope.core.dissection.engine import DissectionSettings
+from probescope.core.dissection.settings import DissectionSettings
 from probescope.widgets.controls import spin_box
 from probescope.widgets.dissection.table import UnitTable
 from probescope.widgets.plots_bars import ClassBars
@@ -145,7 +146,7 @@ class RunsPanel(QWidget):
 
     def __init__(self, parent: QWidget | None = None):
         super().__init__(parent)
-        s = DEFAULT_SETTINGS
+        s = self._shown = DEFAULT_SETTINGS
         self.quantile = QDoubleSpinBox()
         self.quantile.setDecimals(4)
         self.quantile.setRange(0.0001, 0.5)
@@ -193,12 +194,13 @@ class RunsPanel(QWidget):
         self.json.clicked.connect(lambda: self.export_requested.emit("json"))
 
     def settings(self) -> DissectionSettings:
-        return DissectionSettings(quantile=self.quantile.value(), beam_size=self.beam_size.value(),
-                                  beam_limit=self.beam_limit.value(), max_length=self.max_length.value(),
-                                  min_samples=self.min_samples.value(), searches=DEFAULT_SETTINGS.searches,
-                                  sweep_length=self.sweep.value(), da_limit=DEFAULT_SETTINGS.da_limit)
+        """The settings shown last, with the fields' values (the settings this panel has no field for stay)."""
+        return replace(self._shown, quantile=self.quantile.value(), beam_size=self.beam_size.value(),
+                       beam_limit=self.beam_limit.value(), max_length=self.max_length.value(),
+                       min_samples=self.min_samples.value(), sweep_length=self.sweep.value())
 
     def show_settings(self, s: DissectionSettings) -> None:
+        self._shown = s
         self.quantile.setValue(s.quantile)
         self.beam_size.setValue(s.beam_size)
         self.beam_limit.setValue(s.beam_limit)

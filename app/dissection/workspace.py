@@ -50,9 +50,9 @@ from probescope.app.dissection.panels import BatchPanel, FilterBar, RunsPanel, U
 from probescope.app.export import ExportTarget, export_widget
 from probescope.app.tasks import IO, Partial, TaskError
 from probescope.app.workspace import Workspace
-from probescope.core.dissection.engine import DissectionSettings
 from probescope.core.dissection.formula import Formula
 from probescope.core.dissection.results import Explanation
+from probescope.core.dissection.settings import DissectionSettings
 from probescope.widgets.dissection.card import CardLine, UnitCard
 from probescope.widgets.dissection.detail import ImageDetail
 from probescope.widgets.dissection.plots import ActivationHistogram, GroupedBars, UnitScatter
@@ -337,7 +337,7 @@ class DissectionWorkspace(Workspace):
         self.scatter.plot.setTitle("Compositional explanations (orange: specialised units)",
                                    color="k", size="10pt")
         self.scatter.select(self.unit)
-        hist = data.length_histogram(result, int(result.settings.get("max_length", 3)))
+        hist = data.length_histogram(result, self.data.settings.max_length)
         self.lengths.set_series(hist)
         integer_ticks(self.lengths, max((len(x) for x, _ in hist.values()), default=1))
         self._show_correlation(result)
@@ -424,8 +424,8 @@ class DissectionWorkspace(Workspace):
                                 f"<span style='color:#0a9fd8'>cyan = explanation</span>")
 
     def _show_trace(self, r) -> None:
-        s = self.data.result.settings
-        picks = data.trace_picks(r, int(s.get("max_length", 3)), int(s.get("da_limit", 10)))
+        s = self.data.settings
+        picks = data.trace_picks(r, s.max_length, s.da_limit)
         steps = []
         for k, beam in enumerate(r.trace):
             entries = tuple(TraceEntry(e.label, e.iou, e.da, tuple(data.METHOD_NAMES[m] for m in data.METHODS
@@ -433,7 +433,7 @@ class DissectionWorkspace(Workspace):
                             for p, e in enumerate(beam))
             note = ", ".join(f"{m} stopped here" for m, at in picks.stops.items() if at == k)
             steps.append(TraceStep(f"step {k + 1}: beam, formulas of ≤ {k + 1} concepts", entries, note))
-        last = max([int(s.get("max_length", 3)), *(k + 1 for k in picks.stops.values())])
+        last = max([s.max_length, *(k + 1 for k in picks.stops.values())])
         self.trace.set_steps(steps, expanded=last)  # later steps repeat the beam: folded
 
     def _trace_clicked(self, step: int, position: int) -> None:
@@ -721,7 +721,7 @@ class DissectionWorkspace(Workspace):
         if self.data is None:
             raise ValueError("nothing dissected yet")
         if kind == "tally":
-            self.data.result.write_tally(path, tuple(self.data.result.settings.get("searches", data.SEARCHES)))
+            self.data.result.write_tally(path, self.data.settings.searches)
         else:
             self.data.result.save(path)
         return Path(path)

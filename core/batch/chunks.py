@@ -14,9 +14,11 @@ from pathlib import Path
 import numpy as np
 
 from probescope.core.atomic import write_json
-from probescope.core.dissection.engine import DissectionSettings, dissect
+from probescope.core.dissection.engine import dissect
 from probescope.core.dissection.labels import LabelStore
 from probescope.core.dissection.results import DissectionResult
+from probescope.core.dissection.saved import LAYER_OUTPUTS
+from probescope.core.dissection.settings import DissectionSettings
 from probescope.core.errors import InputError
 
 CHUNK_DIR = "chunks"
@@ -46,11 +48,6 @@ def write_chunk(folder: Path, units: Sequence[int], result_json: dict) -> Path:
     return path
 
 
-def identity(result: DissectionResult) -> tuple:
-    """What must match for results to be combined: protocol settings, dataset, model, layer width."""
-    return (result.settings, result.dataset, result.model, result.n_units)
-
-
 def finished_chunks(folder: Path, key: tuple) -> list[DissectionResult]:
     """The chunk results in `folder` that belong to the job identified by `key` (others are ignored: they came from
     other settings or inputs and are overwritten when their units are redone)."""
@@ -60,7 +57,7 @@ def finished_chunks(folder: Path, key: tuple) -> list[DissectionResult]:
             chunk = DissectionResult.load(path)
         except InputError:
             continue  # damaged (never by us: writes are atomic); its units are simply redone
-        if identity(chunk) == key:
+        if chunk.identity() == key:
             out.append(chunk)
     return out
 
@@ -78,21 +75,7 @@ def merge_chunks(chunks: Sequence[DissectionResult]) -> DissectionResult:
     return merged
 
 
-LAYER_OUTPUTS = ("dissection.json", "tally.csv", "correlation.csv")
-
-
 def remove_layer_outputs(folder: Path) -> None:
     """Remove a layer's merged files (before its missing chunks are computed, so stale ones never show)."""
     for name in LAYER_OUTPUTS:
         (folder / name).unlink(missing_ok=True)
-
-
-def write_layer(folder: Path, merged: DissectionResult, searches: tuple[str, ...]) -> None:
-    """dissection.json, tally.csv and (when the model's predictions were known) correlation.csv, as
-    `probescope dissect` writes them."""
-    from probescope.core.dissection.correlation import accuracy_correlation, write_correlation_csv
-
-    merged.save(folder / "dissection.json")
-    merged.write_tally(folder / "tally.csv", searches)
-    if any(u.accuracy is not None for u in merged.units.values()):
-        write_correlation_csv(folder / "correlation.csv", accuracy_correlation(merged))

@@ -30,11 +30,9 @@ from typing import Any
 
 import tomllib
 
-from probescope.core.dissection.engine import DissectionSettings
+from probescope.core.dissection.settings import DissectionSettings
 from probescope.core.errors import InputError
 
-_SETTING_KEYS = ("quantile", "beam_size", "beam_limit", "max_length", "min_samples", "searches", "sweep_length",
-                 "da_limit", "device", "cache_mb", "chunk_units")
 _MODEL_KEYS = ("spec", "layers", "name", "gpus", "trust_pickle", "activations", "layer")
 _UNSAFE = re.compile(r"[^A-Za-z0-9._+-]+")
 
@@ -88,10 +86,12 @@ def read_manifest(path: str | Path) -> Manifest:
     _check_keys(dataset, ("path", "index", "source"), "[dataset]", path)
     if not isinstance(dataset.get("path"), str):
         raise InputError("[dataset] needs path = \"<Broden folder>\"", path)
-    settings_doc = _table(doc, "settings", path)
-    _check_keys(settings_doc, _SETTING_KEYS, "[settings]", path)
-    settings = _settings(settings_doc, path)
-    chunk_units = settings_doc.get("chunk_units", 16)
+    settings_doc = dict(_table(doc, "settings", path))
+    chunk_units = settings_doc.pop("chunk_units", 16)
+    try:
+        settings = DissectionSettings.from_mapping(settings_doc, "[settings]")
+    except InputError as exc:
+        raise InputError(str(exc), path) from None
     if not isinstance(chunk_units, int) or chunk_units < 1:
         raise InputError(f"[settings] chunk_units must be a positive integer, got {chunk_units!r}", path)
     models_doc = doc.get("models")
@@ -121,23 +121,6 @@ def _check_keys(table: dict, allowed: tuple[str, ...], where: str, path: Path) -
     unknown = sorted(set(table) - set(allowed))
     if unknown:
         raise InputError(f"{where}: unknown key(s) {', '.join(unknown)} (known: {', '.join(allowed)})", path)
-
-
-def _settings(doc: dict[str, Any], path: Path) -> DissectionSettings:
-    kwargs = {k: v for k, v in doc.items() if k not in ("cache_mb", "chunk_units")}
-    if "searches" in kwargs:
-        searches = kwargs["searches"]
-        if isinstance(searches, str):
-            searches = [s.strip() for s in searches.split(",") if s.strip()]
-        kwargs["searches"] = tuple(searches)
-    if "cache_mb" in doc:
-        kwargs["cache_bytes"] = int(doc["cache_mb"]) << 20
-    try:
-        return DissectionSettings(**kwargs)
-    except InputError as exc:
-        raise InputError(f"[settings]: {exc}", path) from None
-    except TypeError as exc:
-        raise InputError(f"[settings]: {exc}", path) from None
 
 
 def _model(doc: Any, k: int, base: Path, path: Path) -> ModelJob:

@@ -19,7 +19,6 @@ from probescope.core.batch.chunks import (
     plan_chunks,
     remove_layer_outputs,
     write_chunk,
-    write_layer,
 )
 from probescope.core.batch.executors import Executor, LocalExecutor
 from probescope.core.batch.manifest import Manifest, ModelJob, folder_name
@@ -27,6 +26,7 @@ from probescope.core.batch.status import BatchStatus, stderr_log
 from probescope.core.dissection.correlation import correct_predictions, scene_truth
 from probescope.core.dissection.inputs import LayerInput, load_activation_file, open_dataset
 from probescope.core.dissection.labels import LabelStore
+from probescope.core.dissection.saved import run_identity, write_layer
 
 
 def layer_folder(model: str, layer: str) -> str:
@@ -89,7 +89,7 @@ class _Batch:
         rel = layer_folder(model.name, item.layer)
         folder = self.out / rel
         n_units = item.n_units
-        key = (self.settings.protocol(), self.dataset_info, item.model_info, n_units)
+        key = run_identity(self.settings, self.dataset_info, item.model_info, n_units)
         done = finished_chunks(folder, key)
         done_units = {u for c in done for u in c.units}
         todo = plan_chunks([u for u in range(n_units) if u not in done_units], self.manifest.chunk_units)
@@ -111,7 +111,7 @@ class _Batch:
     def _finish_layer(self, rel: str) -> None:
         layer = self.layers[rel]
         merged = merge_chunks(finished_chunks(layer.folder, layer.key))
-        write_layer(layer.folder, merged, self.settings.searches)
+        write_layer(layer.folder, merged)
         self.status.set_state(rel, "done")
 
 

@@ -12,54 +12,19 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass
 
 import numpy as np
 
 from probescope.core.dissection.counts import DatasetCounts, UnitScorer
 from probescope.core.dissection.labels import LabelStore
-from probescope.core.dissection.results import SEARCH_MODES, DissectionResult, Explanation, UnitResult
+from probescope.core.dissection.results import DissectionResult, Explanation, UnitResult
 from probescope.core.dissection.search import BeamSearch, Scored, da_select, da_stop, iou_explanation, length_sweep
+from probescope.core.dissection.settings import DissectionSettings
 from probescope.core.dissection.unitmasks import unit_pixels, unit_thresholds
 from probescope.core.errors import InputError
 from probescope.core.tasks import CancelCheck, Cancelled, ProgressCallback, check_cancel, report
 
 _BLOCK_BYTES = 256 << 20  # activations read per block of units
-
-
-@dataclass(frozen=True)
-class DissectionSettings:
-    """Protocol settings (seed 002 defaults). `sweep_length` N records the best-IoU formula at max lengths 1..N
-    (the seed uses 10; it costs about N / 2 times a length-3 search, so it is off by default); `da_limit` is the
-    safety cap on atoms for da-select / da-stop. `device` and `cache_bytes` change speed, never results."""
-
-    quantile: float = 0.005
-    beam_size: int = 5
-    beam_limit: int = 50
-    max_length: int = 3
-    min_samples: int = 5
-    searches: tuple[str, ...] = ("iou",)
-    sweep_length: int = 0
-    da_limit: int = 10
-    device: str = "cpu"
-    cache_bytes: int = 1 << 30
-
-    def __post_init__(self) -> None:
-        bad = [m for m in self.searches if m not in SEARCH_MODES]
-        if bad:
-            raise InputError(f"unknown search mode(s) {', '.join(bad)} (choose from {', '.join(SEARCH_MODES)})")
-        if not 0 < self.quantile < 1:
-            raise InputError(f"quantile must lie in (0, 1), got {self.quantile}")
-        if self.beam_size < 1 or self.max_length < 1 or self.da_limit < 1 or self.sweep_length < 0:
-            raise InputError("beam size, max length and DA limit must be at least 1")
-
-    def protocol(self) -> dict:
-        """The settings that determine results (what a resumed run must match)."""
-        d = asdict(self)
-        for k in ("device", "cache_bytes"):
-            d.pop(k)
-        d["searches"] = list(self.searches)
-        return d
 
 
 def dissect(store: LabelStore, activations: np.ndarray, settings: DissectionSettings = DissectionSettings(),
@@ -91,8 +56,7 @@ def dissect(store: LabelStore, activations: np.ndarray, settings: DissectionSett
         settings=settings.protocol(), dataset=dataset_info or {}, model=model_info or {},
         labels={int(c): (store.names.get(int(c), str(c)), store.categories.get(int(c), "")) for c in concepts},
         n_units=n_units)
-    if previous is not None and (previous.settings, previous.dataset, previous.model, previous.n_units) == (
-            result.settings, result.dataset, result.model, n_units):
+    if previous is not None and previous.identity() == result.identity():
         result.units = dict(previous.units)  # kept even when not asked for this time: finished work stays
     todo = [u for u in units if u not in result.units]
     counts = DatasetCounts(store, settings.cache_bytes)

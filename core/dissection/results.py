@@ -17,7 +17,6 @@ from probescope.core.atomic import write_json, write_text
 from probescope.core.dissection.formula import Formula
 from probescope.core.errors import InputError
 
-SEARCH_MODES = ("iou", "da-select", "da-stop")
 _TALLY_PREFIX = {"iou": "comp", "da-select": "daselect", "da-stop": "dastop"}
 FORMAT = "probescope-dissection/1"
 
@@ -103,6 +102,10 @@ class DissectionResult:
     n_units: int
     units: dict[int, UnitResult] = field(default_factory=dict)
     complete: bool = False
+
+    def identity(self) -> tuple:
+        """What must match for results to be combined or resumed: protocol settings, dataset, model, layer width."""
+        return (self.settings, self.dataset, self.model, self.n_units)
 
     @property
     def names(self) -> dict[int, str]:

@@ -1,0 +1,103 @@
+"""The settings of a dissection, in one place: the dataclass is the single source of every default, and the command
+line, the batch manifest, saved results and the GUI all read and write settings through it.
+
+    settings = DissectionSettings.from_mapping({"quantile": 0.01, "searches": "iou,da-stop"})
+    settings.to_mapping()   # every field, JSON- and TOML-ready
+    settings.protocol()     # the fields that decide results (what a saved result records and a resume must match)
+
+Each field's `help` is the text `probescope dissect --help` shows; its command-line flag is the field name with
+dashes (`--beam-limit`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, field, fields
+from typing import Any
+
+from probescope.core.errors import InputError
+
+SEARCH_MODES = ("iou", "da-select", "da-stop")
+SPEED_ONLY = ("device", "cache_mb")  # change how fast, never what is found
+
+
+def _help(text: str) -> dict[str, str]:
+    return {"help": text}
+
+
+@dataclass(frozen=True)
+class DissectionSettings:
+    """Protocol settings (seed 002 defaults). `sweep_length` N records the best-IoU formula at max lengths 1..N
+    (the seed uses 10; it costs about N / 2 times a length-3 search, so it is off by default); `da_limit` is the
+    safety cap on atoms for da-select / da-stop. `device` and `cache_mb` change speed, never results."""
+
+    quantile: float = field(default=0.005, metadata=_help("top quantile q: T_u = quantile(1 - q)"))
+    beam_size: int = field(default=5, metadata=_help("formulas kept per step of the beam search"))
+    beam_limit: int = field(default=50, metadata=_help("candidate atoms per unit: the top N by IoU (0 = all)"))
+    max_length: int = field(default=3, metadata=_help("atoms in compositional explanations"))
+    min_samples: int = field(default=5, metadata=_help("drop concepts present in fewer images"))
+    searches: tuple[str, ...] = field(default=("iou",), metadata=_help(
+        f"comma list of {', '.join(SEARCH_MODES)}"))
+    sweep_length: int = field(default=0, metadata=_help(
+        "length sweep: best IoU and its DA at max lengths 1..N per unit (the seed's is 10; costs about N/2 times "
+        "the length-3 search; 0 = none)"))
+    da_limit: int = field(default=10, metadata=_help("safety cap on atoms for da-select / da-stop"))
+    device: str = field(default="cpu", metadata=_help("cpu or cuda (mask upsampling)"))
+    cache_mb: int = field(default=1024, metadata=_help("memory for cached formula pixel sets, in MiB"))
+
+    def __post_init__(self) -> None:
+        bad = [m for m in self.searches if m not in SEARCH_MODES]
+        if bad:
+            raise InputError(f"unknown search mode(s) {', '.join(bad)} (choose from {', '.join(SEARCH_MODES)})")
+        if not 0 < self.quantile < 1:
+            raise InputError(f"quantile must lie in (0, 1), got {self.quantile}")
+        if self.beam_size < 1 or self.max_length < 1 or self.da_limit < 1:
+            raise InputError("beam size, max length and DA limit must be at least 1")
+        if self.beam_limit < 0 or self.min_samples < 0 or self.sweep_length < 0 or self.cache_mb < 1:
+            raise InputError("beam limit, min samples and sweep length must be at least 0, the cache at least 1 MiB")
+
+    @property
+    def cache_bytes(self) -> int:
+        return self.cache_mb << 20
+
+    def to_mapping(self) -> dict[str, Any]:
+        """Every setting as plain JSON/TOML values (searches as a list)."""
+        d = asdict(self)
+        d["searches"] = list(self.searches)
+        return d
+
+    def protocol(self) -> dict[str, Any]:
+        """The settings that determine results (what a saved result records and a resumed run must match)."""
+        d = self.to_mapping()
+        for k in SPEED_ONLY:
+            d.pop(k)
+        return d
+
+    @classmethod
+    def from_mapping(cls, mapping: Mapping[str, Any], where: str = "settings") -> DissectionSettings:
+        """Settings from plain values (a manifest's [settings], a saved result's protocol, parsed arguments).
+
+        Missing keys take the defaults; `searches` may be a list or a comma string; unknown keys and values of the
+        wrong type raise InputError naming `where`."""
+        known = {f.name: f for f in fields(cls)}
+        unknown = sorted(set(mapping) - set(known))
+        if unknown:
+            raise InputError(f"{where}: unknown key(s) {', '.join(unknown)} (known: {', '.join(known)})")
+        kwargs: dict[str, Any] = {}
+        for name, value in mapping.items():
+            default = known[name].default
+            if name == "searches":
+                items = value.split(",") if isinstance(value, str) else value
+                if not isinstance(items, list | tuple) or not all(isinstance(s, str) for s in items):
+                    raise InputError(f"{where}: searches must be a list of names or a comma string, got {value!r}")
+                kwargs[name] = tuple(s.strip() for s in items if s.strip())
+            else:
+                expected = type(default)  # float, int or str
+                if isinstance(value, bool) or not (isinstance(value, expected)
+                                                   or (expected is float and isinstance(value, int))):
+                    raise InputError(f"{where}: {name} must be {expected.__name__}, got {value!r}")
+                kwargs[name] = expected(value)
+        try:
+            return cls(**kwargs)
+        except InputError as exc:
+            raise InputError(f"{where}: {exc}") from None
