@@ -18,10 +18,10 @@ QT_MODULES = ("PySide6", "PyQt5", "PyQt6", "PySide2", "shiboken6", "pyqtgraph", 
 def _lint_imports(stage: Path) -> subprocess.CompletedProcess:
     """lint-imports with pyproject.toml's contracts over `stage`, a copy of the tree laid out as the installed
     `probescope` namespace (the source folders core/, app/, widgets/ only become probescope.* once installed)."""
-    exe = Path(sys.executable).with_name("lint-imports")
     env = {**os.environ, "PYTHONPATH": str(stage)}
-    return subprocess.run([str(exe), "--no-cache", str(ROOT / "pyproject.toml")], cwd=stage, env=env,
-                          capture_output=True, text=True, timeout=300)
+    run = "import sys; from importlinter.cli import lint_imports_command; sys.exit(lint_imports_command())"
+    return subprocess.run([sys.executable, "-c", run, "--no-cache", str(ROOT / "pyproject.toml")], cwd=stage,
+                          env=env, capture_output=True, text=True, timeout=300)
 
 
 @pytest.fixture(scope="module")
