@@ -16,6 +16,8 @@ from dataclasses import dataclass
 import numpy as np
 from PIL import Image, ImageDraw, ImageFilter
 
+from probescope.core.data.broden import Label
+
 IMAGE_SIZE = 128
 SEG_SIZE = IMAGE_SIZE // 2
 
@@ -51,16 +53,8 @@ SCENES: tuple[str, ...] = (
 LAYERS: tuple[str, ...] = ("color", "object", "part_1", "part_2")
 
 
-@dataclass(frozen=True)
-class Label:
-    """A row of the label table: Broden numbering starts at 1, 0 means unlabelled."""
-
-    number: int
-    name: str
-    category: str
-
-
 def _label_table() -> tuple[Label, ...]:
+    """The label table: Broden numbering starts at 1, 0 means unlabelled."""
     rows = [(n, "color") for n in COLORS] + [(n, "object") for n in OBJECTS]
     rows += [(n, "part") for n in PARTS] + [(n, "scene") for n in SCENES]
     return tuple(Label(i + 1, name, cat) for i, (name, cat) in enumerate(rows))
