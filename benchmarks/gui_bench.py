@@ -404,7 +404,7 @@ def measure_dissection_switch(n_units: int) -> dict[str, float]:
         pool.submit(open_task(OpenRequest(kind, "demo")), name="open", on_result=state.set)
         wait(lambda kind=kind: state.get(kind) is not None)
     wait(lambda: ws.is_initial_work_done and not pool.active())
-    wait(lambda: not pool.active() and not ws._prefetch_timer.isActive())
+    wait(lambda: not pool.active() and not ws.unit_images.prefetch_timer.isActive())
     order = ws.units.visible_units()
     start = order.index(ws.unit)
     steps = order[start + 1:start + 1 + n_units]
@@ -412,22 +412,22 @@ def measure_dissection_switch(n_units: int) -> dict[str, float]:
     for _ in steps:  # arrow key down, then a pause while the prefetch of the neighbours runs
         t0 = time.perf_counter()
         ws.step(1)
-        wait(lambda: ws._overlays_ready)
+        wait(lambda: ws.unit_images.ready)
         prefetched.append(time.perf_counter() - t0)
-        wait(lambda: not pool.active() and not ws._prefetch_timer.isActive())
+        wait(lambda: not pool.active() and not ws.unit_images.prefetch_timer.isActive())
     for u in reversed(steps):
         t0 = time.perf_counter()
         ws.units.select_unit(u)
-        wait(lambda: ws._overlays_ready)
+        wait(lambda: ws.unit_images.ready)
         revisited.append(time.perf_counter() - t0)
     far = order[-n_units:]
-    ws._prefetch_timer.timeout.disconnect()
+    ws.unit_images.prefetch_timer.timeout.disconnect()
     for u in far:  # cold: no cache, no prefetch
-        ws._cache.clear()
+        ws.unit_images.forget()
         wait(lambda: not pool.active())
         t0 = time.perf_counter()
         ws.units.select_unit(u)
-        wait(lambda: ws._overlays_ready)
+        wait(lambda: ws.unit_images.ready)
         cold.append(time.perf_counter() - t0)
     pool.shutdown()
     ws.close()
@@ -436,7 +436,7 @@ def measure_dissection_switch(n_units: int) -> dict[str, float]:
         return sorted(x)[len(x) // 2]
 
     return {"prefetched_s": med(prefetched), "prefetched_max_s": max(prefetched), "revisited_s": med(revisited),
-            "cold_s": med(cold), "cold_max_s": max(cold), "k": ws.controls.k.value()}
+            "cold_s": med(cold), "cold_max_s": max(cold), "k": ws.view.controls.k.value()}
 
 
 def dissection_workspace():
@@ -498,7 +498,7 @@ def measure_batch_browse(n_images: int) -> dict[str, float]:
         out["open_s"] = wait_for(lambda: ws.is_initial_work_done and not pool.active())
         t0 = time.perf_counter()
         ws.show_job(1)
-        wait_for(lambda: ws.data.layer == "layer4" and ws._overlays_ready)
+        wait_for(lambda: ws.data.layer == "layer4" and ws.unit_images.ready)
         out["switch_s"] = time.perf_counter() - t0
         out["stall_s"] = probe.stop()
         saved = ws.data.result
@@ -508,7 +508,7 @@ def measure_batch_browse(n_images: int) -> dict[str, float]:
         probe = LatencyProbe()
         probe.start()
         pool.submit(open_task(OpenRequest("model", "demo")), name="open", on_result=state.set)  # layer4: its default
-        wait_for(lambda: ws.data.origin == "" and ws.data.result.complete and ws._overlays_ready
+        wait_for(lambda: ws.data.origin == "" and ws.data.result.complete and ws.unit_images.ready
                  and not pool.active())
         out["live_s"] = time.perf_counter() - t0
         out["live_stall_s"] = probe.stop()

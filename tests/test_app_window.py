@@ -60,7 +60,7 @@ def test_window_opens_on_the_demo_world(qtbot, window, monkeypatch):
     assert state.dataset.n_images == 14
     assert state.samples.length == 20
     assert state.judgments.simulated
-    assert window.workspaces["dissection"].images.thumbnails.rowCount() == 12  # the unit's top 12 of 14 images
+    assert window.workspaces["dissection"].view.images.thumbnails.rowCount() == 12  # the unit's top 12 of 14 images
     assert window.workspaces["gallery"].grid.thumbnails.rowCount() == 20
     assert "demo" in window.source_bar.buttons["model"].text()
     assert not window.notification.isVisible()
@@ -84,9 +84,9 @@ def test_every_open_action_works_on_real_files(qtbot, window, small_world):
         window.source_bar.layer.setCurrentText(layer)
     assert state.layer == "layer3"
     assert window.source_bar.layer.currentText() == "layer3"
-    qtbot.waitUntil(lambda: "Units of layer3</b>:" in dissection.units_caption.text(), timeout=WAIT_MS)
+    qtbot.waitUntil(lambda: "Units of layer3</b>:" in dissection.header.text(), timeout=WAIT_MS)
     qtbot.waitUntil(lambda: not window.pool.active(), timeout=WAIT_MS)
-    assert "layer3</b>:" in dissection.units_caption.text() and dissection.units.rowCount() == 8
+    assert "layer3</b>:" in dissection.header.text() and dissection.units.rowCount() == 8
     # a device switch reloads the model there and is remembered
     with qtbot.waitSignal(window.opened, timeout=WAIT_MS) as blocker:
         window.set_device("cpu")
@@ -110,7 +110,7 @@ def _bad_files(tmp_path):
 def test_bad_files_fail_cleanly_and_keep_what_was_loaded(qtbot, window, small_world, tmp_path):
     open_all(qtbot, window, world_requests(small_world))
     before = {slot: window.state.get(slot) for slot in sources.KINDS}
-    thumbs = window.workspaces["dissection"].images.thumbnails.rowCount()
+    thumbs = window.workspaces["dissection"].view.images.thumbnails.rowCount()
     for request in _bad_files(tmp_path):
         with qtbot.waitSignal(window.open_failed, timeout=WAIT_MS) as blocker:
             window.open(request)
@@ -121,7 +121,7 @@ def test_bad_files_fail_cleanly_and_keep_what_was_loaded(qtbot, window, small_wo
         assert window.notification.message.text() == error.message
         assert window.state.get(request.kind) is before[request.kind]
         assert "loading" not in window.source_bar.buttons[request.kind].text()
-    assert window.workspaces["dissection"].images.thumbnails.rowCount() == thumbs
+    assert window.workspaces["dissection"].view.images.thumbnails.rowCount() == thumbs
 
 
 def test_drag_and_drop_opens_by_kind(qtbot, window, small_world, tmp_path):

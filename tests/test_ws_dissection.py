@@ -11,7 +11,7 @@ from PySide6.QtCore import Qt
 from PySide6.QtGui import QImage
 
 from probescope.app import sources
-from probescope.app.dissection import layer as data
+from probescope.app.dissection import rows as data
 from probescope.app.dissection.workspace import COLUMNS, DissectionWorkspace
 from probescope.app.sources import OpenRequest
 from probescope.core.dissection.settings import DissectionSettings
@@ -91,12 +91,12 @@ def test_unit_view_shows_overlays_and_the_trace_of_the_engine(qtbot, env):
     r = ws.data.result.units[unit]
     assert ws.unit == unit and ws.formula == r.explanations["iou"].formula
     # top images: the k images with the highest peak activation, each with the unit's outline drawn
-    k = ws.controls.k.value()
+    k = ws.view.controls.k.value()
     peaks = np.asarray(ws.data.activations[:, unit]).reshape(300, -1).max(1)
     assert [o.image for o in ws.overlays] == list(np.argsort(-peaks, kind="stable")[:k])
-    assert ws.images.thumbnails.rowCount() == k
+    assert ws.view.images.thumbnails.rowCount() == k
     assert sum(o.unit_pixels > 0 for o in ws.overlays) == k
-    image = ws.images.thumbnails.item(0).image.convertToFormat(QImage.Format.Format_RGB888)
+    image = ws.view.images.thumbnails.item(0).image.convertToFormat(QImage.Format.Format_RGB888)
     arr = np.frombuffer(image.constBits(), np.uint8).reshape(image.height(), image.bytesPerLine())
     arr = arr[:, :image.width() * 3].reshape(image.height(), image.width(), 3)
     assert (arr == [255, 214, 0]).all(axis=2).sum() > 20  # the mask outline
@@ -109,12 +109,12 @@ def test_unit_view_shows_overlays_and_the_trace_of_the_engine(qtbot, env):
     picked = {name for _, _, cells in leaves for name in cells[3].split(", ") if name}
     assert picked == {"NetDissect", "compositional", "da-select", "da-stop"}
     # bars and sweep hold the explanations' scores
-    assert ws.iou_bars.values.tolist() == [r.netdissect.iou] + [r.explanations[m].iou for m in data.SEARCHES]
-    assert ws.da_bars.values.tolist() == [r.netdissect.da] + [r.explanations[m].da for m in data.SEARCHES]
-    assert ws.sweep.series["best IoU"][1] == [e.iou for e in r.sweep]
-    assert ws.histogram.threshold == r.threshold
+    assert ws.view.iou_bars.values.tolist() == [r.netdissect.iou] + [r.explanations[m].iou for m in data.SEARCHES]
+    assert ws.view.da_bars.values.tolist() == [r.netdissect.da] + [r.explanations[m].da for m in data.SEARCHES]
+    assert ws.view.sweep.series["best IoU"][1] == [e.iou for e in r.sweep]
+    assert ws.view.histogram.threshold == r.threshold
     # switching the explanation and clicking a trace formula change the concept overlay
-    ws.controls.explanation.setCurrentIndex(data.METHODS.index("da-stop"))
+    ws.view.controls.explanation.setCurrentIndex(data.METHODS.index("da-stop"))
     idle(qtbot, pool)
     assert ws.formula == r.explanations["da-stop"].formula
     assert any(o.concept_pixels > 0 for o in ws.overlays)
@@ -134,7 +134,7 @@ def test_images_behind_detection_accuracy_are_marked(qtbot, env):
     from probescope.core.dissection.masks import image_masks
 
     ws, pool, state = env
-    ws.controls.mode.setCurrentIndex(1)
+    ws.view.controls.mode.setCurrentIndex(1)
     idle(qtbot, pool)
     d, unit = ws.data, ws.unit
     r = d.result.units[unit]
@@ -209,12 +209,12 @@ def test_trace_picks_replay_the_engines_choices_and_correlation_shows(qtbot, env
     # the demo model names its classes: the units carry accuracies and the correlation table shows the engine's r
     rows = [r for r in accuracy_correlation(ws.data.result) if r["set"] in ("union", "intersection")
             and not r["method"].startswith("length-")]
-    assert ws.correlation.rowCount() == 0  # the Layer tab is drawn when it is shown
-    ws.tabs.setCurrentWidget(ws.layer_tab)
-    assert ws.correlation.rowCount() == len(rows) > 0
+    assert ws.layer_views.correlation.rowCount() == 0  # the Layer tab is drawn when it is shown
+    ws.tabs.setCurrentWidget(ws.layer_views)
+    assert ws.layer_views.correlation.rowCount() == len(rows) > 0
     for k, r in enumerate(rows):
         expected = "—" if r["pearson_da"] is None else f"{r['pearson_da']:.3f}"
-        assert ws.correlation.item(k, 3).text() == expected
+        assert ws.layer_views.correlation.item(k, 3).text() == expected
     for r in ws.data.result.units.values():
         picks = data.trace_picks(r, SETTINGS.max_length, SETTINGS.da_limit)
         assert r.trace[0][0].formula == r.netdissect.formula

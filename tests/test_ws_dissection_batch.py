@@ -67,7 +67,7 @@ def env(make_workspace):
 
 
 def settle(qtbot, ws, pool, condition=lambda: True) -> None:
-    qtbot.waitUntil(lambda: condition() and not pool.active() and ws._overlays_ready, timeout=WAIT_MS)
+    qtbot.waitUntil(lambda: condition() and not pool.active() and ws.unit_images.ready, timeout=WAIT_MS)
 
 
 def cells(ws) -> list[list]:
@@ -106,7 +106,7 @@ def test_every_job_is_listed_and_browsable_as_saved(qtbot, env, batch, isolated_
     # the first merged job is on screen: the saved result itself, with overlays, never re-dissected
     d = ws.data
     assert d.origin == "batch zoo" and d.layer == "layer4" and d.result.to_json() == saved.to_json()
-    assert ws.units.rowCount() == 128 and len(ws.overlays) == 12 and ws.images.thumbnails.rowCount() == 12
+    assert ws.units.rowCount() == 128 and len(ws.overlays) == 12 and ws.view.images.thumbnails.rowCount() == 12
     assert "from batch zoo" in ws.header.text() and not ws.runs.run.isEnabled()
     assert d.settings == DissectionSettings(max_length=2, min_samples=4, searches=("iou", "da-select", "da-stop"))
     assert sorted((isolated_cache / "activations").iterdir()) == activations_before  # the batch's cache, reused
@@ -164,7 +164,7 @@ def test_running_damaged_and_moved_batches_are_described(qtbot, env, batch, tmp_
     qtbot.waitUntil(lambda: ws.is_initial_work_done and not pool.active(), timeout=WAIT_MS)
     assert [r[3] for r in cells(ws)] == ["unreadable", "running 1/3"]
     assert cells(ws)[1][5:] == [None] * 5
-    assert ws._batch_timer.isActive()  # a running batch is read again while shown
+    assert ws.browser.timer.isActive()  # a running batch is read again while shown
     click_job(qtbot, ws, 0)
     assert "damaged dissection file" in ws.batch.message.text() and "dissection.json" in ws.batch.message.text()
     click_job(qtbot, ws, 1)

@@ -7,6 +7,7 @@ from __future__ import annotations
 import numpy as np
 
 from probescope.app.dissection import layer as data
+from probescope.app.dissection import rows as unit_rows
 from probescope.app.dissection.overlays import CONCEPT_COLOR, UNIT_COLOR, OverlayOptions, compose, heat_colors, nearest
 from probescope.core.dissection.formula import Formula
 from probescope.core.dissection.results import DissectionResult, Explanation, UnitResult
@@ -81,17 +82,17 @@ def _result() -> DissectionResult:
 
 def test_rows_predicates_and_summary():
     result = _result()
-    rows = [data.unit_row(result, result.units[u]) for u in range(3)]
+    rows = [unit_rows.unit_row(result, result.units[u]) for u in range(3)]
     assert [r.category for r in rows] == ["object", "color", "object"]
-    assert [data.is_specialised(r) for r in rows] == [True, False, False]  # unit 2: both of length 1
-    assert [data.is_interpretable(r) for r in rows] == [True, False, True]
-    assert data.summary(rows) == ("2 of 3 units interpretable (IoU > 0.04); 2 distinct concepts (object 2); "
+    assert [unit_rows.is_specialised(r) for r in rows] == [True, False, False]  # unit 2: both of length 1
+    assert [unit_rows.is_interpretable(r) for r in rows] == [True, False, True]
+    assert unit_rows.summary(rows) == ("2 of 3 units interpretable (IoU > 0.04); 2 distinct concepts (object 2); "
                                   "1 specialised")
     assert rows[1].concepts() == {"red-c", "((red-c AND sea) AND boat)", "(red-c AND sea)"}
 
 
 def test_length_histogram_counts_units_per_length():
-    hist = data.length_histogram(_result(), 3)
+    hist = unit_rows.length_histogram(_result(), 3)
     assert hist["compositional"] == ([1, 2, 3], [1, 1, 1])
     assert hist["da-stop"] == ([1, 2, 3], [2, 1, 0])
     assert hist["da-select"] == ([1, 2, 3], [3, 0, 0])

@@ -14,14 +14,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from probescope.app.dissection.layer import (
-    INTERPRETABLE_IOU,
-    LayerCounts,
-    LayerData,
-    layer_counts,
-    unit_peaks,
-    unit_row,
-)
+from probescope.app.dissection.layer import LayerData, unit_peaks
+from probescope.app.dissection.rows import INTERPRETABLE_IOU, LayerCounts, layer_counts, unit_row
 from probescope.app.tasks import Progress, TaskContext
 from probescope.core.batch.reader import BatchJob, BatchOverview, read_batch
 from probescope.core.dissection.results import DissectionResult

@@ -23,8 +23,9 @@ from PySide6.QtWidgets import (
 )
 
 from probescope.app.dissection.batch import JOB_COLUMNS, JOB_LEGEND, BatchView, job_cells
-from probescope.app.dissection.layer import DEFAULT_SETTINGS, INTERPRETABLE_IOU, METHOD_NAMES, METHODS
+from probescope.app.dissection.layer import DEFAULT_SETTINGS
 from probescope.app.dissection.overlays import OverlayOptions
+from probescope.app.dissection.rows import INTERPRETABLE_IOU, METHOD_NAMES, METHODS
 from probescope.core.dissection.settings import DissectionSettings
 from probescope.widgets.controls import spin_box
 from probescope.widgets.dissection.table import UnitTable

@@ -27,7 +27,8 @@ from PySide6.QtWidgets import (
 from probescope.app.similarity import analysis as data
 from probescope.core.similarity.quality import PREMIUM, SATISFACTORY
 from probescope.widgets.controls import spin_box
-from probescope.widgets.similarity.plots import BarChart, EmbeddingView, LinePlot
+from probescope.widgets.plots_line import LinePlot
+from probescope.widgets.similarity.plots import BarChart, EmbeddingView
 from probescope.widgets.similarity.tables import ModelRow, ModelTable
 
 GRADE_BINS = np.linspace(0.0, 1.0, 9)  # catch grades come in eighths for sessions of 4 catch trials (1, .5, 0)

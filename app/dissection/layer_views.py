@@ -1,0 +1,103 @@
+"""The Dissection workspace's Layer tab: IoU against DA over the layer's units, explanation lengths per method (the
+seed's figure 4) and the accuracy correlation (the seed's tables 2-4).
+
+Drawn when the tab is shown or exported rather than on every block of units: it is most of a layer update's
+GUI-thread time.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from PySide6.QtCore import Signal
+from PySide6.QtWidgets import QLabel, QTableWidget, QTableWidgetItem, QVBoxLayout, QWidget
+
+from probescope.app.dissection import rows as r
+from probescope.app.dissection.layer import LayerData
+from probescope.widgets.dissection.plots import GroupedBars, UnitScatter
+from probescope.widgets.plots_bars import class_color
+
+CORRELATION_COLUMNS = ("method", "image set", "r (IoU)", "r (DA)", "units", "mean accuracy")
+
+
+def integer_ticks(plot, top: int) -> None:
+    """Explanation lengths are whole numbers: label 1..top on the x axis of a pyqtgraph-backed plot widget."""
+    plot.plot.getAxis("bottom").setTicks([[(k, str(k)) for k in range(1, top + 1)]])
+
+
+class LayerViews(QWidget):
+    """`unit_clicked(unit)` from the scatter."""
+
+    unit_clicked = Signal(int)
+
+    def __init__(self, parent: QWidget | None = None):
+        super().__init__(parent)
+        self.scatter = UnitScatter()
+        self.lengths = GroupedBars("Explanation lengths per method", "units", "length",
+                                   [class_color(r.METHODS.index(m)).name() for m in r.SEARCHES])
+        self.correlation_caption = QLabel("<b>Accuracy correlation</b>: needs the model's predictions")
+        self.correlation_caption.setWordWrap(True)
+        self.correlation = QTableWidget(0, len(CORRELATION_COLUMNS))
+        self.correlation.setHorizontalHeaderLabels(list(CORRELATION_COLUMNS))
+        self.correlation.verticalHeader().setVisible(False)
+        self.correlation.setEditTriggers(QTableWidget.EditTrigger.NoEditTriggers)
+        layout = QVBoxLayout(self)
+        layout.setContentsMargins(0, 0, 0, 0)
+        layout.addWidget(self.scatter, 3)
+        layout.addWidget(self.lengths, 3)
+        layout.addWidget(self.correlation_caption)
+        layout.addWidget(self.correlation, 2)
+        self.scatter.unit_clicked.connect(self.unit_clicked)
+        self._data: LayerData | None = None
+        self._rows: dict[int, r.UnitRow] = {}
+        self._unit = -1
+        self._stale = False
+
+    def set_layer(self, d: LayerData, rows: dict[int, r.UnitRow], unit: int) -> None:
+        """A new or grown result: drawn now when the tab is shown, else when it is shown or exported."""
+        self._data, self._rows, self._unit, self._stale = d, rows, unit, True
+        if self.isVisible():
+            self.update_views()
+
+    def select(self, unit: int) -> None:
+        self._unit = unit
+        self.scatter.select(unit)
+
+    def showEvent(self, event) -> None:  # noqa: N802  (Qt override)
+        super().showEvent(event)
+        self.update_views()
+
+    def update_views(self) -> None:
+        if not self._stale or self._data is None:
+            return
+        self._stale = False
+        result, rows = self._data.result, self._rows
+        units = np.array(sorted(rows))
+        comp = [rows[u].explanations.get("iou") for u in units]
+        self.scatter.set_points(units, np.array([e.iou if e else 0.0 for e in comp]),
+                                np.array([e.da if e else 0.0 for e in comp]),
+                                np.array([r.is_specialised(rows[u]) for u in units]))
+        self.scatter.plot.setTitle("Compositional explanations (orange: specialised units)", color="k", size="10pt")
+        self.scatter.select(self._unit)
+        hist = r.length_histogram(result, self._data.settings.max_length)
+        self.lengths.set_series(hist)
+        integer_ticks(self.lengths, max((len(x) for x, _ in hist.values()), default=1))
+        self._show_correlation(result)
+
+    def _show_correlation(self, result) -> None:
+        """Pearson correlation of IoU and of DA with the model's accuracy on each image set."""
+        from probescope.core.dissection.correlation import accuracy_correlation
+
+        found = accuracy_correlation(result) if result.complete else []
+        shown = [x for x in found if x["set"] in ("union", "intersection") and not x["method"].startswith("length-")]
+        self.correlation.setRowCount(len(shown))
+        for k, x in enumerate(shown):
+            cells = [r.METHOD_NAMES.get(x["method"], x["method"]), x["set"], x["pearson_iou"], x["pearson_da"],
+                     x["units"], x["mean_accuracy"]]
+            for c, v in enumerate(cells):
+                text = "—" if v is None else f"{v:.3f}" if isinstance(v, float) else str(v)
+                self.correlation.setItem(k, c, QTableWidgetItem(text))
+        self.correlation.resizeColumnsToContents()
+        self.correlation_caption.setText(
+            "<b>Accuracy correlation</b> (Pearson r over units: explanation score against the model's top-1 accuracy "
+            "on the images where the unit fires or the explanation is present)" if shown else
+            "<b>Accuracy correlation</b>: needs the model's predictions and a finished dissection")

@@ -1,0 +1,148 @@
+"""What the Dissection workspace's views say about units, computed from a dissection result: the table's rows, the
+layer's summary and counts (Network Dissection's interpretable units, the seed's specialised units), explanation
+lengths, and where in the beam-search trace each method's explanation sits. Plain values, no Qt.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from probescope.core.dissection.results import DissectionResult, Explanation, UnitResult
+
+SEARCHES = ("iou", "da-select", "da-stop")  # the searches the GUI runs
+METHODS = ("netdissect", *SEARCHES)  # every explanation a unit gets, in display order
+METHOD_NAMES = {"netdissect": "NetDissect", "iou": "compositional", "da-select": "da-select", "da-stop": "da-stop"}
+INTERPRETABLE_IOU = 0.04
+
+
+# -- rows of the unit table --------------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class UnitRow:
+    """One unit's line in the table: the explanations of every method (None where a search found nothing)."""
+
+    unit: int
+    category: str  # the NetDissect concept's category
+    explanations: dict[str, Explanation | None]  # METHODS -> explanation
+
+    def concepts(self) -> set[str]:
+        return {e.label for e in self.explanations.values() if e is not None}
+
+    def iou(self, method: str = "netdissect") -> float:
+        e = self.explanations.get(method)
+        return e.iou if e is not None else 0.0
+
+
+def unit_row(result: DissectionResult, u: UnitResult) -> UnitRow:
+    nd = u.netdissect
+    category = result.labels.get(nd.formula.atoms[0], ("", ""))[1] if nd is not None else ""
+    return UnitRow(u.unit, category, {"netdissect": nd, **{m: u.explanations.get(m) for m in SEARCHES}})
+
+
+def is_interpretable(row: UnitRow, threshold: float = INTERPRETABLE_IOU) -> bool:
+    """Network Dissection's criterion: the best single concept's IoU is above `threshold`."""
+    return row.iou("netdissect") > threshold
+
+
+def is_specialised(row: UnitRow) -> bool:
+    """The seed's new specialised units: da-stop keeps one concept while the IoU search's explanation is longer."""
+    stop, comp = row.explanations.get("da-stop"), row.explanations.get("iou")
+    return stop is not None and comp is not None and stop.length == 1 and comp.length > 1
+
+
+@dataclass(frozen=True)
+class LayerCounts:
+    """What a layer's summary line (and a batch job's row) says: units, interpretable units, their distinct NetDissect
+    concepts (label -> category), specialised units, and the mean IoU of NetDissect and the IoU search."""
+
+    units: int
+    interpretable: int
+    concepts: dict[str, str]
+    specialised: int
+    mean_iou: float
+    mean_comp_iou: float
+
+
+def layer_counts(rows: list[UnitRow], threshold: float = INTERPRETABLE_IOU) -> LayerCounts:
+    good = [r for r in rows if is_interpretable(r, threshold)]
+    concepts = {r.explanations["netdissect"].label: r.category for r in good}
+
+    def mean(values: list[float]) -> float:
+        return float(np.mean(values)) if values else 0.0
+
+    return LayerCounts(len(rows), len(good), concepts, sum(is_specialised(r) for r in rows),
+                       mean([r.iou("netdissect") for r in rows]), mean([r.iou("iou") for r in rows]))
+
+
+def summary(rows: list[UnitRow], threshold: float = INTERPRETABLE_IOU) -> str:
+    """'N of M units interpretable (IoU > t), K distinct concepts: object 5, color 2, …'."""
+    c = layer_counts(rows, threshold)
+    per: dict[str, int] = {}
+    for cat in c.concepts.values():
+        per[cat] = per.get(cat, 0) + 1
+    parts = ", ".join(f"{cat or 'other'} {n}" for cat, n in sorted(per.items(), key=lambda kv: (-kv[1], kv[0])))
+    return (f"{c.interpretable} of {c.units} units interpretable (IoU > {threshold:g}); {len(c.concepts)} distinct "
+            f"concepts" + (f" ({parts})" if parts else "") + f"; {c.specialised} specialised")
+
+
+def length_histogram(result: DissectionResult, max_length: int) -> dict[str, tuple[list[int], list[int]]]:
+    """Per search method: explanation lengths 1..max_length and how many units have each (the seed's figure 4)."""
+    out = {}
+    for m in SEARCHES:
+        lengths = [u.explanations[m].length for u in result.units.values() if u.explanations.get(m) is not None]
+        if lengths:
+            top = max(max_length, max(lengths))
+            out[METHOD_NAMES[m]] = (list(range(1, top + 1)), [lengths.count(k) for k in range(1, top + 1)])
+    return out
+
+
+# -- what each method picked from the beam-search trace ----------------------------------------------------------------
+@dataclass(frozen=True)
+class TracePicks:
+    """Where in `UnitResult.trace` each method's explanation sits, as (step, position), and the step at which the
+    DA-driven searches stopped (the first step that did not raise DA), when they stopped inside the trace."""
+
+    picks: dict[str, tuple[int, int]]
+    stops: dict[str, int]
+
+
+def trace_picks(unit: UnitResult, max_length: int, da_limit: int) -> TracePicks:
+    """Replays the searches' choices over the recorded beams (the same walk as core's search.py)."""
+    trace = unit.trace
+    picks: dict[str, tuple[int, int]] = {}
+    stops: dict[str, int] = {}
+    if not trace:
+        return TracePicks(picks, stops)
+    picks["netdissect"] = (0, 0)
+    if max_length - 1 < len(trace):
+        picks["iou"] = (max_length - 1, 0)
+
+    def best_da(k: int) -> int:
+        das = [e.da for e in trace[k]]
+        return das.index(max(das))  # the first (best-ranked) on ties, like max()
+
+    steps = min(da_limit, len(trace))
+    if "da-select" in unit.explanations:
+        best = (0, best_da(0))
+        for k in range(1, steps):
+            p = best_da(k)
+            if trace[k][p].da <= trace[best[0]][best[1]].da:
+                stops["da-select"] = k
+                break
+            best = (k, p)
+        picks["da-select"] = best
+    if "da-stop" in unit.explanations:
+        previous = (0, 0)
+        for k in range(1, steps):
+            if trace[k][0].da <= trace[previous[0]][0].da:
+                stops["da-stop"] = k
+                break
+            previous = (k, 0)
+        picks["da-stop"] = previous
+    return TracePicks(picks, stops)
+
+
+def explanation_of(unit: UnitResult, method: str) -> Explanation | None:
+    """A unit's explanation by one of METHODS (None where the search found nothing)."""
+    return unit.netdissect if method == "netdissect" else unit.explanations.get(method)
