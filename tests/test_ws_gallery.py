@@ -67,13 +67,13 @@ def test_streamed_scores_agree_with_the_engine_across_a_pause(qtbot, gallery, de
     ws.state.set(Loaded("model", "demo", "demo", demo_model))
     ws.state.set(Loaded("samples", "demo", "demo", DemoSampler(48)))
     qtbot.waitUntil(lambda: ws.scores.n >= 16, timeout=WAIT_MS)
-    ws.play.click()  # pause
-    assert not ws.streaming and ws.play.text() == "Resume"
+    ws.controls.play.click()  # pause
+    assert not ws.streaming and ws.controls.play.text() == "Resume"
     qtbot.waitUntil(lambda: not ws.pool.is_running(ws.task_key("stream")), timeout=WAIT_MS)
     n = ws.scores.n
     partial = engine_report(demo_images(48)[:n], demo_model, splits=2)
     assert ws.scores.live.is_ == pytest.approx(partial.is_all, rel=1e-9)
-    ws.play.click()  # resume at image n
+    ws.controls.play.click()  # resume at image n
     qtbot.waitUntil(lambda: ws.scores.n == 48 and not ws.streaming, timeout=WAIT_MS)
 
     report = engine_report(demo_images(48), demo_model)
@@ -107,23 +107,23 @@ def test_turning_diversity_down_makes_is_fall(qtbot, gallery, demo_model):
     ws = gallery
     open_samples(qtbot, ws, demo_model, DemoSampler(40))
     diverse = ws.scores.live.is_
-    ws.diversity.setValue(1)  # total mode collapse from now on
+    ws.controls.diversity.setValue(1)  # total mode collapse from now on
     ws.reset(start=True)
     qtbot.waitUntil(lambda: ws.scores.n == 40 and not ws.streaming, timeout=WAIT_MS)
     collapsed = ws.scores.live.is_
     assert collapsed < 0.5 * diverse
-    assert all(len(s.scenes) == 1 for _start, s in ws._segments)
+    assert all(len(s.scenes) == 1 for _start, s in ws.images.segments)
     # mid-stream: the knob changes what is drawn next, and IS falls from where it was
-    ws.diversity.setValue(14)
-    ws.target.setValue(160)
+    ws.controls.diversity.setValue(14)
+    ws.controls.target.setValue(160)
     ws.reset(start=True)
     qtbot.waitUntil(lambda: ws.scores.n >= 24, timeout=WAIT_MS)
     before, changed_at = ws.scores.live.is_, ws.scores.n
-    ws.diversity.setValue(1)
+    ws.controls.diversity.setValue(1)
     qtbot.waitUntil(lambda: ws.scores.n == 160 and not ws.streaming, timeout=WAIT_MS)
-    first_collapsed = next(start for start, s in ws._segments if len(s.scenes) == 1)
+    first_collapsed = next(start for start, s in ws.images.segments if len(s.scenes) == 1)
     assert first_collapsed <= changed_at + 4 * 8  # at most the batches already prepared ahead were diverse
-    assert all(len(s.scenes) == (1 if start >= first_collapsed else 14) for start, s in ws._segments)
+    assert all(len(s.scenes) == (1 if start >= first_collapsed else 14) for start, s in ws.images.segments)
     assert ws.scores.live.is_ < 0.8 * before
 
 
@@ -131,8 +131,8 @@ def test_sort_filter_select_and_arrow_keys(qtbot, gallery, demo_model):
     ws = gallery
     open_samples(qtbot, ws, demo_model, DemoSampler(40))
     scores = ws.scores
-    ws.sort.setCurrentIndex(ws.sort.findData("kl"))
-    ws.descending.setChecked(True)
+    ws.controls.sort.setCurrentIndex(ws.controls.sort.findData("kl"))
+    ws.controls.descending.setChecked(True)
     expected = np.argsort(-scores.kl(), kind="stable")
     np.testing.assert_array_equal(ws.grid.thumbnails.order, expected)
     # select the image with the largest KL contribution and read its detail
@@ -154,17 +154,17 @@ def test_sort_filter_select_and_arrow_keys(qtbot, gallery, demo_model):
     assert ws.grid.current_image() == int(expected[1])
     # filters: one predicted class, then confidence in a range
     c = int(scores.predicted[top])
-    ws.class_filter.setCurrentIndex(ws.class_filter.findData(c))
+    ws.controls.class_filter.setCurrentIndex(ws.controls.class_filter.findData(c))
     order = ws.grid.thumbnails.order
     assert len(order) == int((scores.predicted == c).sum()) and (scores.predicted[order] == c).all()
-    ws.class_filter.setCurrentIndex(0)
-    ws.filter_key.setCurrentIndex(ws.filter_key.findData("confidence"))
-    ws.filter_low.setValue(0.9)
-    ws.filter_high.setValue(1.0)
+    ws.controls.class_filter.setCurrentIndex(0)
+    ws.controls.filter_key.setCurrentIndex(ws.controls.filter_key.findData("confidence"))
+    ws.controls.filter_low.setValue(0.9)
+    ws.controls.filter_high.setValue(1.0)
     order = ws.grid.thumbnails.order
     assert len(order) == int((scores.confidence >= 0.9).sum()) and (scores.confidence[order] >= 0.9).all()
-    ws.sort.setCurrentIndex(ws.sort.findData("entropy"))
-    ws.descending.setChecked(False)
+    ws.controls.sort.setCurrentIndex(ws.controls.sort.findData("entropy"))
+    ws.controls.descending.setChecked(False)
     assert (np.diff(scores.entropy[ws.grid.thumbnails.order]) >= 0).all()
     # visible thumbnails are rendered in the pool
     qtbot.waitUntil(lambda: ws.grid.thumbnails.pixmap(int(ws.grid.thumbnails.order[0])) is not None,
@@ -180,7 +180,7 @@ def test_npz_samples_from_disk(qtbot, gallery, demo_model, tmp_path):
     open_samples(qtbot, ws, demo_model, open_source(tmp_path / "samples.npz"), "samples.npz")
     report = engine_report(list(images), demo_model)
     assert ws.scores.n == 12 and ws.scores.live.is_ == pytest.approx(report.is_all, rel=1e-9)
-    assert not ws.diversity.isEnabled()  # the knobs belong to the demo sampler
+    assert not ws.controls.diversity.isEnabled()  # the knobs belong to the demo sampler
     qtbot.waitUntil(lambda: ws.split is not None and ws.split.n == 12, timeout=WAIT_MS)
     assert ws.split.mean == pytest.approx(report.split.mean, rel=1e-9)
     qtbot.waitUntil(lambda: ws.grid.thumbnails.pixmap(0) is not None, timeout=WAIT_MS)
@@ -197,7 +197,7 @@ def test_worked_example_preset(qtbot, gallery, demo_model, generator, expected):
     ws = gallery
     if generator == "D":  # the preset replaces what was streamed, and going back scores the samples again
         open_samples(qtbot, ws, demo_model, DemoSampler(12))
-    ws.source.setCurrentIndex(ws.source.findData(generator))
+    ws.controls.source.setCurrentIndex(ws.controls.source.findData(generator))
     assert ws.score_panel.is_label.text() == f"IS {expected}"
     assert ws.scores.n == 3 and ws.grid.thumbnails.rowCount() == 3
     text = ws.score_panel.decomposition_label.text()
@@ -208,10 +208,10 @@ def test_worked_example_preset(qtbot, gallery, demo_model, generator, expected):
     if generator == "B":  # mode collapse: corgi and husky are never predicted
         assert "never predicted (2 of 3: corgi, husky)" in ws.score_panel.marginal.legend
     if generator == "D":
-        assert ws.class_filter.itemText(1) == "beagle"
-        ws.source.setCurrentIndex(0)
+        assert ws.controls.class_filter.itemText(1) == "beagle"
+        ws.controls.source.setCurrentIndex(0)
         qtbot.waitUntil(lambda: ws.scores.n == 12 and not ws.streaming, timeout=WAIT_MS)
-        assert ws.class_filter.itemText(1) == "harbor-s" and "demo" in ws.score_panel.classifier_label.text()
+        assert ws.controls.class_filter.itemText(1) == "harbor-s" and "demo" in ws.score_panel.classifier_label.text()
 
 
 def test_exports(qtbot, gallery, demo_model, tmp_path):
@@ -230,7 +230,7 @@ def test_exports(qtbot, gallery, demo_model, tmp_path):
 
     names = [t.name for t in ws.export_targets()]
     assert names == ["Gallery", "Contact sheet", "Detail panel", "Score panel"]
-    ws.sheet_count.setValue(10)
+    ws.controls.sheet_count.setValue(10)
     qtbot.waitUntil(lambda: all(ws.grid.thumbnails.pixmap(i) is not None for i in range(10)), timeout=WAIT_MS)
     for target in ws.export_targets()[1:]:
         stem = target.name.replace(" ", "_")

@@ -9,48 +9,26 @@ thumbnails are rendered or decoded in the I/O pool for visible rows only.
 
 from __future__ import annotations
 
-import bisect
 import time
 from pathlib import Path
 
 from PySide6.QtCore import Qt, QTimer
 from PySide6.QtGui import QImage
-from PySide6.QtWidgets import (
-    QCheckBox,
-    QComboBox,
-    QDoubleSpinBox,
-    QFileDialog,
-    QLabel,
-    QPushButton,
-    QScrollArea,
-    QSlider,
-    QSplitter,
-    QToolBar,
-    QVBoxLayout,
-    QWidget,
-)
+from PySide6.QtWidgets import QFileDialog, QLabel, QScrollArea, QSplitter, QVBoxLayout, QWidget
 
 from probescope.app.export import ExportTarget
+from probescope.app.gallery.controls import GalleryControls
+from probescope.app.gallery.images import SampleImages
 from probescope.app.gallery.panels import DetailPanel, ScorePanel
-from probescope.app.gallery.scores import FILTER_KEYS, SORT_KEYS, GalleryScores
-from probescope.app.gallery.stream import (
-    DemoStream,
-    ResumedSource,
-    image_task,
-    load_classifier_task,
-    random_access,
-    stream_task,
-    thumbnail_task,
-)
+from probescope.app.gallery.scores import SORT_KEYS, GalleryScores
+from probescope.app.gallery.stream import DemoStream, ResumedSource, load_classifier_task, stream_task
 from probescope.app.tasks import COMPUTE, IO, TaskError
 from probescope.app.workspace import Workspace
 from probescope.core.demo.sampler import DemoSampler
-from probescope.core.demo.world import SCENES
 from probescope.core.scoring.classifiers import classifier_of_model
 from probescope.core.scoring.examples import CLASS_NAMES as EXAMPLE_CLASSES
-from probescope.core.scoring.examples import DESCRIPTIONS, worked_example
-from probescope.core.scoring.protocol import DEFAULT_SEED, DEFAULT_SPLITS
-from probescope.widgets.controls import spin_box
+from probescope.core.scoring.examples import worked_example
+from probescope.core.scoring.protocol import DEFAULT_SEED, DEFAULT_SPLITS, splittable
 from probescope.widgets.gallery.grid import ContactSheet, GalleryGrid
 
 UPDATE_MS = 40  # the live IS redraws at most this often (25 Hz), at least once per arriving batch
@@ -58,14 +36,6 @@ SLOW_UPDATE_S = 0.25  # the marginal and the curve: at most 4 times a second whi
 GRID_UPDATE_S = 1.0  # the grid's order and badges, the detail (a full repaint of the grid): once a second
 SPLIT_EVERY_S = 0.5  # the split protocol is recomputed at most this often while streaming
 KL_BADGE_LIMIT = 2_000_000  # images x classes up to which every cell's KL badge follows the live marginal
-CLASSIFIERS = (
-    ("model", "Loaded model"),
-    ("demo", "Demo CNN (14 scenes)"),
-    ("inception-tf", "Inception v3, TF port (published IS)…"),
-    ("inception-tv", "Inception v3, torchvision…"),
-)
-SOURCES = ("samples", "A", "B", "C", "D")
-FILTER_LABELS = {"": "no filter", "kl": "KL in", "entropy": "H(p(y|x)) in", "confidence": "confidence in"}
 
 
 class GalleryWorkspace(Workspace):
@@ -76,88 +46,34 @@ class GalleryWorkspace(Workspace):
     def __init__(self, pool, parent: QWidget | None = None):
         super().__init__(pool, parent)
         self.scores = GalleryScores()
+        self.images = SampleImages(pool, self.task_key("scores"), self)  # reads belong to the scores shown
         self.classifier = None  # a core.scoring Classifier
         self.class_names: tuple[str, ...] | None = None
         self.score_updates = 0  # redraws of the live numbers (measured by the benchmark)
         self.split = None
         self._split_n = 0
-        self._split_time = 0.0
-        self._slow_time = 0.0
-        self._grid_time = 0.0
+        self._split_time = self._slow_time = self._grid_time = 0.0
         self._demo: DemoStream | None = None
-        self._segments: list[tuple[int, DemoSampler]] = []  # demo: which settings drew images from each start on
-        self._reader = None  # image k of a random-access source
-        self._keep_thumbnails = False
-        self._generation = 0
         self._streaming = False
-        self._build()
-
-    # -- layout -----------------------------------------------------------------------------------------------------
-    def _build(self) -> None:
-        self.source = QComboBox()
-        self.source.addItem("Opened samples", "samples")
-        for g in "ABCD":
-            self.source.addItem(f"Worked example {g}: {DESCRIPTIONS[g]}", g)
-        self.source.setToolTip("The seed note's worked example (3 classes, 3 images) is a teaching preset")
-        self.open_button = QPushButton("Open samples…")
-        self.classifier_box = QComboBox()
-        for key, label in CLASSIFIERS:
-            self.classifier_box.addItem(label, key)
-        self.play = QPushButton("Start")
-        self.play.setCheckable(True)
-        self.reset_button = QPushButton("Reset")
-        self.diversity = spin_box(1, len(SCENES), len(SCENES),
-                                  "Scene classes the demo sampler draws from (1 = total mode collapse)")
-        self.fidelity = QSlider(Qt.Orientation.Horizontal)
-        self.fidelity.setRange(0, 100)
-        self.fidelity.setValue(100)
-        self.fidelity.setFixedWidth(110)
-        self.fidelity.setToolTip("How recognisable each drawn image is (blur, noise, intruders below 1)")
-        self.fidelity_value = QLabel("1.00")
-        self.target = spin_box(10, 1_000_000, 1000, "The demo stream stops after this many images")
-        self.target.setSingleStep(1000)
-        self.sort = QComboBox()
-        for key, label in SORT_KEYS.items():
-            self.sort.addItem(label, key)
-        self.descending = QCheckBox("largest first")
-        self.class_filter = QComboBox()
-        self.class_filter.addItem("all classes", None)
-        self.filter_key = QComboBox()
-        for key in ("", *FILTER_KEYS):
-            self.filter_key.addItem(FILTER_LABELS[key], key)
-        self.filter_low, self.filter_high = QDoubleSpinBox(), QDoubleSpinBox()
-        for box, value in ((self.filter_low, 0.0), (self.filter_high, 100.0)):
-            box.setRange(0.0, 100.0)
-            box.setDecimals(3)
-            box.setSingleStep(0.05)
-            box.setValue(value)
-        self.sheet_count = spin_box(1, 1000, 48, "Contact sheet export: the first this many images shown")
-        self.csv_button = QPushButton("Export scores CSV…")
-
-        # Tool bars, not rows of a layout: a narrow window tucks what does not fit behind the bar's » button.
-        row1, row2 = QToolBar("Source"), QToolBar("View")
-        for bar, widgets in ((row1, (QLabel("Source "), self.source, self.open_button, QLabel(" Classifier "),
-                                     self.classifier_box, self.play, self.reset_button, QLabel(" Diversity "),
-                                     self.diversity, QLabel(" Fidelity "), self.fidelity, self.fidelity_value,
-                                     QLabel(" N "), self.target)),
-                             (row2, (QLabel("Sort "), self.sort, self.descending, QLabel(" Class "),
-                                     self.class_filter, QLabel(" Filter "), self.filter_key, self.filter_low,
-                                     QLabel(" to "), self.filter_high, QLabel(" Sheet "), self.sheet_count,
-                                     self.csv_button))):
-            bar.setMovable(False)
-            for w in widgets:
-                bar.addWidget(w)
-
+        self.controls = GalleryControls()
         self.grid = GalleryGrid(96)
         self.sheet = ContactSheet(self.grid.thumbnails, self.grid.delegate)
         self.caption = QLabel()
+        self.score_panel = ScorePanel()
+        self.detail = DetailPanel()
+        self._update_timer = QTimer(self)
+        self._update_timer.setSingleShot(True)
+        self._update_timer.setInterval(UPDATE_MS)
+        self._update_timer.timeout.connect(self.update_views)
+        self._build_layout()
+        self._connect()
+
+    def _build_layout(self) -> None:
         left = QWidget()
         left_layout = QVBoxLayout(left)
         left_layout.setContentsMargins(0, 0, 0, 0)
         left_layout.addWidget(self.caption)
         left_layout.addWidget(self.grid, 1)
-        self.score_panel = ScorePanel()
-        self.detail = DetailPanel()
         splitter = QSplitter(Qt.Orientation.Horizontal)
         splitter.addWidget(left)
         for panel in (self.score_panel, self.detail):  # small windows scroll the panels instead of squeezing them
@@ -166,33 +82,27 @@ class GalleryWorkspace(Workspace):
             scroll.setWidgetResizable(True)
             scroll.setFrameShape(QScrollArea.Shape.NoFrame)
             splitter.addWidget(scroll)
-        splitter.setStretchFactor(0, 5)
-        splitter.setStretchFactor(1, 3)
-        splitter.setStretchFactor(2, 2)
+        for k, stretch in enumerate((5, 3, 2)):
+            splitter.setStretchFactor(k, stretch)
         layout = QVBoxLayout(self)
-        layout.addWidget(row1)
-        layout.addWidget(row2)
+        layout.addWidget(self.controls)
         layout.addWidget(splitter, 1)
 
-        self._update_timer = QTimer(self)
-        self._update_timer.setSingleShot(True)
-        self._update_timer.setInterval(UPDATE_MS)
-        self._update_timer.timeout.connect(self.update_views)
-
-        self.source.currentIndexChanged.connect(lambda _i: self._source_changed())
-        self.open_button.clicked.connect(self._open_samples)
-        self.classifier_box.activated.connect(lambda _i: self._classifier_chosen())
-        self.play.toggled.connect(self._play_toggled)
-        self.reset_button.clicked.connect(self.reset)
-        self.diversity.valueChanged.connect(lambda _v: self._knobs_changed())
-        self.fidelity.valueChanged.connect(lambda _v: self._knobs_changed())
-        self.target.valueChanged.connect(lambda _v: self._target_changed())
-        for signal in (self.sort.currentIndexChanged, self.descending.toggled, self.class_filter.currentIndexChanged,
-                       self.filter_key.currentIndexChanged, self.filter_low.valueChanged,
-                       self.filter_high.valueChanged):
+    def _connect(self) -> None:
+        c = self.controls
+        c.source.currentIndexChanged.connect(lambda _i: self._source_changed())
+        c.open_button.clicked.connect(self._open_samples)
+        c.classifier_box.activated.connect(lambda _i: self._classifier_chosen())
+        c.play.toggled.connect(self._play_toggled)
+        c.reset_button.clicked.connect(self.reset)
+        c.diversity.valueChanged.connect(lambda _v: self._knobs_changed())
+        c.fidelity.valueChanged.connect(lambda _v: self._knobs_changed())
+        c.target.valueChanged.connect(lambda _v: self._target_changed())
+        for signal in (c.sort.currentIndexChanged, c.descending.toggled, c.class_filter.currentIndexChanged,
+                       c.filter_key.currentIndexChanged, c.filter_low.valueChanged, c.filter_high.valueChanged,
+                       c.sheet_count.valueChanged):
             signal.connect(lambda *_: self._order_changed())
-        self.sheet_count.valueChanged.connect(lambda _v: self._order_changed())
-        self.csv_button.clicked.connect(self._export_csv_dialog)
+        c.csv_button.clicked.connect(self._export_csv_dialog)
         self.grid.current_image_changed.connect(self._show_detail)
         self.grid.thumbnails_wanted.connect(self._load_thumbnails)
 
@@ -210,25 +120,20 @@ class GalleryWorkspace(Workspace):
 
     def refresh(self) -> None:
         """New model or samples: score the opened samples from the start."""
-        if self.classifier_box.currentData() == "model":
+        if self.controls.classifier_box.currentData() == "model":
             self._set_classifier(classifier_of_model(self.state.model))
         source = self.samples_source
         demo = isinstance(source, DemoSampler)
         if demo:
-            for box, value in ((self.diversity, len(source.scenes)), (self.target, source.length),
-                               (self.fidelity, round(source.fidelity * 100))):
-                box.blockSignals(True)
-                box.setValue(value)
-                box.blockSignals(False)
-            self.fidelity_value.setText(f"{source.fidelity:.2f}")
-        if self.source.currentData() != "samples":
-            self.source.blockSignals(True)
-            self.source.setCurrentIndex(0)
-            self.source.blockSignals(False)
+            self.controls.show_sampler(source)
+        if self.controls.source.currentData() != "samples":
+            self.controls.source.blockSignals(True)
+            self.controls.source.setCurrentIndex(0)
+            self.controls.source.blockSignals(False)
         self.reset(start=True)
 
     def _source_changed(self) -> None:
-        key = self.source.currentData()
+        key = self.controls.source.currentData()
         if key == "samples":
             if self.ready():
                 self.reset(start=True)
@@ -239,7 +144,7 @@ class GalleryWorkspace(Workspace):
         self.grid.thumbnails.has_images = False
         self.scores.add_probabilities(worked_example(key))
         self.score_panel.show_classifier("none", "the seed note's worked example: p(y|x) given, no images")
-        self._controls_for(demo=False, stream=False)
+        self.controls.enable(demo=False, stream=False)
         self.update_views()
         self.grid.select_image(0)
         self.mark_initial_work_done()
@@ -249,12 +154,6 @@ class GalleryWorkspace(Workspace):
         if hasattr(window, "browse"):
             window.browse("samples")
 
-    def _controls_for(self, demo: bool, stream: bool) -> None:
-        for w in (self.diversity, self.fidelity, self.target):
-            w.setEnabled(demo)
-        for w in (self.play, self.reset_button, self.classifier_box):
-            w.setEnabled(stream)
-
     # -- classifier -------------------------------------------------------------------------------------------------
     def _set_classifier(self, classifier) -> None:
         self.classifier = classifier
@@ -263,7 +162,7 @@ class GalleryWorkspace(Workspace):
         self.score_panel.show_classifier(classifier.name, classifier.note + comparable)
 
     def _classifier_chosen(self) -> None:
-        key = self.classifier_box.currentData()
+        key = self.controls.classifier_box.currentData()
         if key == "model":
             if self.ready():
                 self.refresh()
@@ -294,9 +193,7 @@ class GalleryWorkspace(Workspace):
         self.scores.reset()
         self.split = None
         self._split_n = 0
-        self._segments = []
-        self._generation += 1
-        self.pool.cancel(self.task_key("split"))
+        self.images.forget()  # pending reads and the split protocol belonged to the old scores
         self.grid.thumbnails.clear()
         self.detail.clear()
 
@@ -304,31 +201,30 @@ class GalleryWorkspace(Workspace):
         """Forget every score; with `start` (or while streaming) stream the opened samples again from image 0."""
         was_streaming = self._streaming
         self._clear()
-        if self.source.currentData() != "samples" or self.samples_source is None:
+        if self.controls.source.currentData() != "samples" or self.samples_source is None:
             self.update_views()
             return
         source = self.samples_source
         if self.classifier is not None:  # (the worked example may have replaced the class names)
             self._set_classifier(self.classifier)
         self.grid.thumbnails.has_images = True
-        self._reader = random_access(source)
-        self._keep_thumbnails = not isinstance(source, DemoSampler) and self._reader is None
-        self._controls_for(demo=isinstance(source, DemoSampler), stream=True)
+        self.images.use(source)
+        self.controls.enable(demo=isinstance(source, DemoSampler), stream=True)
         self.update_views()
         if start or was_streaming:
             self.start()
 
     def start(self) -> None:
         """Stream from the next unscored image (start, or resume after a pause)."""
-        if self.classifier is None or self.samples_source is None or self.source.currentData() != "samples":
+        if self.classifier is None or self.samples_source is None or self.controls.source.currentData() != "samples":
             return
         source = self.samples_source
         start = self.scores.n
         if isinstance(source, DemoSampler):
-            stream = DemoStream(self.target.value(), *self._knobs(), seed=source.seed, start=start)
+            stream = DemoStream(self.controls.target.value(), *self.controls.knobs(), seed=source.seed, start=start)
             self._demo = stream
         else:
-            stream = ResumedSource(source, start, self._keep_thumbnails)
+            stream = ResumedSource(source, start, self.images.keep_thumbnails)
             self._demo = None
         if stream.length is not None and start >= stream.length:  # all scored: Start begins again
             self.reset(start=True)
@@ -346,13 +242,13 @@ class GalleryWorkspace(Workspace):
 
     def _set_streaming(self, on: bool) -> None:
         self._streaming = on
-        self.play.blockSignals(True)
-        self.play.setChecked(on)
+        self.controls.play.blockSignals(True)
+        self.controls.play.setChecked(on)
         source = self.samples_source
-        paused = 0 < self.scores.n < (self.target.value() if isinstance(source, DemoSampler) else
+        paused = 0 < self.scores.n < (self.controls.target.value() if isinstance(source, DemoSampler) else
                                       getattr(source, "length", None) or 0)
-        self.play.setText("Pause" if on else ("Resume" if paused else "Start"))
-        self.play.blockSignals(False)
+        self.controls.play.setText("Pause" if on else ("Resume" if paused else "Start"))
+        self.controls.play.blockSignals(False)
 
     def _play_toggled(self, on: bool) -> None:
         if on:
@@ -365,16 +261,12 @@ class GalleryWorkspace(Workspace):
     def streaming(self) -> bool:
         return self._streaming
 
-    def _knobs(self) -> tuple[int, float]:
-        return self.diversity.value(), self.fidelity.value() / 100.0
-
     def _knobs_changed(self) -> None:
-        self.fidelity_value.setText(f"{self.fidelity.value() / 100:.2f}")
         if self._demo is not None:
-            self._demo.knobs = self._knobs()  # what the stream draws next
+            self._demo.knobs = self.controls.knobs()  # what the stream draws next
 
     def _target_changed(self) -> None:
-        if self._streaming and self.scores.n < self.target.value():  # go on with the new length
+        if self._streaming and self.scores.n < self.controls.target.value():  # go on with the new length
             self.stop()
             self.start()
 
@@ -383,10 +275,10 @@ class GalleryWorkspace(Workspace):
             return
         self.scores.add_logits(batch.logits)
         if batch.sampler is not None:
-            self._segments.append((batch.start, batch.sampler))
+            self.images.drawn(batch.start, batch.sampler)
         if batch.thumbnails:
             self.grid.thumbnails.add_thumbnails({batch.start + i: im for i, im in enumerate(batch.thumbnails)},
-                                                keep=self._keep_thumbnails)
+                                                keep=self.images.keep_thumbnails)
         if not self._update_timer.isActive():
             self._update_timer.start()
 
@@ -425,29 +317,12 @@ class GalleryWorkspace(Workspace):
 
     def _fill_class_filter(self) -> None:
         n = self.scores.n_classes or 0
-        names = [self.class_names[k] if self.class_names and k < len(self.class_names) else f"class {k}"
-                 for k in range(n)]
-        if [self.class_filter.itemText(i) for i in range(1, self.class_filter.count())] == names:
-            return
-        self.class_filter.blockSignals(True)
-        self.class_filter.clear()
-        self.class_filter.addItem("all classes", None)
-        for k, name in enumerate(names):
-            self.class_filter.addItem(name, k)
-        self.class_filter.blockSignals(False)
-
-    def view_settings(self) -> dict:
-        key = self.filter_key.currentData()
-        return {
-            "key": self.sort.currentData(),
-            "descending": self.descending.isChecked(),
-            "class_filter": self.class_filter.currentData(),
-            "value_filter": (key, self.filter_low.value(), self.filter_high.value()) if key else None,
-        }
+        self.controls.set_class_names([self.class_names[k] if self.class_names and k < len(self.class_names)
+                                       else f"class {k}" for k in range(n)])
 
     def _order_changed(self) -> None:
         scores = self.scores
-        settings = self.view_settings()
+        settings = self.controls.view_settings()
         order = scores.order(**settings) if scores.n else []
         # Every image's KL costs O(N x classes) after each batch; past KL_BADGE_LIMIT (50,000 Inception rows) the
         # badges show confidence unless the view sorts or filters by KL anyway.
@@ -458,16 +333,16 @@ class GalleryWorkspace(Workspace):
             badge, badge_label = (scores.confidence if scores.n else None), "p"
         names = self.class_names or [f"class {k}" for k in range(scores.n_classes or 0)]
         self.grid.thumbnails.set_items(order, scores.top_classes, scores.top_probs, names, badge, badge_label)
-        self.sheet.set_rows(min(self.sheet_count.value(), len(order)))
+        self.sheet.set_rows(min(self.controls.sheet_count.value(), len(order)))
         shown = f"{len(order):,} of {scores.n:,} images" if scores.n else "no images"
         badge_text = "KL against the current marginal (nats)" if badge_label == "KL" else "confidence"
-        self.caption.setText(f"<b>{shown}</b>, {SORT_KEYS[self.sort.currentData()]} order "
+        self.caption.setText(f"<b>{shown}</b>, {SORT_KEYS[self.controls.sort.currentData()]} order "
                              f"— bars: top classes; badge: {badge_text}")
 
     def _maybe_split(self, final: bool) -> None:
         """Recompute the split protocol in the I/O pool when N changed (throttled while streaming)."""
         n = self.scores.n
-        if n < DEFAULT_SPLITS:
+        if not splittable(n, DEFAULT_SPLITS):
             self.split = None
             self.score_panel.show_split(None, self._classifier_label(), DEFAULT_SPLITS, n)
             return
@@ -476,7 +351,6 @@ class GalleryWorkspace(Workspace):
             return
         self._split_n, self._split_time = n, time.monotonic()
         rows = self.scores.live.probabilities()  # rows never change once written: safe to read in a worker
-        generation = self._generation
 
         def task(ctx):
             from probescope.core.scoring.distributions import ClassScores
@@ -485,60 +359,33 @@ class GalleryWorkspace(Workspace):
             return split_inception_score(ClassScores(rows, "probs"), DEFAULT_SPLITS, True, DEFAULT_SEED)
 
         def done(split) -> None:
-            if generation == self._generation:
-                self.split = split
-                self.score_panel.show_split(split, self._classifier_label(), DEFAULT_SPLITS, n)
+            self.split = split
+            self.score_panel.show_split(split, self._classifier_label(), DEFAULT_SPLITS, n)
 
-        self.pool.submit(task, name="split protocol", key=self.task_key("split"), executor=IO, on_result=done)
+        self.pool.submit(task, name="split protocol", key=self.task_key("scores:split"), executor=IO, on_result=done)
 
     def _classifier_label(self) -> str:
-        if self.source.currentData() != "samples":
+        if self.controls.source.currentData() != "samples":
             return "none (given probabilities)"
         return self.classifier.name if self.classifier is not None else "—"
 
     # -- thumbnails and detail --------------------------------------------------------------------------------------
-    def _image_reader(self, k: int):
-        """A zero-argument reader of image k, or None when it cannot be read again."""
-        if self.source.currentData() != "samples":
-            return None
-        if self._segments:
-            starts = [s for s, _ in self._segments]
-            sampler = self._segments[bisect.bisect_right(starts, k) - 1][1]
-            return lambda: sampler.sample(k)[0]
-        if self._reader is not None:
-            reader = self._reader
-            return lambda: reader(k)
-        return None
-
     def _load_thumbnails(self, wanted: list[int]) -> None:
         rows = self.sheet.rows()
         model = self.grid.thumbnails
         wanted = wanted + [model.image_index(r) for r in range(rows) if model.pixmap(model.image_index(r)) is None]
-        jobs = [(k, read) for k in dict.fromkeys(wanted) if (read := self._image_reader(k)) is not None]
-        if not jobs or self.pool.is_shut_down:  # (a timer may fire while the window closes)
-            return
-        generation = self._generation
 
         def show(images: dict[int, QImage]) -> None:
-            if generation == self._generation:
-                model.add_thumbnails(images)
-                self.grid.viewport().update()
-                self.sheet.update()
+            model.add_thumbnails(images)
+            self.grid.viewport().update()
+            self.sheet.update()
 
-        self.pool.submit(lambda ctx: thumbnail_task(jobs, ctx), name="thumbnails", key=self.task_key("thumbs"),
-                         executor=IO, on_partial=show)
+        self.images.load_thumbnails(wanted, show)
 
     def _show_detail(self, i: int) -> None:
         self._show_numbers(i)
-        read = self._image_reader(i)
-        if self.pool.is_shut_down:
-            return
-        if read is None:
+        if not self.images.load_image(i, self.detail.set_image):
             self.detail.set_image(self.grid.thumbnails.kept_thumbnail(i))
-            return
-        generation = self._generation
-        self.pool.submit(lambda ctx: image_task(read, ctx), name="detail image", key=self.task_key("detail"),
-                         executor=IO, on_result=lambda im: generation == self._generation and self.detail.set_image(im))
 
     def _show_numbers(self, i: int) -> None:
         scores = self.scores

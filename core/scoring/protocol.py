@@ -57,14 +57,21 @@ def split_of_rows(n: int, splits: int, shuffle: bool = True, seed: int = DEFAULT
     return np.searchsorted(split_bounds(n, splits)[1:], position, side="right")
 
 
+def splittable(n: int, splits: int) -> bool:
+    """N images can be cut into `splits` splits (each split needs at least one image)."""
+    return 1 <= splits <= n
+
+
 def check_splits(n: int, splits: int) -> None:
+    """InputError saying why N images cannot be cut into `splits` splits."""
+    if splittable(n, splits):
+        return
     if splits < 1:
         raise InputError(f"the number of splits must be at least 1, got {splits}")
-    if n < splits:
-        raise InputError(
-            f"cannot cut N={n} images into {splits} splits (each split needs at least one image); "
-            f"use --splits {n} or fewer, or score more images"
-        )
+    raise InputError(
+        f"cannot cut N={n} images into {splits} splits (each split needs at least one image); "
+        f"use --splits {n} or fewer, or score more images"
+    )
 
 
 class SplitAccumulator:

@@ -1,0 +1,134 @@
+"""The gallery's controls, as two tool bars (a narrow window tucks what does not fit behind the bar's » button):
+what is scored (source, classifier, start/pause, reset, the demo sampler's knobs, N) and how the grid shows it
+(sort, class and value filters, the contact sheet's size, CSV export)."""
+
+from __future__ import annotations
+
+from PySide6.QtCore import Qt
+from PySide6.QtWidgets import (
+    QCheckBox,
+    QComboBox,
+    QDoubleSpinBox,
+    QLabel,
+    QPushButton,
+    QSlider,
+    QToolBar,
+    QVBoxLayout,
+    QWidget,
+)
+
+from probescope.app.gallery.scores import FILTER_KEYS, SORT_KEYS
+from probescope.core.demo.sampler import DemoSampler
+from probescope.core.demo.world import SCENES
+from probescope.core.scoring.examples import DESCRIPTIONS
+from probescope.widgets.controls import spin_box
+
+CLASSIFIERS = (
+    ("model", "Loaded model"),
+    ("demo", "Demo CNN (14 scenes)"),
+    ("inception-tf", "Inception v3, TF port (published IS)…"),
+    ("inception-tv", "Inception v3, torchvision…"),
+)
+FILTER_LABELS = {"": "no filter", "kl": "KL in", "entropy": "H(p(y|x)) in", "confidence": "confidence in"}
+
+
+class GalleryControls(QWidget):
+    """The widgets are attributes; the workspace connects their signals."""
+
+    def __init__(self, parent: QWidget | None = None):
+        super().__init__(parent)
+        self.source = QComboBox()
+        self.source.addItem("Opened samples", "samples")
+        for g in "ABCD":
+            self.source.addItem(f"Worked example {g}: {DESCRIPTIONS[g]}", g)
+        self.source.setToolTip("The seed note's worked example (3 classes, 3 images) is a teaching preset")
+        self.open_button = QPushButton("Open samples…")
+        self.classifier_box = QComboBox()
+        for key, label in CLASSIFIERS:
+            self.classifier_box.addItem(label, key)
+        self.play = QPushButton("Start")
+        self.play.setCheckable(True)
+        self.reset_button = QPushButton("Reset")
+        self.diversity = spin_box(1, len(SCENES), len(SCENES),
+                                  "Scene classes the demo sampler draws from (1 = total mode collapse)")
+        self.fidelity = QSlider(Qt.Orientation.Horizontal)
+        self.fidelity.setRange(0, 100)
+        self.fidelity.setValue(100)
+        self.fidelity.setFixedWidth(110)
+        self.fidelity.setToolTip("How recognisable each drawn image is (blur, noise, intruders below 1)")
+        self.fidelity_value = QLabel("1.00")
+        self.target = spin_box(10, 1_000_000, 1000, "The demo stream stops after this many images")
+        self.target.setSingleStep(1000)
+        self.sort = QComboBox()
+        for key, label in SORT_KEYS.items():
+            self.sort.addItem(label, key)
+        self.descending = QCheckBox("largest first")
+        self.class_filter = QComboBox()
+        self.class_filter.addItem("all classes", None)
+        self.filter_key = QComboBox()
+        for key in ("", *FILTER_KEYS):
+            self.filter_key.addItem(FILTER_LABELS[key], key)
+        self.filter_low, self.filter_high = QDoubleSpinBox(), QDoubleSpinBox()
+        for box, value in ((self.filter_low, 0.0), (self.filter_high, 100.0)):
+            box.setRange(0.0, 100.0)
+            box.setDecimals(3)
+            box.setSingleStep(0.05)
+            box.setValue(value)
+        self.sheet_count = spin_box(1, 1000, 48, "Contact sheet export: the first this many images shown")
+        self.csv_button = QPushButton("Export scores CSV…")
+        layout = QVBoxLayout(self)
+        layout.setContentsMargins(0, 0, 0, 0)
+        for title, widgets in (("Source", (QLabel("Source "), self.source, self.open_button, QLabel(" Classifier "),
+                                           self.classifier_box, self.play, self.reset_button, QLabel(" Diversity "),
+                                           self.diversity, QLabel(" Fidelity "), self.fidelity, self.fidelity_value,
+                                           QLabel(" N "), self.target)),
+                               ("View", (QLabel("Sort "), self.sort, self.descending, QLabel(" Class "),
+                                         self.class_filter, QLabel(" Filter "), self.filter_key, self.filter_low,
+                                         QLabel(" to "), self.filter_high, QLabel(" Sheet "), self.sheet_count,
+                                         self.csv_button))):
+            bar = QToolBar(title)
+            bar.setMovable(False)
+            for w in widgets:
+                bar.addWidget(w)
+            layout.addWidget(bar)
+        self.fidelity.valueChanged.connect(lambda v: self.fidelity_value.setText(f"{v / 100:.2f}"))
+
+    def knobs(self) -> tuple[int, float]:
+        """The demo sampler's (diversity, fidelity)."""
+        return self.diversity.value(), self.fidelity.value() / 100.0
+
+    def show_sampler(self, sampler: DemoSampler) -> None:
+        """The knobs and N of an opened demo sampler, without signalling a change."""
+        for box, value in ((self.diversity, len(sampler.scenes)), (self.target, sampler.length),
+                           (self.fidelity, round(sampler.fidelity * 100))):
+            box.blockSignals(True)
+            box.setValue(value)
+            box.blockSignals(False)
+        self.fidelity_value.setText(f"{sampler.fidelity:.2f}")
+
+    def enable(self, demo: bool, stream: bool) -> None:
+        for w in (self.diversity, self.fidelity, self.target):
+            w.setEnabled(demo)
+        for w in (self.play, self.reset_button, self.classifier_box):
+            w.setEnabled(stream)
+
+    def view_settings(self) -> dict:
+        """How the grid orders and filters (the arguments of GalleryScores.order)."""
+        key = self.filter_key.currentData()
+        return {
+            "key": self.sort.currentData(),
+            "descending": self.descending.isChecked(),
+            "class_filter": self.class_filter.currentData(),
+            "value_filter": (key, self.filter_low.value(), self.filter_high.value()) if key else None,
+        }
+
+    def set_class_names(self, names: list[str]) -> None:
+        """The class filter's choices (kept as they are when unchanged)."""
+        if [self.class_filter.itemText(i) for i in range(1, self.class_filter.count())] == names:
+            return
+        self.class_filter.blockSignals(True)
+        self.class_filter.clear()
+        self.class_filter.addItem("all classes", None)
+        for k, name in enumerate(names):
+            self.class_filter.addItem(name, k)
+        self.class_filter.blockSignals(False)
