@@ -39,15 +39,15 @@ def idle(qtbot, ws, pool) -> None:
 def test_grid_shows_the_trial_as_the_participant_saw_it(qtbot, env):
     ws, pool, state = env
     judgments = state.judgments
-    assert judgments.simulated and "SIMULATED" in ws.header.text() and "SIMULATED" in ws.caption.text()
-    ws.trial_list.select_trial(7)
+    assert judgments.simulated and "SIMULATED" in ws.header.text() and "SIMULATED" in ws.view.caption.text()
+    ws.trials.trial_list.select_trial(7)
     idle(qtbot, ws, pool)
     t = ws.trial
     assert t == 7
     trials = judgments.trials
     refs = [int(r) for r in trials.references[t]]
     picks = [int(c) for c in trials.choices[t]]
-    captions = ws.grid.captions()
+    captions = ws.view.grid.captions()
     assert captions[8] == f"query · {data.stimulus_name(judgments, int(trials.query[t]))}"
     for position, stimulus in enumerate(refs):
         name = data.stimulus_name(judgments, stimulus)
@@ -57,7 +57,7 @@ def test_grid_shows_the_trial_as_the_participant_saw_it(qtbot, env):
     from PIL import Image
 
     for position, stimulus in enumerate([*refs, int(trials.query[t])]):
-        cell = ws.grid._cells[position if position < 8 else 8]
+        cell = ws.view.grid._cells[position if position < 8 else 8]
         shown = cell.picture.pixmap().toImage().convertToFormat(cell.picture.pixmap().toImage().Format.Format_RGB888)
         arr = np.frombuffer(shown.constBits(), np.uint8).reshape(shown.height(), shown.bytesPerLine())
         arr = arr[:, : shown.width() * 3].reshape(shown.height(), shown.width(), 3)
@@ -73,7 +73,7 @@ def test_model_view_matches_the_engine_and_the_demo_layer_adds_a_row(qtbot, env,
     idle(qtbot, ws, pool)
     name = "demo · layer4"
     assert ws.models.table.rowCount() == 2 and ws.models.table.item(1, 0).text() == name
-    assert ws.view_model.currentText() == name  # the new row is the model on show
+    assert ws.view.model.currentText() == name  # the new row is the model on show
 
     judgments = state.judgments
     features = model_features(judgments.catalog, "demo", "layer4")  # the command line's path to the features
@@ -89,14 +89,14 @@ def test_model_view_matches_the_engine_and_the_demo_layer_adds_a_row(qtbot, env,
 
     # the grid: k of 13 as the engine counts it, and the wrong triplets checked one by one
     for metric in ("cosine", "l1"):
-        ws.view_metric.setCurrentText(metric)
+        ws.view.metric.setCurrentText(metric)
         per_trial = triplet_agreement(judgments.trials, features, metric)
         for t in (3, 11):
-            ws.trial_list.select_trial(t)
+            ws.trials.trial_list.select_trial(t)
             idle(qtbot, ws, pool)
             correct, total = int(per_trial.per_trial_correct[t]), int(per_trial.per_trial_total[t])
-            assert f"{correct} of {total}" in ws.grid.model_captions()[8] and total == 13
-            assert f"{correct} of {total}" in ws.summary.text()
+            assert f"{correct} of {total}" in ws.view.grid.model_captions()[8] and total == 13
+            assert f"{correct} of {total}" in ws.view.summary.text()
             refs = judgments.trials.references[t]
             first, second = judgments.trials.choices[t]
             dist = [triplet_distance(features, judgments.trials.query[t], r, metric) for r in refs]
@@ -104,10 +104,10 @@ def test_model_view_matches_the_engine_and_the_demo_layer_adds_a_row(qtbot, env,
                      if b not in (first, a) and not dist[a] < dist[b]}
             assert wrong == {tuple(p) for p in data.wrong_triplets(judgments.trials, t, np.array(dist))}
             assert len(wrong) == total - correct
-            assert ws.grid.wrong_positions() == {p for pair in wrong for p in pair}
+            assert ws.view.grid.wrong_positions() == {p for pair in wrong for p in pair}
     # the list's agreement column and filter follow the selected model
-    ws.agree_max.setValue(5)
-    shown = ws.trial_list.list_model.rows
+    ws.trials.agree_max.setValue(5)
+    shown = ws.trials.trial_list.list_model.rows
     assert len(shown) and (ws.current_agreement().per_trial_correct[shown] <= 5).all()
 
 
@@ -136,42 +136,42 @@ def test_filters_change_the_counts(qtbot, env):
     assert f"{expected.kept} of {len(judgments.trials)} trials kept" in ws.quality.counts.text()
     assert ws.models.table.rows[0].cosine != before.cosine  # the table is recomputed on the new trial set
     # the list's own filters
-    ws.catch_filter.setCurrentText("catch trials")
-    assert ws.trial_list.list_model.rowCount() == report.catch_trials
-    ws.kept_only.setChecked(True)
+    ws.trials.catch_filter.setCurrentText("catch trials")
+    assert ws.trials.trial_list.list_model.rowCount() == report.catch_trials
+    ws.trials.kept_only.setChecked(True)
     kept_catch = int((ws.trialset.kept_mask & (ws.trialset.catch_position >= 0)).sum())
-    assert ws.trial_list.list_model.rowCount() == kept_catch
-    assert f"{kept_catch} of {len(judgments.trials)} trials listed" == ws.list_count.text()
+    assert ws.trials.trial_list.list_model.rowCount() == kept_catch
+    assert f"{kept_catch} of {len(judgments.trials)} trials listed" == ws.trials.count.text()
 
 
 def test_keys_sorting_and_clicking_a_reference(qtbot, env):
     ws, pool, state = env
     trials = state.judgments.trials
-    ws.trial_list.select_row(0)
+    ws.trials.trial_list.select_row(0)
     idle(qtbot, ws, pool)
     first = ws.trial
-    ws.trial_list.setFocus()
-    qtbot.keyClick(ws.trial_list, Qt.Key.Key_Down)
+    ws.trials.trial_list.setFocus()
+    qtbot.keyClick(ws.trials.trial_list, Qt.Key.Key_Down)
     idle(qtbot, ws, pool)
-    assert ws.trial == int(ws.trial_list.list_model.rows[1]) != first
+    assert ws.trial == int(ws.trials.trial_list.list_model.rows[1]) != first
     ws.step(1)
     idle(qtbot, ws, pool)
-    assert ws.trial == int(ws.trial_list.list_model.rows[2])
-    ws.trial_list.sortByColumn(AGREE, Qt.SortOrder.DescendingOrder)
-    correct = ws.current_agreement().per_trial_correct[ws.trial_list.list_model.rows]
+    assert ws.trial == int(ws.trials.trial_list.list_model.rows[2])
+    ws.trials.trial_list.sortByColumn(AGREE, Qt.SortOrder.DescendingOrder)
+    correct = ws.current_agreement().per_trial_correct[ws.trials.trial_list.list_model.rows]
     assert (np.diff(correct) <= 0).all()
 
     # clicking a reference lists the trials where it is the query
     reference = int(trials.references[ws.trial, 0])
-    qtbot.mouseClick(ws.grid._cells[0], Qt.MouseButton.LeftButton)
+    qtbot.mouseClick(ws.view.grid._cells[0], Qt.MouseButton.LeftButton)
     idle(qtbot, ws, pool)
-    rows = ws.trial_list.list_model.rows
+    rows = ws.trials.trial_list.list_model.rows
     assert ws.query_filter == reference and (trials.query[rows] == reference).all()
     assert len(rows) == int((trials.query == reference).sum())
     if len(rows):
         assert trials.query[ws.trial] == reference
-    ws.query_button.click()
-    assert ws.trial_list.list_model.rowCount() == len(trials)
+    ws.trials.query_button.click()
+    assert ws.trials.trial_list.list_model.rowCount() == len(trials)
 
 
 def test_quick_embedding_is_cached_and_shown(qtbot, env):
@@ -209,7 +209,7 @@ def test_refit_runs_and_cancels(qtbot, env, monkeypatch):
     assert ws.embedding.refit_button.isEnabled()
     monkeypatch.setattr(data, "FitOptions", lambda: FitOptions(max_epochs=100_000, patience=10**9))
     ws.embedding.refit_button.click()
-    qtbot.waitUntil(lambda: pool.is_running(ws.task_key("refit")), timeout=WAIT_MS)
+    qtbot.waitUntil(lambda: pool.is_running(ws.task_key("judgments:refit")), timeout=WAIT_MS)
     ws.embedding.cancel_button.click()
     idle(qtbot, ws, pool)
     assert len(ws.history) == 2 and ws.embedding.refit_button.isEnabled()
@@ -227,7 +227,7 @@ def test_propose_shows_candidates_and_saves(qtbot, env, tmp_path):
     assert ws.active.candidates.item(0).text().startswith(f"{gains.max():.4f} nats")
     ws.active.candidates.setCurrentRow(0)
     idle(qtbot, ws, pool)
-    assert "information gain" in ws.caption.text() and not any("pick" in c for c in ws.grid.captions())
+    assert "information gain" in ws.view.caption.text() and not any("pick" in c for c in ws.view.grid.captions())
     path = ws.save_proposal(tmp_path / "next.csv")
     from probescope.core.similarity.readers import read_trials_csv
 
@@ -246,11 +246,11 @@ def test_every_view_exports(qtbot, env, tmp_path):
 
 def test_trial_sheet_shows_the_listed_trials(qtbot, env):
     ws, pool, state = env
-    ws.trial_list.select_row(2)
+    ws.trials.trial_list.select_row(2)
     idle(qtbot, ws, pool)
     ws.tabs.setCurrentIndex(ws.tabs.indexOf(ws._sheet_tab))
     qtbot.waitUntil(lambda: ws.sheet.shown == ws.sheet.capacity, timeout=WAIT_MS)
-    rows = ws.trial_list.list_model.rows[2 : 2 + ws.sheet.capacity]
+    rows = ws.trials.trial_list.list_model.rows[2 : 2 + ws.sheet.capacity]
     titles = [slot[0].text() for slot in ws.sheet._slots]
     assert [t.split(" · ")[0] for t in titles] == [f"trial {t + 1}" for t in rows]
     judgments = state.judgments
@@ -263,11 +263,11 @@ def test_list_filter_by_grade_class_against_the_session_grades(qtbot, env):
     ts = ws.trialset
     for name, inside in (("premium", lambda g: g > 0.875), ("satisfactory", lambda g: 0.5 <= g <= 0.875),
                          ("unsatisfactory", lambda g: g < 0.5)):
-        ws.grade_filter.setCurrentText(name)
+        ws.trials.grade_filter.setCurrentText(name)
         expected = [t for t in range(len(ts.trials)) if not np.isnan(ts.session_grade[t])
                     and inside(ts.session_grade[t])]
-        assert sorted(ws.trial_list.list_model.rows.tolist()) == expected
-    ws.grade_filter.setCurrentText("all")
+        assert sorted(ws.trials.trial_list.list_model.rows.tolist()) == expected
+    ws.trials.grade_filter.setCurrentText("all")
     cls = ts.query_class[0]
-    ws.class_filter.setCurrentText(cls)
-    assert all(ts.query_class[t] == cls for t in ws.trial_list.list_model.rows)
+    ws.trials.class_filter.setCurrentText(cls)
+    assert all(ts.query_class[t] == cls for t in ws.trials.trial_list.list_model.rows)

@@ -80,6 +80,14 @@ class CatalogImages:
         except OSError as exc:
             raise InputError(f"cannot read stimulus {i}'s image ({exc})", path) from None
 
+    def thumbnail(self, i: int, size: int) -> np.ndarray:
+        """Image i shrunk to fit in size x size pixels (aspect kept), for views."""
+        from PIL import Image
+
+        im = Image.fromarray(self[i])
+        im.thumbnail((size, size))
+        return np.asarray(im)
+
 
 def model_features(
     catalog: Catalog, spec: str, layer: str, *, pool: str = "avg", device: str = "cpu",
