@@ -10,32 +10,26 @@ from __future__ import annotations
 from pathlib import Path
 
 from PySide6.QtCore import Signal
-from PySide6.QtGui import QAction, QActionGroup, QCloseEvent, QDragEnterEvent, QDropEvent, QGuiApplication, QKeySequence
-from PySide6.QtWidgets import QApplication, QFileDialog, QMainWindow, QMessageBox, QTabWidget, QVBoxLayout, QWidget
+from PySide6.QtGui import QAction, QCloseEvent, QDragEnterEvent, QDropEvent, QGuiApplication
+from PySide6.QtWidgets import QApplication, QMainWindow, QTabWidget, QVBoxLayout, QWidget
 
-from probescope import __version__
-from probescope.app.dissection.workspace import DissectionWorkspace
 from probescope.app.export import copy_to_clipboard
 from probescope.app.export_dialog import ExportDialog
-from probescope.app.gallery.workspace import GalleryWorkspace
-from probescope.app.open_dialogs import OpenJudgmentsDialog, OpenModelDialog, OpenSamplesDialog
-from probescope.app.settings import THEMES, RecentItem, Settings
-from probescope.app.similarity.workspace import SimilarityWorkspace
+from probescope.app.menus import Menus
+from probescope.app.open_dialogs import ask_request
+from probescope.app.settings import RecentItem, Settings
 from probescope.app.source_bar import SourceBar
-from probescope.app.sources import DEMO, KINDS, OpenRequest, classify_path, executor_for, open_task
+from probescope.app.sources import DEMO, KINDS, OpenRequest, batch_folder, classify_path, executor_for, open_task
 from probescope.app.state import AppState, Loaded
 from probescope.app.tasks import COMPUTE, TaskError
 from probescope.app.theme import apply_theme
 from probescope.app.workers import TaskHandle, WorkerPool
 from probescope.app.workspace import Workspace
-from probescope.core.batch.reader import is_batch_folder
-from probescope.core.batch.status import STATUS_FILE
+from probescope.app.workspaces import WORKSPACES
 from probescope.core.errors import InputError
 from probescope.widgets.command_palette import CommandPalette
 from probescope.widgets.notification import Notification
 from probescope.widgets.task_progress import TaskProgress
-
-WORKSPACES: tuple[type[Workspace], ...] = (DissectionWorkspace, GalleryWorkspace, SimilarityWorkspace)
 
 
 class MainWindow(QMainWindow):
@@ -85,7 +79,7 @@ class MainWindow(QMainWindow):
         self.pool.finished.connect(self._update_progress)
         self.pool.failed.connect(self._task_failed)
 
-        self._build_menus()
+        self.menus = Menus(self)
         self._restore_settings()
         QGuiApplication.styleHints().colorSchemeChanged.connect(self._system_scheme_changed)
 
@@ -99,7 +93,7 @@ class MainWindow(QMainWindow):
             self.state.set(result)
             if request.spec != DEMO:
                 self.settings.add_recent(RecentItem(request.kind, request.to_json(), result.label))
-                self._fill_recent_menu()
+                self.menus.fill_recent()
             self.statusBar().showMessage(f"Opened {request.kind}: {result.label}", 5000)
             self.opened.emit(result)
 
@@ -118,9 +112,8 @@ class MainWindow(QMainWindow):
     def open_path(self, path: str | Path) -> TaskHandle | None:
         """Open a dropped file or folder by what it is (a batch output folder, or its status.json, opens in the
         Dissection workspace's Batch tab); unknown things give a notification."""
-        path = Path(path)
-        folder = path.parent if path.name == STATUS_FILE else path
-        if is_batch_folder(folder):
+        folder = batch_folder(path)
+        if folder is not None:
             self.open_batch(folder)
             return None
         try:
@@ -132,23 +125,7 @@ class MainWindow(QMainWindow):
 
     def browse(self, kind: str) -> None:
         """Ask for a file or folder of `kind` and open it."""
-        request = None
-        if kind == "model":
-            from probescope.core.models.checkpoint import torchvision_archs
-
-            dialog = OpenModelDialog(torchvision_archs(), self)
-            if dialog.exec() and dialog.file.text():
-                request = dialog.request()
-        elif kind == "judgments":
-            dialog = OpenJudgmentsDialog(self)
-            if dialog.exec() and dialog.file.text():
-                request = dialog.request()
-        elif kind == "dataset":
-            folder = QFileDialog.getExistingDirectory(self, "Open probing dataset (Broden format)")
-            request = OpenRequest("dataset", folder) if folder else None
-        else:
-            dialog = OpenSamplesDialog(self)
-            request = dialog.request() if dialog.exec() else None
+        request = ask_request(kind, self)
         if request is not None:
             self.open(request)
 
@@ -207,84 +184,13 @@ class MainWindow(QMainWindow):
             self.statusBar().showMessage(f"Cancelled {self._shown_task.name}", 3000)
             self._update_progress()
 
-    # -- menus, keyboard, settings ------------------------------------------------------------------------------------
-    def _action(self, menu, text: str, slot, shortcut: str | QKeySequence.StandardKey | None = None) -> QAction:
-        action = menu.addAction(text)
-        action.triggered.connect(slot)
-        if shortcut is not None:
-            action.setShortcut(QKeySequence(shortcut))
-        self._all_actions.append(action)
-        return action
-
-    def _build_menus(self) -> None:
-        self._all_actions: list[QAction] = []
-        bar = self.menuBar()
-        file_menu = bar.addMenu("&File")
-        self._action(file_menu, "Open &Model…", lambda: self.browse("model"), QKeySequence.StandardKey.Open)
-        self._action(file_menu, "Open Probing &Dataset…", lambda: self.browse("dataset"), "Ctrl+Shift+O")
-        self._action(file_menu, "Open Generator &Samples…", lambda: self.browse("samples"))
-        self._action(file_menu, "Open Similarity &Judgments…", lambda: self.browse("judgments"))
-        self._action(file_menu, "Open Dissection &Batch Folder…", self.browse_batch)
-        self._action(file_menu, "Open Demo &World", self.open_demo_world)
-        self.recent_menu = file_menu.addMenu("Open &Recent")
-        self._fill_recent_menu()
-        file_menu.addSeparator()
-        self._action(file_menu, "&Export Figure…", self.export_figure, "Ctrl+E")
-        self._action(file_menu, "&Copy Figure to Clipboard", self.copy_figure, "Ctrl+Shift+C")
-        self._action(file_menu, "Export Dissection &tally.csv…",
-                     lambda: self.workspaces["dissection"].export_results_dialog("tally"))
-        self._action(file_menu, "Export Dissection Results (&JSON)…",
-                     lambda: self.workspaces["dissection"].export_results_dialog("json"))
-        file_menu.addSeparator()
-        self._action(file_menu, "&Quit", self.close, QKeySequence.StandardKey.Quit)
-
-        view = bar.addMenu("&View")
-        for k, workspace in enumerate(self.workspaces.values(), start=1):
-            self._action(view, f"{workspace.title} Workspace", lambda _=False, n=workspace.name: self.set_workspace(n),
-                         f"Ctrl+{k}")
-        view.addSeparator()
-        self._action(view, "&Next Item", lambda: self.current_workspace().next_item(), "Ctrl+]")
-        self._action(view, "&Previous Item", lambda: self.current_workspace().previous_item(), "Ctrl+[")
-        view.addSeparator()
-        theme_menu = view.addMenu("&Theme")
-        group = QActionGroup(self)
-        for theme in THEMES:
-            action = self._action(theme_menu, f"{theme.capitalize()} Theme", lambda _=False, t=theme: self.set_theme(t))
-            action.setCheckable(True)
-            action.setChecked(theme == self.settings.theme())
-            group.addAction(action)
-        device_menu = view.addMenu("Compute &Device")
-        device_group = QActionGroup(self)
-        for device in available_devices():
-            action = self._action(device_menu, f"Compute on {device}", lambda _=False, d=device: self.set_device(d))
-            action.setCheckable(True)
-            action.setChecked(device == self.device)
-            device_group.addAction(action)
-        view.addSeparator()
-        self._action(view, "Command &Palette…", self.show_command_palette, "Ctrl+Shift+P")
-
-        help_menu = bar.addMenu("&Help")
-        self._action(help_menu, "&About probescope", self._about)
-
-    def _fill_recent_menu(self) -> None:
-        self.recent_menu.clear()
-        items = self.settings.recent()
-        for item in items:
-            request = OpenRequest.from_json(item.spec)
-            action = self.recent_menu.addAction(f"{item.kind}: {item.label}")
-            action.setToolTip(request.spec)
-            action.triggered.connect(lambda _=False, r=request: self.open(r))
-        if items:
-            self.recent_menu.addSeparator()
-            self.recent_menu.addAction("Clear Recent Items").triggered.connect(self._clear_recent)
-        self.recent_menu.setEnabled(bool(items))
-
-    def _clear_recent(self) -> None:
-        self.settings.clear_recent()
-        self._fill_recent_menu()
-
+    # -- menus, settings ---------------------------------------------------------------------------------------------
     def command_actions(self) -> list[QAction]:
-        return list(self._all_actions)
+        return list(self.menus.actions)
+
+    @property
+    def recent_menu(self):
+        return self.menus.recent
 
     def show_command_palette(self) -> CommandPalette:
         if self._palette is not None:
@@ -309,23 +215,6 @@ class MainWindow(QMainWindow):
         for request in list(self._opened.values()):
             if executor_for(request) == COMPUTE:
                 self.open(request)
-
-    def _about(self) -> QMessageBox:
-        """The version, and the versions a bug report needs (torch, Qt, Python)."""
-        import platform
-
-        import torch
-        from PySide6.QtCore import qVersion
-
-        box = QMessageBox(QMessageBox.Icon.Information, "About probescope",
-                          f"probescope {__version__}\nLook inside vision models and score them.\n\n"
-                          f"torch {torch.__version__}, Qt {qVersion()}, Python {platform.python_version()}",
-                          QMessageBox.StandardButton.Ok, self)
-        if not self.windowIcon().isNull():
-            box.setIconPixmap(self.windowIcon().pixmap(64, 64))
-        box.setModal(False)
-        box.show()
-        return box
 
     def _restore_settings(self) -> None:
         geometry = self.settings.geometry()
@@ -357,13 +246,3 @@ class MainWindow(QMainWindow):
             self.open_path(url.toLocalFile())
         event.acceptProposedAction()
 
-
-def available_devices() -> list[str]:
-    import torch
-
-    devices = ["cpu"]
-    if torch.cuda.is_available():
-        devices += [f"cuda:{i}" for i in range(torch.cuda.device_count())]
-    if getattr(torch.backends, "mps", None) is not None and torch.backends.mps.is_available():
-        devices.append("mps")
-    return devices

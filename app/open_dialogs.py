@@ -141,3 +141,20 @@ class OpenSamplesDialog(QDialog):
             generator = (self.z_dim.value(), self.n.value(), self.classes.value()) if self._is_generator() else ()
             return OpenRequest("samples", self.file.text(), generator=generator)
         return OpenRequest("samples", self.folder.text()) if self.folder.text() else None
+
+
+def ask_request(kind: str, parent: QWidget) -> OpenRequest | None:
+    """Ask for a file or folder of `kind` ('model', 'dataset', 'samples', 'judgments'); None when cancelled."""
+    if kind == "model":
+        from probescope.core.models.checkpoint import torchvision_archs
+
+        dialog = OpenModelDialog(torchvision_archs(), parent)
+        return dialog.request() if dialog.exec() and dialog.file.text() else None
+    if kind == "judgments":
+        dialog = OpenJudgmentsDialog(parent)
+        return dialog.request() if dialog.exec() and dialog.file.text() else None
+    if kind == "dataset":
+        folder = QFileDialog.getExistingDirectory(parent, "Open probing dataset (Broden format)")
+        return OpenRequest("dataset", folder) if folder else None
+    dialog = OpenSamplesDialog(parent)
+    return dialog.request() if dialog.exec() else None

@@ -143,6 +143,16 @@ def _load_judgments(request: OpenRequest, ctx: TaskContext, device: str) -> Iter
     return Loaded("judgments", request.spec, label, judgments)
 
 
+def batch_folder(path: str | Path) -> Path | None:
+    """The `probescope batch` output folder that `path` is (or whose status.json it is), else None."""
+    from probescope.core.batch.reader import is_batch_folder
+    from probescope.core.batch.status import STATUS_FILE
+
+    path = Path(path)
+    folder = path.parent if path.name == STATUS_FILE else path
+    return folder if is_batch_folder(folder) else None
+
+
 def classify_path(path: str | Path) -> OpenRequest:
     """What a dropped file or folder opens as; InputError when it is none of the known kinds."""
     path = Path(path)

@@ -102,6 +102,19 @@ def test_stage_lays_out_the_installed_namespace_and_lists_its_contents(tmp_path)
 
 
 @pytest.mark.gui
+def test_every_package_folder_is_listed_for_the_wheel():
+    """A sub-package missing from pyproject.toml's `packages` is left out of wheels (editable installs hide it)."""
+    import tomllib
+
+    config = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["tool"]["setuptools"]
+    listed = set(config["packages"])
+    layers = {folder: package for package, folder in config["package-dir"].items()}
+    found = {layers[init.parent.relative_to(ROOT).parts[0]] + "".join(f".{p}" for p in
+                                                                     init.parent.relative_to(ROOT).parts[1:])
+             for layer in ("core", "widgets", "app", "assets") for init in (ROOT / layer).rglob("__init__.py")}
+    assert found <= listed, sorted(found - listed)
+
+
 def test_about_box_shows_the_version(qtbot, settings_path):
     from PySide6.QtWidgets import QMessageBox
 

@@ -228,7 +228,7 @@ def test_propose_shows_candidates_and_saves(qtbot, env, tmp_path):
     ws.active.candidates.setCurrentRow(0)
     idle(qtbot, ws, pool)
     assert "information gain" in ws.view.caption.text() and not any("pick" in c for c in ws.view.grid.captions())
-    path = ws.save_proposal(tmp_path / "next.csv")
+    path = ws.active.save(tmp_path / "next.csv")
     from probescope.core.similarity.readers import read_trials_csv
 
     assert len(read_trials_csv(path).trials) == len(gains)
@@ -240,7 +240,7 @@ def test_every_view_exports(qtbot, env, tmp_path):
         for suffix in ("png", "svg", "pdf"):
             out = export_widget(target.widget, tmp_path / f"{k}.{suffix}", width=600 if suffix == "png" else None)
             assert out.stat().st_size > 500, (target.name, suffix)
-    text = ws.save_model_csv(tmp_path / "models.csv").read_text()
+    text = ws.models.save(tmp_path / "models.csv").read_text()
     assert text.splitlines()[1].startswith(data.EMBEDDING_ROW)
 
 

@@ -15,6 +15,8 @@ from pathlib import Path
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
+    from probescope.core.scoring.protocol import DEFAULT_SEED, DEFAULT_SPLITS
+
     src = parser.add_mutually_exclusive_group(required=True)
     src.add_argument("--probs", metavar="P.npy", help="class probabilities (N, n): rows must sum to 1")
     src.add_argument("--logits", metavar="L.npy", help="classifier logits (N, n)")
@@ -28,8 +30,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="for images: 'demo' (default), 'inception-tf:<weights file>' (comparable with published IS), "
         "'inception-tv:<weights file>' (torchvision ImageNet, not comparable), or any model spec",
     )
-    parser.add_argument("--splits", type=int, default=10, help="number of splits (default 10)")
-    parser.add_argument("--seed", type=int, default=2020, help="shuffle seed of the split protocol (default 2020)")
+    parser.add_argument("--splits", type=int, default=DEFAULT_SPLITS, help="number of splits (default %(default)s)")
+    parser.add_argument("--seed", type=int, default=DEFAULT_SEED,
+                        help="shuffle seed of the split protocol (default %(default)s)")
     parser.add_argument("--no-shuffle", action="store_true", help="cut splits in input order")
     parser.add_argument("--batch-size", type=int, default=64, help="images per classifier batch (default 64)")
     parser.add_argument("--workers", type=int, default=2, help="decode/prefetch threads (default 2)")

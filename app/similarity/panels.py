@@ -7,12 +7,14 @@ results back (`show_*`).
 from __future__ import annotations
 
 from collections.abc import Callable
+from pathlib import Path
 
 import numpy as np
 from PySide6.QtCore import Qt, Signal
 from PySide6.QtWidgets import (
     QCheckBox,
     QComboBox,
+    QFileDialog,
     QFormLayout,
     QGroupBox,
     QHBoxLayout,
@@ -51,6 +53,7 @@ class ModelsPanel(QWidget):
                            "stimulus pairs, mirrored catch images left out. Open another model (File > Open Model) "
                            "to add its default layer.")
         self.note.setWordWrap(True)
+        self.save_csv.clicked.connect(lambda: ask_path(self, "Save the model table", "models.csv", self.save))
         bar = QHBoxLayout()
         bar.addWidget(QLabel("layer"))
         bar.addWidget(self.layer, 1)
@@ -68,6 +71,13 @@ class ModelsPanel(QWidget):
         self.layer.addItems(layers)
         if current in layers:
             self.layer.setCurrentText(current)
+
+    def save(self, path: str | Path) -> Path:
+        """The model table as CSV, written atomically."""
+        from probescope.core.atomic import write_text
+
+        write_text(path, self.table.csv_text())
+        return Path(path)
 
     def show_scores(self, scores: list[data.Scores]) -> None:
         rows = []
@@ -231,6 +241,7 @@ class ActivePanel(QWidget):
         self.cancel_button.setEnabled(False)
         self.save_button = QPushButton("Save CSV…")
         self.save_button.setEnabled(False)
+        self.save_button.clicked.connect(lambda: ask_path(self, "Save proposed trials", "proposal.csv", self.save))
         self.status = QLabel("Needs the embedding.")
         self.status.setWordWrap(True)
         self.candidates = QListWidget()
@@ -266,6 +277,12 @@ class ActivePanel(QWidget):
         self.propose_button.setEnabled(not running and self.status.text() != "Needs the embedding.")
         self.cancel_button.setEnabled(running)
 
+    def save(self, path: str | Path) -> Path:
+        """The proposed trials as a trials CSV (probescope's judgments format, unanswered)."""
+        data.save_proposal(path, self.proposal)
+        self.status.setText(f"Saved {len(self.proposal.trials)} trials to {path}")
+        return Path(path)
+
     def show_proposal(self, proposal, name: Callable[[int], str]) -> None:
         self.proposal = proposal
         self.order = np.argsort(-proposal.info_gain, kind="stable")
@@ -279,3 +296,10 @@ class ActivePanel(QWidget):
                             f"{proposal.info_gain[active].mean():.4f} nats (active)"
                             + (" — from an embedding of SIMULATED judgments" if self._simulated else ""))
         self.save_button.setEnabled(True)
+
+
+def ask_path(parent: QWidget, title: str, name: str, save: Callable[[str], object]) -> None:
+    """Ask where to save a CSV (suggesting `name`) and `save` there."""
+    path, _ = QFileDialog.getSaveFileName(parent, title, name, "CSV (*.csv)")
+    if path:
+        save(path)

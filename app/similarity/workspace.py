@@ -13,15 +13,14 @@ cached on disk, so a second launch shows it at once.
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import numpy as np
 from PySide6.QtCore import Qt
-from PySide6.QtWidgets import QFileDialog, QLabel, QScrollArea, QSplitter, QTabWidget, QVBoxLayout, QWidget
+from PySide6.QtWidgets import QLabel, QScrollArea, QSplitter, QTabWidget, QVBoxLayout, QWidget
 
 from probescope.app.export import ExportTarget
 from probescope.app.similarity import analysis as data
 from probescope.app.similarity import jobs
+from probescope.app.similarity.embedding_fits import EmbeddingFits
 from probescope.app.similarity.panels import ActivePanel, EmbeddingPanel, ModelsPanel, QualityPanel
 from probescope.app.similarity.stimuli import stimulus_images
 from probescope.app.similarity.trial_view import CELL, TrialView
@@ -46,9 +45,6 @@ class SimilarityWorkspace(Workspace):
         self.filters = data.Filters()
         self.features: dict[str, np.ndarray] = {}  # model rows' features, by row name
         self.scores: list[data.Scores] = []  # the embedding's row first, then the models in the order added
-        self.ensemble = None
-        self.coarse = None
-        self.history: list[data.Convergence] = []
         self.trial = -1  # the file's row on show; -1 none
         self.query_filter = -1  # list only the trials with this query stimulus (-1: any)
         self._trial_shown = False
@@ -60,6 +56,7 @@ class SimilarityWorkspace(Workspace):
         self.models, self.embedding = ModelsPanel(), EmbeddingPanel()
         self.quality, self.active = QualityPanel(), ActivePanel()
         self.sheet = TrialSheet(SHEET_CELL, columns=2, rows=3)
+        self.fits = EmbeddingFits(pool, self._key, self.embedding, self)
         self._build_layout()
         self._connect()
 
@@ -92,15 +89,13 @@ class SimilarityWorkspace(Workspace):
         self.view.metric.currentIndexChanged.connect(self._view_changed)
         self.view.grid.reference_clicked.connect(self._reference_clicked)
         self.models.add_requested.connect(self.add_layer)
-        self.models.save_csv.clicked.connect(self._save_model_csv)
         self.quality.filters_changed.connect(self.set_filters)
         self.embedding.refit_requested.connect(self.refit)
-        self.embedding.cancel_button.clicked.connect(lambda: self.pool.cancel(self._key("refit")))
         self.embedding.view.hovered.connect(self._hovered)
+        self.fits.fitted.connect(self._fitted)
         self.active.propose_requested.connect(self.propose)
         self.active.cancel_button.clicked.connect(lambda: self.pool.cancel(self._key("propose")))
         self.active.candidates.currentRowChanged.connect(self._show_candidate)
-        self.active.save_button.clicked.connect(self._save_proposal)
         self.pool.finished.connect(self._task_finished)
         self.tabs.currentChanged.connect(lambda _i: self._sheet_tab.isVisible() and self.fill_sheet())
 
@@ -125,8 +120,7 @@ class SimilarityWorkspace(Workspace):
         self.trialset = None
         self.features.clear()
         self.scores = []
-        self.ensemble = self.coarse = None
-        self.history = []
+        self.fits.reset()
         self.trial = -1
         self.query_filter = -1
         self._trial_shown = False
@@ -175,7 +169,7 @@ class SimilarityWorkspace(Workspace):
                 trialset.kept_mask))
             self.apply_list_filters()
             if first:
-                self._start_embedding()
+                self.fits.start(trialset, self.loaded)
                 if self.state.model is not None and self.state.layer is not None:
                     self.add_layer(self.state.layer)
             self._run_scores()
@@ -339,26 +333,15 @@ class SimilarityWorkspace(Workspace):
         self.view.show_model_view(self.selected_scores(), self.trialset, self.trial if self._trial_shown else -1)
 
     # -- the embedding ----------------------------------------------------------------------------------------------
-    def _start_embedding(self) -> None:
-        from probescope.core.cache import cache_dir
+    @property
+    def ensemble(self):
+        return self.fits.ensemble
 
-        trialset, judgments, spec = self.trialset, self.loaded.value, self.loaded.spec
+    @property
+    def history(self) -> list[data.Convergence]:
+        return self.fits.history
 
-        def done(result) -> None:
-            ensemble, cached, self.coarse, coarse_name, measures = result
-            how = "quick fit, read from the cache" if cached else "quick fit"
-            self._set_embedding(ensemble, measures, f"{how}: {ensemble.dims}-D, {ensemble.n_members} members",
-                                coarse_name)
-
-        self.pool.submit(lambda ctx: jobs.quick_embedding_task(trialset, judgments, spec, cache_dir(), ctx),
-                         name="quick embedding", key=self._key("embedding"), executor=COMPUTE, on_result=done)
-
-    def _set_embedding(self, ensemble, measures: data.Convergence, how: str, coarse_name: str) -> None:
-        self.ensemble = ensemble
-        self.history.append(measures)
-        xy, projection = data.projection_2d(ensemble)
-        simulated = " — SIMULATED judgments" if self.loaded.value.simulated else ""
-        self.embedding.show_embedding(xy, f"{how}; {projection}{simulated}", self.history, coarse_name)
+    def _fitted(self, _ensemble) -> None:
         self.active.set_ready(True)
         if self.trial >= 0 and self._trial_shown:
             trials = self.trialset.trials
@@ -368,28 +351,12 @@ class SimilarityWorkspace(Workspace):
         self._run_scores()
 
     def refit(self, dims: list[int], n_members: int, warm: bool) -> None:
-        if self.trialset is None:
-            return
-        trialset, judgments, coarse = self.trialset, self.loaded.value, self.coarse
-        previous = self.ensemble
-
-        def done(result) -> None:
-            fit, measures = result
-            chosen = f"refit: {fit.ensemble.dims}-D chosen of {sorted(fit.dims_loss)}, {fit.ensemble.n_members} members"
-            self._set_embedding(fit.ensemble, measures, chosen, self.embedding.coarse_name)
-
-        self.embedding.set_running(True)
-        self.pool.submit(lambda ctx: jobs.refit_task(trialset, judgments, dims, n_members, previous, warm, coarse,
-                                                     ctx),
-                         name="refit embedding", key=self._key("refit"), executor=COMPUTE, on_result=done)
+        if self.trialset is not None:
+            self.fits.refit(self.trialset, self.loaded.value, dims, n_members, warm)
 
     def _hovered(self, index: int) -> None:
-        if index < 0 or self.loaded is None:
-            return
-        judgments = self.loaded.value
-        self.pool.submit(lambda ctx: stimulus_images(judgments, [index], 96, ctx)[0], name="thumbnail",
-                         key=self._key("hover"), executor=IO,
-                         on_result=lambda item: self.embedding.view.set_thumbnail(index, *item))
+        if index >= 0 and self.loaded is not None:
+            self.fits.hover(self.loaded.value, index)
 
     # -- active learning ------------------------------------------------------------------------------------------
     def propose(self, n_queries: int, n_candidates: int) -> None:
@@ -424,27 +391,6 @@ class SimilarityWorkspace(Workspace):
 
         self.pool.submit(lambda ctx: stimulus_images(judgments, stimuli, 2 * CELL, ctx), name="proposed trial",
                          key=self._key("trial"), executor=IO, on_result=show)
-
-    def _save_proposal(self) -> None:
-        path, _ = QFileDialog.getSaveFileName(self, "Save proposed trials", "proposal.csv", "Trials CSV (*.csv)")
-        if path:
-            self.save_proposal(path)
-
-    def save_proposal(self, path: str | Path) -> Path:
-        data.save_proposal(path, self.active.proposal)
-        self.active.status.setText(f"Saved {len(self.active.proposal.trials)} trials to {path}")
-        return Path(path)
-
-    def _save_model_csv(self) -> None:
-        path, _ = QFileDialog.getSaveFileName(self, "Save the model table", "models.csv", "CSV (*.csv)")
-        if path:
-            self.save_model_csv(path)
-
-    def save_model_csv(self, path: str | Path) -> Path:
-        from probescope.core.atomic import write_text
-
-        write_text(path, self.models.table.csv_text())
-        return Path(path)
 
     def _task_finished(self, _handle) -> None:
         """Long tasks end (done, failed or cancelled): their panels leave the running state."""

@@ -1,0 +1,127 @@
+"""The main window's menus: every action in one place, so the command palette can list them all.
+
+File (open anything, recent items, exports, quit), View (workspaces, next/previous item, theme, compute device,
+command palette) and Help (about).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from PySide6.QtGui import QAction, QActionGroup, QKeySequence
+from PySide6.QtWidgets import QMainWindow, QMenu, QMessageBox
+
+from probescope import __version__
+from probescope.app.settings import THEMES
+from probescope.app.sources import OpenRequest
+
+
+class Menus:
+    """The menu bar of `window` (a MainWindow); `actions` lists every action, `recent` is File > Open Recent."""
+
+    def __init__(self, window) -> None:
+        self.window = window
+        self.actions: list[QAction] = []
+        w = window
+        bar = w.menuBar()
+        file_menu = bar.addMenu("&File")
+        self.add(file_menu, "Open &Model…", lambda: w.browse("model"), QKeySequence.StandardKey.Open)
+        self.add(file_menu, "Open Probing &Dataset…", lambda: w.browse("dataset"), "Ctrl+Shift+O")
+        self.add(file_menu, "Open Generator &Samples…", lambda: w.browse("samples"))
+        self.add(file_menu, "Open Similarity &Judgments…", lambda: w.browse("judgments"))
+        self.add(file_menu, "Open Dissection &Batch Folder…", w.browse_batch)
+        self.add(file_menu, "Open Demo &World", w.open_demo_world)
+        self.recent: QMenu = file_menu.addMenu("Open &Recent")
+        self.fill_recent()
+        file_menu.addSeparator()
+        self.add(file_menu, "&Export Figure…", w.export_figure, "Ctrl+E")
+        self.add(file_menu, "&Copy Figure to Clipboard", w.copy_figure, "Ctrl+Shift+C")
+        self.add(file_menu, "Export Dissection &tally.csv…",
+                 lambda: w.workspaces["dissection"].export_results_dialog("tally"))
+        self.add(file_menu, "Export Dissection Results (&JSON)…",
+                 lambda: w.workspaces["dissection"].export_results_dialog("json"))
+        file_menu.addSeparator()
+        self.add(file_menu, "&Quit", w.close, QKeySequence.StandardKey.Quit)
+
+        view = bar.addMenu("&View")
+        for k, workspace in enumerate(w.workspaces.values(), start=1):
+            self.add(view, f"{workspace.title} Workspace", lambda _=False, n=workspace.name: w.set_workspace(n),
+                     f"Ctrl+{k}")
+        view.addSeparator()
+        self.add(view, "&Next Item", lambda: w.current_workspace().next_item(), "Ctrl+]")
+        self.add(view, "&Previous Item", lambda: w.current_workspace().previous_item(), "Ctrl+[")
+        view.addSeparator()
+        self.choices(view.addMenu("&Theme"), [(f"{t.capitalize()} Theme", t) for t in THEMES],
+                     w.settings.theme(), w.set_theme)
+        self.choices(view.addMenu("Compute &Device"), [(f"Compute on {d}", d) for d in available_devices()],
+                     w.device, w.set_device)
+        view.addSeparator()
+        self.add(view, "Command &Palette…", w.show_command_palette, "Ctrl+Shift+P")
+
+        help_menu = bar.addMenu("&Help")
+        self.add(help_menu, "&About probescope", lambda: about_box(w))
+
+    def add(self, menu: QMenu, text: str, slot: Callable, shortcut: str | QKeySequence.StandardKey | None = None
+            ) -> QAction:
+        action = menu.addAction(text)
+        action.triggered.connect(slot)
+        if shortcut is not None:
+            action.setShortcut(QKeySequence(shortcut))
+        self.actions.append(action)
+        return action
+
+    def choices(self, menu: QMenu, items: list[tuple[str, str]], current: str, choose: Callable[[str], None]) -> None:
+        """Exclusive checkable actions, one per (text, value)."""
+        group = QActionGroup(menu)
+        for text, value in items:
+            action = self.add(menu, text, lambda _=False, v=value: choose(v))
+            action.setCheckable(True)
+            action.setChecked(value == current)
+            group.addAction(action)
+
+    def fill_recent(self) -> None:
+        settings = self.window.settings
+        self.recent.clear()
+        items = settings.recent()
+        for item in items:
+            request = OpenRequest.from_json(item.spec)
+            action = self.recent.addAction(f"{item.kind}: {item.label}")
+            action.setToolTip(request.spec)
+            action.triggered.connect(lambda _=False, r=request: self.window.open(r))
+        if items:
+            self.recent.addSeparator()
+            self.recent.addAction("Clear Recent Items").triggered.connect(self._clear_recent)
+        self.recent.setEnabled(bool(items))
+
+    def _clear_recent(self) -> None:
+        self.window.settings.clear_recent()
+        self.fill_recent()
+
+
+def about_box(window: QMainWindow) -> QMessageBox:
+    """The version, and the versions a bug report needs (torch, Qt, Python)."""
+    import platform
+
+    import torch
+    from PySide6.QtCore import qVersion
+
+    box = QMessageBox(QMessageBox.Icon.Information, "About probescope",
+                      f"probescope {__version__}\nLook inside vision models and score them.\n\n"
+                      f"torch {torch.__version__}, Qt {qVersion()}, Python {platform.python_version()}",
+                      QMessageBox.StandardButton.Ok, window)
+    if not window.windowIcon().isNull():
+        box.setIconPixmap(window.windowIcon().pixmap(64, 64))
+    box.setModal(False)
+    box.show()
+    return box
+
+
+def available_devices() -> list[str]:
+    import torch
+
+    devices = ["cpu"]
+    if torch.cuda.is_available():
+        devices += [f"cuda:{i}" for i in range(torch.cuda.device_count())]
+    if getattr(torch.backends, "mps", None) is not None and torch.backends.mps.is_available():
+        devices.append("mps")
+    return devices
