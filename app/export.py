@@ -1,9 +1,10 @@
 """Export of any view as a figure: PNG at a chosen width or scale (larger than the screen), SVG, PDF, clipboard.
 
-A view is rendered through `QWidget.render` into a painter of the requested size, so pyqtgraph plots and text are
-redrawn at that resolution (not upscaled screen pixels) and vector formats stay vector. The whole widget with all
-its children is drawn, so overlays are never cropped. "Margin-free" trims the border of plain background around
-the content, in every format.
+A PNG is rendered through `QWidget.render` into an image of the requested size, so pyqtgraph plots and text are
+redrawn at that resolution (not upscaled screen pixels). SVG and PDF are composed widget by widget
+(`export_vector`), so they show what the screen shows in every renderer. The whole widget with all its visible
+children is drawn, so overlays are never cropped. "Margin-free" trims the border of plain background around the
+content, in every format.
 """
 
 from __future__ import annotations
@@ -12,11 +13,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
-from PySide6.QtCore import QBuffer, QByteArray, QIODevice, QMarginsF, QPoint, QRect, QRectF, QSize, QSizeF
-from PySide6.QtGui import QColor, QGuiApplication, QImage, QPageLayout, QPageSize, QPainter, QPdfWriter
-from PySide6.QtSvg import QSvgGenerator
+from PySide6.QtCore import QBuffer, QIODevice, QPoint, QRect, QSize
+from PySide6.QtGui import QColor, QGuiApplication, QImage, QPainter
 from PySide6.QtWidgets import QWidget
 
+from probescope.app.export_vector import pdf_bytes, svg_bytes
 from probescope.core.atomic import write_bytes
 from probescope.core.errors import InputError
 
@@ -69,8 +70,8 @@ def _render(widget: QWidget, painter: QPainter, source: QRect, scale: float) -> 
     painter.setRenderHint(QPainter.RenderHint.TextAntialiasing)
     painter.setRenderHint(QPainter.RenderHint.SmoothPixmapTransform)
     painter.scale(scale, scale)
-    widget.render(painter, QPoint(0, 0), source, QWidget.RenderFlag.DrawChildren
-                  | QWidget.RenderFlag.DrawWindowBackground)
+    flags = QWidget.RenderFlag.DrawChildren | QWidget.RenderFlag.DrawWindowBackground
+    QWidget.render(widget, painter, QPoint(0, 0), source, flags)  # (QGraphicsView overrides render)
 
 
 def render_image(widget: QWidget, *, width: int | None = None, scale: float | None = None,
@@ -103,10 +104,9 @@ def export_widget(widget: QWidget, path: str | Path, *, width: int | None = None
     fmt = format_of(path)
     if fmt == "png":
         return write_png(render_image(widget, width=width, scale=scale, margin_free=margin_free), path)
-    if fmt == "svg":
-        data = _svg_bytes(widget, _source_rect(widget, margin_free))
-    else:
-        data = _pdf_bytes(widget, _source_rect(widget, margin_free), path.stem)
+    source = _source_rect(widget, margin_free)
+    title = widget.windowTitle() or path.stem
+    data = svg_bytes(widget, source, title) if fmt == "svg" else pdf_bytes(widget, source, title)
     write_bytes(path, data)
     return path
 
@@ -129,43 +129,3 @@ def _png_bytes(image: QImage) -> bytes:
     if not image.save(buffer, "PNG"):
         raise RuntimeError("Qt could not encode the PNG")
     return bytes(buffer.data())
-
-
-def _svg_bytes(widget: QWidget, source: QRect) -> bytes:
-    data = QByteArray()
-    buffer = QBuffer(data)
-    buffer.open(QIODevice.OpenModeFlag.WriteOnly)
-    generator = QSvgGenerator()
-    generator.setOutputDevice(buffer)
-    generator.setResolution(72)  # 1 px = 1 pt, as in the PDF
-    generator.setSize(source.size())
-    generator.setViewBox(QRect(QPoint(0, 0), source.size()))
-    generator.setTitle(widget.windowTitle() or "probescope figure")
-    painter = QPainter(generator)
-    try:
-        _render(widget, painter, source, 1.0)
-    finally:
-        painter.end()
-    buffer.close()
-    return bytes(data)
-
-
-def _pdf_bytes(widget: QWidget, source: QRect, title: str) -> bytes:
-    """A PDF whose single page is exactly the view's size (1 px = 1 pt), so no page margins are added."""
-    data = QByteArray()
-    buffer = QBuffer(data)
-    buffer.open(QIODevice.OpenModeFlag.WriteOnly)
-    writer = QPdfWriter(buffer)
-    writer.setTitle(title)
-    writer.setCreator("probescope")
-    writer.setResolution(72)
-    writer.setPageLayout(QPageLayout(QPageSize(QSizeF(source.size()), QPageSize.Unit.Point),
-                                     QPageLayout.Orientation.Portrait, QMarginsF(0, 0, 0, 0)))
-    painter = QPainter(writer)
-    try:
-        target = QRectF(painter.viewport())
-        _render(widget, painter, source, min(target.width() / source.width(), target.height() / source.height()))
-    finally:
-        painter.end()
-    buffer.close()
-    return bytes(data)

@@ -65,7 +65,8 @@ def test_svg_and_pdf_open(figure, tmp_path):
     assert doc.pageCount() == 1
     size = doc.pagePointSize(0)
     rect = content_rect(figure)
-    assert abs(size.width() - rect.width()) < 1.5 and abs(size.height() - rect.height()) < 1.5
+    points = 72 / figure.logicalDpiX()  # the page is the view at the screen's resolution: fonts keep their size
+    assert abs(size.width() - rect.width() * points) < 1.5 and abs(size.height() - rect.height() * points) < 1.5
     doc.close()
 
 

@@ -1,0 +1,218 @@
+"""Vector export (SVG, PDF) of a view as it is on screen, so that every renderer draws the same picture.
+
+`QWidget.render` into an SVG generator or a PDF writer neither clips children to their parents (a table's rows and a
+scroll area's content spill over their neighbours) nor is limited to what is shown. So the view is composed here,
+widget by widget: each visible widget is painted alone, clipped to what its parents show; hidden widgets (the other
+tabs) are never painted. Form controls (buttons, combo boxes, sliders, spin boxes, headers), whose style paints
+gradients that PDF cannot take, are embedded as images at three times their size. pyqtgraph plots are put into
+pyqtgraph's export mode (scatter symbols as paths, not a pixmap atlas), and the SVG's strokes that pyqtgraph draws in
+a scaled coordinate system are rewritten in page coordinates (`svg_geometry.flatten_scaled_strokes`), because
+librsvg, Inkscape-based pipelines and ImageMagick ignore `vector-effect="non-scaling-stroke"`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+
+from PySide6.QtCore import QBuffer, QByteArray, QIODevice, QMarginsF, QPoint, QPointF, QRect, QRectF, QSize, QSizeF, Qt
+from PySide6.QtGui import QImage, QPageLayout, QPageSize, QPainter, QPdfWriter
+from PySide6.QtSvg import QSvgGenerator
+from PySide6.QtWidgets import (
+    QAbstractButton,
+    QAbstractSlider,
+    QAbstractSpinBox,
+    QComboBox,
+    QGraphicsItem,
+    QGraphicsView,
+    QHeaderView,
+    QLineEdit,
+    QProgressBar,
+    QStyleOptionGraphicsItem,
+    QTabBar,
+    QWidget,
+)
+
+from probescope.app.svg_geometry import compose_svg, flatten_scaled_strokes
+
+RASTER_CONTROLS = (QAbstractButton, QComboBox, QAbstractSlider, QAbstractSpinBox, QLineEdit, QHeaderView, QTabBar,
+                   QProgressBar)
+CONTROL_SCALE = 3.0  # controls embedded as images at this many pixels per point
+
+
+@dataclass(frozen=True)
+class Piece:
+    """One widget of the view to paint alone: at `origin`, clipped to `shown` (both in the view's coordinates)."""
+
+    widget: QWidget
+    origin: QPoint
+    shown: QRect
+    flags: QWidget.RenderFlag
+    raster: bool  # a form control: embedded as an image
+
+
+def pieces(root: QWidget, source: QRect) -> Iterator[Piece]:
+    """The visible widgets under `root`, parents before children, each clipped to what its parents show."""
+
+    def walk(widget: QWidget, origin: QPoint, clip: QRect) -> Iterator[Piece]:
+        shown = QRect(origin, widget.size()) & clip
+        if shown.isEmpty():
+            return
+        raster = isinstance(widget, RASTER_CONTROLS)
+        background = widget is root or widget.autoFillBackground()
+        yield Piece(widget, origin, shown, QWidget.RenderFlag.DrawWindowBackground if background
+                    else QWidget.RenderFlag(0), raster)
+        if raster:
+            return
+        for child in widget.children():
+            if isinstance(child, QWidget) and not child.isWindow() and child.isVisibleTo(root):
+                yield from walk(child, origin + child.pos(), shown)
+
+    yield from walk(root, QPoint(0, 0), source)
+
+
+def _svg_document(size: QSize, dpi: int, paint) -> bytes:
+    """An SVG of `size` painted by `paint(painter)`, with strokes in page coordinates."""
+    data = QByteArray()
+    buffer = QBuffer(data)
+    buffer.open(QIODevice.OpenModeFlag.WriteOnly)
+    generator = QSvgGenerator(QSvgGenerator.SvgVersion.Svg11)
+    generator.setOutputDevice(buffer)
+    generator.setResolution(dpi)
+    generator.setSize(size)
+    generator.setViewBox(QRect(QPoint(0, 0), size))
+    painter = QPainter(generator)
+    try:
+        _hints(painter)
+        paint(painter)
+    finally:
+        painter.end()
+    buffer.close()
+    return flatten_scaled_strokes(bytes(data))
+
+
+def scene_items(view: QGraphicsView) -> Iterator[tuple[QRectF, QGraphicsItem | None]]:
+    """A graphics view's scene as (clip rectangle in viewport coordinates, item), bottom first; None first for the
+    view's background. Each item is painted into a document of its own: Qt's SVG engine would carry the clip of
+    one item (a text item's) over to the items painted after it."""
+    prepare = getattr(view.scene(), "prepareForPaint", None)
+    if prepare is not None:
+        prepare()  # pyqtgraph: view boxes bring their transforms up to date, as before any paint
+    viewport = QRectF(view.viewport().rect())
+    yield viewport, None
+    to_view = view.viewportTransform()
+    for item in view.scene().items(Qt.SortOrder.AscendingOrder):
+        if not item.isVisible() or item.effectiveOpacity() <= 0:
+            continue
+        clip = viewport
+        parent = item.parentItem()
+        while parent is not None:
+            if parent.flags() & QGraphicsItem.GraphicsItemFlag.ItemClipsChildrenToShape:
+                clip = clip & to_view.map(parent.mapToScene(parent.shape())).boundingRect()
+            parent = parent.parentItem()
+        if not clip.isEmpty():
+            yield clip, item
+
+
+def paint_scene_item(view: QGraphicsView, item: QGraphicsItem | None, painter: QPainter) -> None:
+    """One item of the view's scene (None: the background) in viewport coordinates."""
+    if item is None:
+        painter.fillRect(view.viewport().rect(), view.backgroundBrush())
+        return
+    painter.setTransform(item.deviceTransform(view.viewportTransform()))
+    painter.setOpacity(item.effectiveOpacity())
+    option = QStyleOptionGraphicsItem()
+    option.exposedRect = item.boundingRect()
+    item.paint(painter, option, None)
+
+
+def paint_piece(piece: Piece, painter: QPainter, origin: QPoint) -> None:
+    """Paint `piece` with its top left corner at `origin` (in painter coordinates)."""
+    widget = piece.widget
+    if piece.raster:
+        image = QImage((widget.size().toSizeF() * CONTROL_SCALE).toSize(), QImage.Format.Format_ARGB32_Premultiplied)
+        image.fill(0)
+        inner = QPainter(image)
+        inner.scale(CONTROL_SCALE, CONTROL_SCALE)
+        QWidget.render(widget, inner, QPoint(0, 0), widget.rect(), QWidget.RenderFlag.DrawChildren)
+        inner.end()
+        painter.drawImage(QRect(origin, widget.size()), image)
+    else:
+        QWidget.render(widget, painter, origin, widget.rect(), piece.flags)  # (QGraphicsView overrides render)
+
+
+def _hints(painter: QPainter) -> None:
+    painter.setRenderHint(QPainter.RenderHint.Antialiasing)
+    painter.setRenderHint(QPainter.RenderHint.TextAntialiasing)
+    painter.setRenderHint(QPainter.RenderHint.SmoothPixmapTransform)
+
+
+@contextmanager
+def export_mode(root: QWidget) -> Iterator[None]:
+    """pyqtgraph's export mode for every plot under `root` (vector scatter symbols, no cached pixmaps)."""
+    import pyqtgraph as pg
+
+    items = [item for view in root.findChildren(pg.GraphicsView) + ([root] if isinstance(root, pg.GraphicsView)
+                                                                     else [])
+             for item in view.scene().items() if hasattr(item, "setExportMode")]
+    for item in items:
+        item.setExportMode(True, {"antialias": True})
+    try:
+        yield
+    finally:
+        for item in items:
+            item.setExportMode(False)
+
+
+def svg_bytes(widget: QWidget, source: QRect, title: str) -> bytes:
+    """The view as SVG, one user unit per screen pixel: every piece drawn into its own SVG at its own origin (so the
+    clips that item views set are right: Qt's SVG engine writes them without the offset of a widget being
+    rendered), its strokes in page coordinates, then placed and clipped in one document."""
+    dpi = widget.logicalDpiX()  # the screen's: fonts keep the size the layout measured them at
+    placed = []
+    with export_mode(widget):
+        for piece in pieces(widget, source):
+            origin, shown = piece.origin - source.topLeft(), piece.shown.translated(-source.topLeft())
+            rect = (shown.x(), shown.y(), shown.width(), shown.height())
+            view = piece.widget.parent()
+            if isinstance(view, QGraphicsView) and piece.widget is view.viewport():  # a plot: item by item
+                for clip, item in scene_items(view):
+                    box = (clip.translated(QPointF(origin)) & QRectF(shown)).getRect()
+                    placed.append(((origin.x(), origin.y()), box, _svg_document(
+                        piece.widget.size(), dpi, lambda p, v=view, i=item: paint_scene_item(v, i, p))))
+                continue
+            placed.append(((origin.x(), origin.y()), rect, _svg_document(
+                piece.widget.size(), dpi, lambda p, x=piece: paint_piece(x, p, QPoint(0, 0)))))
+    return compose_svg(placed, (source.width(), source.height()), title)
+
+
+def pdf_bytes(widget: QWidget, source: QRect, title: str) -> bytes:
+    """A PDF whose single page is exactly the view's size (at the screen's resolution), with no page margins."""
+    data = QByteArray()
+    buffer = QBuffer(data)
+    buffer.open(QIODevice.OpenModeFlag.WriteOnly)
+    writer = QPdfWriter(buffer)
+    writer.setTitle(title)
+    writer.setCreator("probescope")
+    dpi = widget.logicalDpiX()  # fonts keep the size the layout measured them at
+    writer.setResolution(dpi)
+    writer.setPageLayout(QPageLayout(QPageSize(QSizeF(source.size()) * (72 / dpi), QPageSize.Unit.Point),
+                                     QPageLayout.Orientation.Portrait, QMarginsF(0, 0, 0, 0)))
+    painter = QPainter(writer)
+    try:
+        target = painter.viewport()
+        scale = min(target.width() / source.width(), target.height() / source.height())
+        painter.scale(scale, scale)
+        painter.translate(-source.topLeft())
+        _hints(painter)
+        with export_mode(widget):
+            for piece in pieces(widget, source):
+                painter.save()
+                painter.setClipRect(piece.shown)
+                paint_piece(piece, painter, piece.origin)
+                painter.restore()
+    finally:
+        painter.end()
+    buffer.close()
+    return bytes(data)

@@ -1,0 +1,170 @@
+"""SVG and PDF exports show what the screen shows, in renderers other than Qt's: rasterised by librsvg (rsvg-convert,
+else CairoSVG) and by pdfium (Qt PDF), they match the PNG export at low resolution; hidden tabs stay hidden,
+nothing spills out of its widget, plot strokes keep their width, and PDF export prints no gradient warnings."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+
+import numpy as np
+import pyqtgraph as pg
+import pytest
+from PIL import Image
+from PySide6.QtCore import QSize
+from PySide6.QtGui import QImage
+from PySide6.QtWidgets import (
+    QComboBox,
+    QHBoxLayout,
+    QLabel,
+    QScrollArea,
+    QSlider,
+    QTableWidget,
+    QTableWidgetItem,
+    QTabWidget,
+    QVBoxLayout,
+    QWidget,
+)
+
+from probescope.app.export import export_widget, render_image
+from probescope.app.svg_geometry import compose, flatten_scaled_strokes, invert, map_path
+
+RED = (255, 0, 0)
+
+
+def svg_raster(path, width: int, height: int) -> np.ndarray:
+    """The SVG rasterised by librsvg (the rsvg-convert tool, else CairoSVG), as uint8 RGB."""
+    out = path.with_suffix(".rsvg.png")
+    if shutil.which("rsvg-convert"):
+        subprocess.run(["rsvg-convert", "-w", str(width), "-h", str(height), "-b", "white", "-o", str(out),
+                        str(path)], check=True, timeout=120)
+    else:
+        cairosvg = pytest.importorskip("cairosvg", reason="needs rsvg-convert or CairoSVG to rasterise SVG")
+        cairosvg.svg2png(url=str(path), write_to=str(out), output_width=width, output_height=height,
+                         background_color="white")
+    return np.asarray(Image.open(out).convert("RGB"))
+
+
+def pdf_raster(path, width: int, height: int) -> np.ndarray:
+    """The PDF's page rasterised by pdfium (Qt PDF), as uint8 RGB."""
+    from PySide6.QtPdf import QPdfDocument
+
+    doc = QPdfDocument()
+    assert doc.load(str(path)) == QPdfDocument.Error.None_
+    image = doc.render(0, QSize(width, height))
+    doc.close()
+    return qimage_rgb(image)
+
+
+def qimage_rgb(image: QImage) -> np.ndarray:
+    image = image.convertToFormat(QImage.Format.Format_RGB888)
+    arr = np.frombuffer(image.constBits(), np.uint8, image.bytesPerLine() * image.height())
+    return arr.reshape(image.height(), image.bytesPerLine())[:, : 3 * image.width()].reshape(
+        image.height(), image.width(), 3).copy()
+
+
+def blocks(rgb: np.ndarray, k: int = 8) -> np.ndarray:
+    """Mean grey level per k x k block: the picture at low resolution, where font rasterisers agree."""
+    h, w = (rgb.shape[0] // k) * k, (rgb.shape[1] // k) * k
+    grey = rgb[:h, :w].astype(np.float32).mean(axis=2)
+    return grey.reshape(h // k, k, w // k, k).mean(axis=(1, 3))
+
+
+def assert_same_picture(png: np.ndarray, other: np.ndarray, name: str) -> None:
+    a, b = blocks(png), blocks(other)
+    diff = np.abs(a - b)
+    assert diff.mean() < 4.0 and np.percentile(diff, 99) < 40, (
+        f"{name}: mean block difference {diff.mean():.2f}, 99th percentile {np.percentile(diff, 99):.1f}")
+
+
+def red_pixels(rgb: np.ndarray) -> int:
+    return int(((rgb[..., 0] > 200) & (rgb[..., 1] < 60) & (rgb[..., 2] < 60)).sum())
+
+
+@pytest.fixture
+def panel(qtbot):
+    """A view with what broke vector export: a hidden tab (red), a table whose text runs past its cells, a scroll
+    area with more content than it shows (red below the fold), form controls (gradients) and a plot with a curve and
+    symbols drawn in a scaled coordinate system."""
+    root = QWidget()
+    root.setStyleSheet("")
+    layout = QHBoxLayout(root)
+    table = QTableWidget(12, 3)
+    for row in range(12):
+        for col in range(3):
+            table.setItem(row, col, QTableWidgetItem(f"((house AND village-s) AND NOT sky) row {row}"))
+    left = QVBoxLayout()
+    left.addWidget(QLabel("<b>Units of layer4</b>: 79 of 128 units interpretable"))
+    left.addWidget(QComboBox())
+    slider = QSlider()
+    slider.setOrientation(pg.QtCore.Qt.Orientation.Horizontal)
+    left.addWidget(slider)
+    left.addWidget(table)
+    layout.addLayout(left)
+    tabs = QTabWidget()
+    plot = pg.PlotWidget(background="w")
+    plot.plot(np.arange(1, 11), np.linspace(0.04, 0.24, 10) ** 0.5 / 3, pen=pg.mkPen("#2e86de", width=2),
+              symbol="o", symbolBrush="#2e86de")
+    tabs.addTab(plot, "Plot")
+    hidden = QWidget()
+    hidden.setAutoFillBackground(True)
+    hidden.setStyleSheet("background: red")
+    tabs.addTab(hidden, "Hidden")
+    scroll = QScrollArea()
+    content = QWidget()
+    content_layout = QVBoxLayout(content)
+    content_layout.addWidget(QLabel("visible part of the card"))
+    below = QLabel()
+    below.setFixedHeight(400)
+    below.setStyleSheet("background: red")
+    content_layout.addSpacing(300)
+    content_layout.addWidget(below)
+    scroll.setWidget(content)
+    right = QVBoxLayout()
+    right.addWidget(tabs, 2)
+    right.addWidget(scroll, 1)
+    layout.addLayout(right)
+    root.resize(900, 600)
+    qtbot.addWidget(root)
+    root.show()
+    qtbot.waitExposed(root)
+    return root
+
+
+def test_svg_and_pdf_match_the_png_in_other_renderers(panel, tmp_path, qtlog):
+    png = qimage_rgb(render_image(panel, scale=1.0))
+    h, w = png.shape[:2]
+    svg = svg_raster(export_widget(panel, tmp_path / "panel.svg"), w, h)
+    pdf = pdf_raster(export_widget(panel, tmp_path / "panel.pdf"), w, h)
+    assert red_pixels(png) == 0  # the hidden tab and the card's content below the fold are not on screen
+    for name, picture in (("svg (librsvg)", svg), ("pdf (pdfium)", pdf)):
+        assert red_pixels(picture) == 0, f"{name} paints what the screen does not show"
+        assert_same_picture(png, picture, name)
+    assert not [m for m in qtlog.records if "gradient" in m.message]
+
+
+def test_plot_strokes_keep_their_width_without_non_scaling_stroke(tmp_path, qtbot):
+    plot = pg.PlotWidget(background="w")
+    plot.plot([0, 1, 2, 3], [0.0, 0.7, 0.2, 0.6], pen=pg.mkPen((230, 126, 34), width=2))
+    plot.resize(300, 240)
+    qtbot.addWidget(plot)
+    plot.show()
+    qtbot.waitExposed(plot)
+    path = export_widget(plot, tmp_path / "curve.svg")
+    assert b"non-scaling-stroke" not in path.read_bytes()
+    raster = svg_raster(path, 300, 240)
+    orange = ((raster[..., 0] > 180) & (raster[..., 1] > 90) & (raster[..., 1] < 160) & (raster[..., 2] < 80))
+    assert 100 < orange.sum() < 0.05 * orange.size  # a 2 px line, not a filled band
+    assert_same_picture(qimage_rgb(render_image(plot)), raster, "curve")
+
+
+def test_svg_geometry_hand_worked():
+    scale = (2.0, 0.0, 0.0, -4.0, 10.0, 100.0)  # x' = 2x + 10, y' = -4y + 100
+    assert compose(scale, invert(scale)) == pytest.approx((1, 0, 0, 1, 0, 0))
+    assert map_path("M0,0 L1,2 C1,1 2,2 3,3 Z", scale) == "M10,100 L12,92 C12,96 14,92 16,88 Z"
+    assert map_path("m0,0 l1,1", scale) is None  # relative commands are not rewritten
+    svg = (b'<svg xmlns="http://www.w3.org/2000/svg" width="20" height="20"><g transform="matrix(2,0,0,-4,10,100)">'
+           b'<polyline vector-effect="non-scaling-stroke" points="0,0 1,2"/></g></svg>')
+    out = flatten_scaled_strokes(svg).decode()
+    assert 'points="10,100 12,92"' in out and "non-scaling-stroke" not in out
+    assert 'transform="matrix(0.5,0,0,-0.25,-5,25)"' in out  # undoes the group's transform: net identity
