@@ -16,6 +16,7 @@ import numpy as np
 from probescope.app.tasks import Partial, Progress, TaskContext
 from probescope.core.dissection.inputs import dataset_identity, model_identity, predicted_classes
 from probescope.core.dissection.results import DissectionResult, Explanation, UnitResult
+from probescope.core.dissection.results import is_specialised as specialised
 from probescope.core.dissection.settings import DissectionSettings
 
 SEARCHES = ("iou", "da-select", "da-stop")
@@ -172,8 +173,7 @@ def is_interpretable(row: UnitRow, threshold: float = INTERPRETABLE_IOU) -> bool
 
 def is_specialised(row: UnitRow) -> bool:
     """The seed's new specialised units: da-stop keeps one concept while the IoU search's explanation is longer."""
-    stop, comp = row.explanations.get("da-stop"), row.explanations.get("iou")
-    return stop is not None and comp is not None and stop.length == 1 and comp.length > 1
+    return specialised(row.explanations)
 
 
 @dataclass(frozen=True)
