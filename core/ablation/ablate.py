@@ -30,6 +30,7 @@ from probescope.core.ablation.groups import UnitGroup
 from probescope.core.ablation.results import AblationResult
 from probescope.core.data.activations import ImageDataset
 from probescope.core.errors import InputError
+from probescope.core.models import checkpoint as ckpt
 from probescope.core.models.loading import LoadedModel
 from probescope.core.tasks import CancelCheck, ProgressCallback, check_cancel, report
 
@@ -166,7 +167,11 @@ class LayerAblation:
                 return
             try:
                 tail = tails.split_tail(model.module, self.layer)
-                mismatch = _largest_difference(_logits(tail(output.clone()), len(idx), model), logits)
+                try:
+                    rebuilt = tail(output.clone())
+                except (RuntimeError, TypeError, ValueError) as exc:
+                    raise tails.NotSeparable(f"the separated tail does not run ({ckpt._first_line(exc)})") from None
+                mismatch = _largest_difference(_logits(rebuilt, len(idx), model), logits)
                 if mismatch > _TAIL_MATCH:
                     raise tails.NotSeparable(f"the separated tail does not reproduce the model's output (relative "
                                              f"difference {mismatch:.3g})")
@@ -225,7 +230,7 @@ class LayerAblation:
                     correct[first:first + k] += np.rint(self._per_class(right, rows)).astype(np.int64)
                     p_true[first:first + k] += self._per_class(prob, rows)
                     done += k
-                    report(progress, done / total, f"{self.layer}: ablation {first + k} of {len(sets)}, images "
+                    report(progress, done / total, f"{self.layer}: {len(sets)} ablations, images "
                                                    f"{lo + len(idx)}/{n}")
         self._buffer = None
         images = np.bincount(self._row_of[self.truth[self.labelled]], minlength=len(self.rows))
