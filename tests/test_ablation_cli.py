@@ -79,6 +79,8 @@ def test_concepts_and_specialised_units_from_a_dissection(run, world, tmp_path):
     (["--units", "3-x"], "cannot read"),
     (["--concept", "unicorn", "--dissection", "DIS"], "no concept 'unicorn'"),
     (["--units", 1, "--top-units", 2], "--top-units ranks the units of an --each run"),
+    (["--each", "--top-units", -1], "--top-units -1: expected a count"),
+    (["--specialised", "--dissection", "NOFILE"], "file not found"),
     (["--concept", "house", "--dissection", "DIS", "--layer", "layer3"], "dissects layer 'layer4', not 'layer3'"),
     (["--units", 1, "--layer", "layer9"], "no layer 'layer9'"),
     (["--units", 1, "--class-names", "NAMES"], "no image's scene label names one of the model's classes"),
@@ -88,7 +90,8 @@ def test_bad_input_exits_2_with_one_line(run, world, tmp_path, capsys, args, mes
     root, _ = world
     (tmp_path / "names.txt").write_text("\n".join(f"other{k}" for k in range(14)))
     (tmp_path / "map.csv").write_text("label,class\nbeach-s,seaside\n")
-    swap = {"DIS": root / "dis", "NAMES": tmp_path / "names.txt", "MAP": tmp_path / "map.csv"}
+    swap = {"DIS": root / "dis", "NAMES": tmp_path / "names.txt", "MAP": tmp_path / "map.csv",
+            "NOFILE": tmp_path / "none.json"}
     code = run(tmp_path / "o", *[swap.get(a, a) for a in args])
     err = capsys.readouterr().err.strip().splitlines()
     assert code == 2 and message in err[-1] and err[-1].startswith("probescope ablate: error:")

@@ -100,6 +100,8 @@ def run(args: argparse.Namespace) -> int:
     from probescope.core.models.loading import load_model
 
     progress = stderr_progress()
+    if args.top_units < 0:
+        raise InputError(f"--top-units {args.top_units}: expected a count of units (0 = none)")
     if args.top_units and not args.each:
         raise InputError("--top-units ranks the units of an --each run: add --each")
     if args.device.startswith("cuda"):
