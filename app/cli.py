@@ -22,6 +22,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "info": ("probescope.app.commands.info", "show what a model or dataset spec resolves to"),
     "dissect": ("probescope.app.commands.dissect",
                 "Network Dissection, compositional explanations, Detection Accuracy"),
+    "ablate": ("probescope.app.commands.ablate",
+               "remove units of a layer: per class accuracy before and after (what the units do for the model)"),
     "batch": ("probescope.app.commands.batch", "dissect many models and layers, locally or on a Ray cluster"),
     "score": ("probescope.app.commands.score", "Inception Score of samples, probabilities or logits"),
     "similarity": ("probescope.app.commands.similarity", "triplet accuracy of model features on human judgments"),

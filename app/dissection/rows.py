@@ -10,6 +10,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from probescope.core.dissection.results import DissectionResult, Explanation, UnitResult
+from probescope.core.dissection.results import is_specialised as specialised
 
 SEARCHES = ("iou", "da-select", "da-stop")  # the searches the GUI runs
 METHODS = ("netdissect", *SEARCHES)  # every explanation a unit gets, in display order
@@ -47,8 +48,7 @@ def is_interpretable(row: UnitRow, threshold: float = INTERPRETABLE_IOU) -> bool
 
 def is_specialised(row: UnitRow) -> bool:
     """The seed's new specialised units: da-stop keeps one concept while the IoU search's explanation is longer."""
-    stop, comp = row.explanations.get("da-stop"), row.explanations.get("iou")
-    return stop is not None and comp is not None and stop.length == 1 and comp.length > 1
+    return specialised(row.explanations)
 
 
 @dataclass(frozen=True)

@@ -19,6 +19,7 @@ from pathlib import Path
 import numpy as np
 
 from probescope.core.atomic import write_text
+from probescope.core.data.broden import BrodenDataset
 from probescope.core.dissection.labels import LabelStore
 from probescope.core.dissection.results import DissectionResult
 from probescope.core.errors import InputError
@@ -48,15 +49,25 @@ def read_label_map(path: str | Path) -> dict[str, str]:
     return {r["label"]: r["class"] for r in rows}
 
 
-def scene_truth(store: LabelStore, class_names: Sequence[str], overrides: dict[str, str] | None = None,
-                category: str = "scene") -> np.ndarray:
-    """Per image the model class of its scene label (int64, -1 where no scene label maps to a class)."""
+def scene_truth(labels: LabelStore | BrodenDataset, class_names: Sequence[str],
+                overrides: dict[str, str] | None = None, category: str = "scene") -> np.ndarray:
+    """Per image the model class of its scene label (int64, -1 where no scene label maps to a class). `labels` is
+    the dissection's LabelStore or the dataset itself (then only index.csv is read, no label maps)."""
     by_name = {_norm(c): k for k, c in enumerate(class_names)}
     exact = {c: k for k, c in enumerate(class_names)}
     overrides = overrides or {}
+    if isinstance(labels, LabelStore):
+        names, categories, n_images = labels.names, labels.categories, labels.n_images
+        m = labels.image_labels.tocsr()
+        image_labels = [m.indices[m.indptr[i]:m.indptr[i + 1]] for i in range(n_images)]
+    else:
+        names = {k: v.name for k, v in labels.labels.items()}
+        categories = {k: v.category for k, v in labels.labels.items()}
+        n_images = labels.n_images
+        image_labels = [sorted({n for _, n in labels.image_labels(i) if n > 0}) for i in range(n_images)]
     label_class: dict[int, int] = {}
-    for number, name in store.names.items():
-        if store.categories.get(number) != category:
+    for number, name in names.items():
+        if categories.get(number) != category:
             continue
         if name in overrides:
             if overrides[name] not in exact:
@@ -64,10 +75,9 @@ def scene_truth(store: LabelStore, class_names: Sequence[str], overrides: dict[s
             label_class[number] = exact[overrides[name]]
         elif _norm(name) in by_name:
             label_class[number] = by_name[_norm(name)]
-    truth = np.full(store.n_images, -1, np.int64)
-    m = store.image_labels.tocsr()
-    for i in range(store.n_images):
-        for number in m.indices[m.indptr[i]:m.indptr[i + 1]]:
+    truth = np.full(n_images, -1, np.int64)
+    for i, numbers in enumerate(image_labels):
+        for number in numbers:
             if int(number) in label_class:
                 truth[i] = label_class[int(number)]
                 break

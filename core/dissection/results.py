@@ -9,6 +9,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -39,6 +40,12 @@ class Explanation:
     @classmethod
     def from_json(cls, d: dict) -> Explanation:
         return cls(Formula.from_json(d["formula"]), d["label"], float(d["iou"]), float(d["da"]))
+
+
+def is_specialised(explanations: Mapping[str, Explanation | None]) -> bool:
+    """The seed's new specialised units: da-stop keeps one concept while the IoU search's explanation is longer."""
+    stop, comp = explanations.get("da-stop"), explanations.get("iou")
+    return stop is not None and comp is not None and stop.length == 1 and comp.length > 1
 
 
 def _opt(e: Explanation | None) -> dict | None:
