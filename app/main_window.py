@@ -218,16 +218,30 @@ class MainWindow(QMainWindow):
 
     def _restore_settings(self) -> None:
         geometry = self.settings.geometry()
-        if geometry is not None:
-            self.restoreGeometry(geometry)
-        else:
-            self.resize(1280, 820)
+        if geometry is None or not self.restoreGeometry(geometry):
+            self.fit_screen()
+        for workspace in self.workspaces.values():
+            workspace.area.restore(self.settings.panel_layout(workspace.name))
         last = self.settings.last_workspace()
         if last in self.workspaces:
             self.set_workspace(last)
 
+    def fit_screen(self) -> None:
+        """The first window: 90% of the screen's available area, centred (the views are made for room)."""
+        screen = self.screen() or QGuiApplication.primaryScreen()
+        available = screen.availableGeometry()
+        size = available.size() * 0.9
+        self.resize(size)
+        self.move(available.center() - self.rect().center())
+
+    def reset_layout(self) -> None:
+        """Every panel of the current workspace back where it started, shown."""
+        self.current_workspace().area.reset()
+
     def save_settings(self) -> None:
         self.settings.set_geometry(self.saveGeometry())
+        for workspace in self.workspaces.values():
+            self.settings.set_panel_layout(workspace.name, workspace.area.saveState())
         self.settings.set_last_workspace(self.current_workspace().name)
         self.settings.sync()
 

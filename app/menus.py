@@ -1,7 +1,7 @@
 """The main window's menus: every action in one place, so the command palette can list them all.
 
-File (open anything, recent items, exports, quit), View (workspaces, next/previous item, theme, compute device,
-command palette) and Help (about).
+File (open anything, recent items, exports, quit), View (workspaces, the current workspace's panels and their reset,
+next/previous item, theme, compute device, command palette) and Help (about).
 """
 
 from __future__ import annotations
@@ -48,6 +48,10 @@ class Menus:
             self.add(view, f"{workspace.title} Workspace", lambda _=False, n=workspace.name: w.set_workspace(n),
                      f"Ctrl+{k}")
         view.addSeparator()
+        self.panels = view.addMenu("&Panels")
+        self.panels.aboutToShow.connect(self._fill_panels)
+        self.add(view, "&Reset Layout", w.reset_layout, "Ctrl+Shift+R")
+        view.addSeparator()
         self.add(view, "&Next Item", lambda: w.current_workspace().next_item(), "Ctrl+]")
         self.add(view, "&Previous Item", lambda: w.current_workspace().previous_item(), "Ctrl+[")
         view.addSeparator()
@@ -78,6 +82,12 @@ class Menus:
             action.setCheckable(True)
             action.setChecked(value == current)
             group.addAction(action)
+
+    def _fill_panels(self) -> None:
+        """The current workspace's panels, each shown or hidden by its check mark."""
+        self.panels.clear()
+        for action in self.window.current_workspace().area.toggles():
+            self.panels.addAction(action)
 
     def fill_recent(self) -> None:
         settings = self.window.settings

@@ -1,4 +1,5 @@
-"""Settings that persist between runs: window geometry, recent items, last workspace, device, theme, export defaults.
+"""Settings that persist between runs: window geometry, panel arrangement, recent items, last workspace, device,
+theme, export defaults.
 
 Backed by QSettings. `Settings(path)` uses an ini file at `path` (tests and `--screenshot` runs use a temporary
 one, so they never read or write the user's settings); `Settings()` uses the user's normal location.
@@ -59,6 +60,14 @@ class Settings:
 
     def set_geometry(self, geometry: QByteArray) -> None:
         self._qs.setValue("window/geometry", geometry)
+
+    def panel_layout(self, workspace: str) -> QByteArray | None:
+        """The arrangement of a workspace's panels (QMainWindow.saveState), None before the first run."""
+        value = self._qs.value(f"layout/{workspace}")
+        return value if isinstance(value, QByteArray) and not value.isEmpty() else None
+
+    def set_panel_layout(self, workspace: str, state: QByteArray) -> None:
+        self._qs.setValue(f"layout/{workspace}", state)
 
     def last_workspace(self) -> str | None:
         value = self._qs.value("window/workspace")

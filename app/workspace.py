@@ -2,7 +2,8 @@
 
 A workspace is a widget that binds to `AppState`, names the inputs it needs, refreshes itself in the worker pool
 when they change, tells when its first content is on screen (`initial_work_done`, used by `--screenshot`), lists
-its exportable views, and moves through its items (next/previous).
+its exportable views, and moves through its items (next/previous). Its views sit in a `PanelArea`: a central view
+and dockable panels, arranged by the user and remembered.
 """
 
 from __future__ import annotations
@@ -10,9 +11,10 @@ from __future__ import annotations
 from typing import ClassVar
 
 from PySide6.QtCore import Signal
-from PySide6.QtWidgets import QWidget
+from PySide6.QtWidgets import QVBoxLayout, QWidget
 
 from probescope.app.export import ExportTarget
+from probescope.app.panel_area import PanelArea
 from probescope.app.state import AppState
 from probescope.app.workers import WorkerPool
 
@@ -31,6 +33,10 @@ class Workspace(QWidget):
         self.pool = pool
         self.state: AppState | None = None
         self._initial_done = False
+        self.area = PanelArea(self.name)  # the central view and the panels around it
+        layout = QVBoxLayout(self)
+        layout.setContentsMargins(0, 0, 0, 0)
+        layout.addWidget(self.area)
 
     # -- the interface the window uses ------------------------------------------------------------------------------
     def load_state(self, state: AppState) -> None:

@@ -107,12 +107,12 @@ def test_unit_view_shows_overlays_and_the_trace_of_the_engine(qtbot, env):
         e = r.trace[step][pos]
         assert cells[:3] == [e.label, f"{e.iou:.4f}", f"{e.da:.3f}"]
     picked = {name for _, _, cells in leaves for name in cells[3].split(", ") if name}
-    assert picked == {"NetDissect", "compositional", "da-select", "da-stop"}
+    assert picked == {"ND", "comp", "select", "stop"}  # short names: the formula column keeps the room
     # bars and sweep hold the explanations' scores
-    assert ws.view.iou_bars.values.tolist() == [r.netdissect.iou] + [r.explanations[m].iou for m in data.SEARCHES]
-    assert ws.view.da_bars.values.tolist() == [r.netdissect.da] + [r.explanations[m].da for m in data.SEARCHES]
-    assert ws.view.sweep.series["best IoU"][1] == [e.iou for e in r.sweep]
-    assert ws.view.histogram.threshold == r.threshold
+    assert ws.charts.iou_bars.values.tolist() == [r.netdissect.iou] + [r.explanations[m].iou for m in data.SEARCHES]
+    assert ws.charts.da_bars.values.tolist() == [r.netdissect.da] + [r.explanations[m].da for m in data.SEARCHES]
+    assert ws.charts.sweep.series["best IoU"][1] == [e.iou for e in r.sweep]
+    assert ws.charts.histogram.threshold == r.threshold
     # switching the explanation and clicking a trace formula change the concept overlay
     ws.view.controls.explanation.setCurrentIndex(data.METHODS.index("da-stop"))
     idle(qtbot, pool)
@@ -210,7 +210,7 @@ def test_trace_picks_replay_the_engines_choices_and_correlation_shows(qtbot, env
     rows = [r for r in accuracy_correlation(ws.data.result) if r["set"] in ("union", "intersection")
             and not r["method"].startswith("length-")]
     assert ws.layer_views.correlation.rowCount() == 0  # the Layer tab is drawn when it is shown
-    ws.tabs.setCurrentWidget(ws.layer_views)
+    ws.area.raise_panel("layer")
     assert ws.layer_views.correlation.rowCount() == len(rows) > 0
     for k, r in enumerate(rows):
         expected = "—" if r["pearson_da"] is None else f"{r['pearson_da']:.3f}"

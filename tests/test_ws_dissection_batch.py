@@ -85,7 +85,7 @@ def test_every_job_is_listed_and_browsable_as_saved(qtbot, env, batch, isolated_
     activations_before = sorted((isolated_cache / "activations").iterdir())
     ws.open_batch(batch / "zoo")
     settle(qtbot, ws, pool, lambda: ws.is_initial_work_done)
-    assert ws.tabs.currentWidget() is ws.batch
+    assert ws.batch.isVisible()  # the Batch panel is brought to the front
     assert "done, 4/4 chunks, 2 of 2 layers merged" in ws.batch.caption.text()
 
     # the table's numbers, against a direct count over the saved units
@@ -141,7 +141,8 @@ def test_loaded_inputs_are_reused_and_take_over_again(qtbot, env, batch, monkeyp
     click_job(qtbot, ws, 0)
     settle(qtbot, ws, pool, lambda: ws.data.origin != "")
     state.set_layer("layer3")  # a change of the loaded inputs shows them again
-    settle(qtbot, ws, pool, lambda: ws.data.layer == "layer3" and ws.data.result.complete)
+    assert ws.data is None and ws.units.rowCount() == 0  # nothing of the saved result stays on screen
+    settle(qtbot, ws, pool, lambda: ws.data is not None and ws.data.layer == "layer3" and ws.data.result.complete)
     assert ws.data.origin == "" and "from batch" not in ws.header.text()
 
 

@@ -5,6 +5,7 @@ numbers (also across a pause), the diversity knob moves IS, sorting and filterin
 from __future__ import annotations
 
 import csv
+import dataclasses
 import math
 
 import numpy as np
@@ -113,18 +114,23 @@ def test_turning_diversity_down_makes_is_fall(qtbot, gallery, demo_model):
     collapsed = ws.scores.live.is_
     assert collapsed < 0.5 * diverse
     assert all(len(s.scenes) == 1 for _start, s in ws.images.segments)
-    # mid-stream: the knob changes what is drawn next, and IS falls from where it was
+    # mid-stream: a run keeps the knobs it started with (its images stay comparable); the score panel says that the
+    # new knobs wait for the next run, and its button starts one
     ws.controls.diversity.setValue(14)
     ws.controls.target.setValue(160)
     ws.reset(start=True)
     qtbot.waitUntil(lambda: ws.scores.n >= 24, timeout=WAIT_MS)
-    before, changed_at = ws.scores.live.is_, ws.scores.n
     ws.controls.diversity.setValue(1)
+    assert not ws.score_panel.notice.isHidden() and "apply to the next run" in ws.score_panel.notice.text()
     qtbot.waitUntil(lambda: ws.scores.n == 160 and not ws.streaming, timeout=WAIT_MS)
-    first_collapsed = next(start for start, s in ws.images.segments if len(s.scenes) == 1)
-    assert first_collapsed <= changed_at + 4 * 8  # at most the batches already prepared ahead were diverse
-    assert all(len(s.scenes) == (1 if start >= first_collapsed else 14) for start, s in ws.images.segments)
-    assert ws.scores.live.is_ < 0.8 * before
+    assert all(len(s.scenes) == 14 for _start, s in ws.images.segments)
+    assert "diversity 14, fidelity 1.00" in ws.score_panel.run_label.text()
+    diverse = ws.scores.live.is_
+    qtbot.mouseClick(ws.score_panel.notice_button, Qt.MouseButton.LeftButton)
+    qtbot.waitUntil(lambda: ws.scores.n == 160 and not ws.streaming, timeout=WAIT_MS)
+    assert all(len(s.scenes) == 1 for _start, s in ws.images.segments)
+    assert ws.scores.live.is_ < 0.5 * diverse and ws.score_panel.notice.isHidden()
+    assert "diversity 1, fidelity 1.00" in ws.score_panel.run_label.text()
 
 
 def test_sort_filter_select_and_arrow_keys(qtbot, gallery, demo_model):
@@ -195,7 +201,7 @@ def test_npz_samples_from_disk(qtbot, gallery, demo_model, tmp_path):
 @pytest.mark.parametrize("generator, expected", [("A", "2.02"), ("B", "1.00"), ("C", "1.00"), ("D", "1.52")])
 def test_worked_example_preset(qtbot, gallery, demo_model, generator, expected):
     ws = gallery
-    if generator == "D":  # the preset replaces what was streamed, and going back scores the samples again
+    if generator == "D":  # the preset is shown instead of what was streamed; going back shows the samples again
         open_samples(qtbot, ws, demo_model, DemoSampler(12))
     ws.controls.source.setCurrentIndex(ws.controls.source.findData(generator))
     assert ws.score_panel.is_label.text() == f"IS {expected}"
@@ -274,3 +280,22 @@ def test_gallery_scores_against_brute_force():
     flat = GalleryScores()  # IS = 1: shares of log IS are undefined, not a division by zero
     flat.add_probabilities(np.full((4, 3), 1 / 3))
     assert math.isnan(flat.share_of_log_is(0))
+
+
+def test_worked_examples_keep_the_scored_set_and_a_new_model_is_offered_not_imposed(qtbot, gallery, demo_model):
+    ws = gallery
+    open_samples(qtbot, ws, demo_model, DemoSampler(40))
+    scores, value = ws.scores, ws.scores.live.is_
+    ws.controls.source.setCurrentIndex(ws.controls.source.findData("A"))  # a worked example...
+    assert ws.scores is not scores and ws.scores.n == 3
+    ws.controls.source.setCurrentIndex(ws.controls.source.findData("samples"))  # ...and back: nothing rescored
+    assert ws.scores is scores and ws.scores.n == 40 and ws.scores.live.is_ == value and not ws.streaming
+    # a newly opened model does not replace the classifier of a scored set: the panel offers it
+    other = dataclasses.replace(demo_model, name="demo again")
+    ws.state.set(Loaded("model", "demo again", "demo again", other))
+    assert ws.scores is scores and ws.scores.n == 40 and not ws.streaming
+    assert "The loaded model is now demo again" in ws.score_panel.notice.text()
+    qtbot.mouseClick(ws.score_panel.notice_button, Qt.MouseButton.LeftButton)  # accepted: scored again with it
+    qtbot.waitUntil(lambda: ws.scores.n == 40 and not ws.streaming and ws.classifier.name == "demo again",
+                    timeout=WAIT_MS)
+    assert ws.score_panel.notice.isHidden()

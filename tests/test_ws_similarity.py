@@ -248,7 +248,7 @@ def test_trial_sheet_shows_the_listed_trials(qtbot, env):
     ws, pool, state = env
     ws.trials.trial_list.select_row(2)
     idle(qtbot, ws, pool)
-    ws.tabs.setCurrentIndex(ws.tabs.indexOf(ws._sheet_tab))
+    ws.area.raise_panel("sheet")
     qtbot.waitUntil(lambda: ws.sheet.shown == ws.sheet.capacity, timeout=WAIT_MS)
     rows = ws.trials.trial_list.list_model.rows[2 : 2 + ws.sheet.capacity]
     titles = [slot[0].text() for slot in ws.sheet._slots]

@@ -1,7 +1,7 @@
 """The Dissection workspace's Layer tab: IoU against DA over the layer's units, explanation lengths per method (the
 seed's figure 4) and the accuracy correlation (the seed's tables 2-4).
 
-Drawn when the tab is shown or exported rather than on every block of units: it is most of a layer update's
+Drawn when the panel is on screen or exported rather than on every block of units: it is most of a layer update's
 GUI-thread time.
 """
 
@@ -51,20 +51,29 @@ class LayerViews(QWidget):
         self._rows: dict[int, r.UnitRow] = {}
         self._unit = -1
         self._stale = False
+        self.on_screen = False
 
     def set_layer(self, d: LayerData, rows: dict[int, r.UnitRow], unit: int) -> None:
-        """A new or grown result: drawn now when the tab is shown, else when it is shown or exported."""
+        """A new or grown result: drawn now when the panel is on screen, else when it is shown or exported."""
         self._data, self._rows, self._unit, self._stale = d, rows, unit, True
-        if self.isVisible():
+        if self.on_screen:
             self.update_views()
+
+    def set_on_screen(self, shown: bool) -> None:
+        """The panel's visibility (its dock's, which knows whether its tab is in front)."""
+        self.on_screen = shown
+        if shown:
+            self.update_views()
+
+    def clear(self) -> None:
+        self._data, self._rows, self._stale = None, {}, False
+        self.scatter.clear()
+        self.lengths.set_series({})
+        self.correlation.setRowCount(0)
 
     def select(self, unit: int) -> None:
         self._unit = unit
         self.scatter.select(unit)
-
-    def showEvent(self, event) -> None:  # noqa: N802  (Qt override)
-        super().showEvent(event)
-        self.update_views()
 
     def update_views(self) -> None:
         if not self._stale or self._data is None:

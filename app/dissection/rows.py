@@ -15,6 +15,7 @@ from probescope.core.dissection.results import is_specialised as specialised
 SEARCHES = ("iou", "da-select", "da-stop")  # the searches the GUI runs
 METHODS = ("netdissect", *SEARCHES)  # every explanation a unit gets, in display order
 METHOD_NAMES = {"netdissect": "NetDissect", "iou": "compositional", "da-select": "da-select", "da-stop": "da-stop"}
+METHOD_SHORT = {"netdissect": "ND", "iou": "comp", "da-select": "select", "da-stop": "stop"}  # narrow columns
 INTERPRETABLE_IOU = 0.04
 
 

@@ -1,6 +1,6 @@
-"""The selected unit in the Dissection workspace: what it detects (its images with overlays, the display controls)
-and its numbers (IoU and DA of every method's explanation, the length sweep, the activation histogram with the
-threshold), plus its beam-search trace with each method's pick marked.
+"""The selected unit in the Dissection workspace: what it detects (its images with overlays, the display controls:
+the central view) and its numbers (IoU and DA of every method's explanation, the length sweep, the activation
+histogram with the threshold: a panel), plus its beam-search trace with each method's pick marked.
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ THUMB = 150
 
 
 class UnitView(QWidget):
-    """The centre pane: title, display controls, the image grid with its caption, and the unit's charts."""
+    """The central view: the unit's title, the display controls and the image grid with its caption."""
 
     def __init__(self, parent: QWidget | None = None):
         super().__init__(parent)
@@ -34,6 +34,28 @@ class UnitView(QWidget):
         self.caption.setWordWrap(True)
         self.images = ThumbnailGrid(THUMB)
         self.images.setMinimumHeight(THUMB + 40)
+        layout = QVBoxLayout(self)
+        layout.setContentsMargins(4, 0, 4, 0)
+        layout.addWidget(self.title)
+        layout.addWidget(self.controls)
+        layout.addWidget(self.caption)
+        layout.addWidget(self.images, 1)
+
+    def show_title(self, u: UnitResult) -> None:
+        self.title.setText(f"<b>Unit {u.unit}</b>: threshold {u.threshold:.3g}, fires on {u.fired_images} images"
+                           f" ({u.mask_pixels:,} mask pixels). Overlays: heat map = activation, "
+                           f"<span style='color:#c9a400'>yellow outline = unit mask</span>, "
+                           f"<span style='color:#0a9fd8'>cyan = explanation</span>")
+
+    def set_caption(self, caption: str) -> None:
+        self.caption.setText(caption + " (double-click an image for a large view)")
+
+
+class UnitCharts(QWidget):
+    """The unit's numbers: IoU and DA of every method's explanation, the length sweep, the activation histogram."""
+
+    def __init__(self, parent: QWidget | None = None):
+        super().__init__(parent)
         self.iou_bars = ClassBars("IoU")
         self.da_bars = ClassBars("Detection Accuracy")
         self.sweep = LinePlot("Length sweep", "score", "max explanation length")
@@ -44,23 +66,14 @@ class UnitView(QWidget):
         bv.addWidget(self.iou_bars)
         bv.addWidget(self.da_bars)
         bv.addStretch(1)
-        charts = QWidget()
-        ch = QHBoxLayout(charts)
-        ch.setContentsMargins(0, 0, 0, 0)
-        ch.addWidget(self.bars, 4)
-        ch.addWidget(self.sweep, 3)
-        ch.addWidget(self.histogram, 3)
-        charts.setMinimumHeight(200)
-        layout = QVBoxLayout(self)
-        layout.setContentsMargins(0, 0, 0, 0)
-        layout.addWidget(self.title)
-        layout.addWidget(self.controls)
-        layout.addWidget(self.caption)
-        layout.addWidget(self.images, 3)
-        layout.addWidget(charts, 2)
+        layout = QHBoxLayout(self)
+        layout.setContentsMargins(4, 0, 4, 0)
+        layout.addWidget(self.bars, 4)
+        layout.addWidget(self.sweep, 3)
+        layout.addWidget(self.histogram, 3)
+        self.setMinimumHeight(180)
 
     def show_numbers(self, d: LayerData, unit: int) -> None:
-        """The unit's title and charts (the images are UnitImages' job)."""
         u = d.result.units[unit]
         names = [r.METHOD_NAMES[m] for m in r.METHODS]
         exps = [r.explanation_of(u, m) for m in r.METHODS]
@@ -74,13 +87,6 @@ class UnitView(QWidget):
         values = np.asarray(d.activations[:, unit], dtype=np.float32).ravel()
         counts, edges = np.histogram(values, bins=60)
         self.histogram.set_histogram(edges, counts, u.threshold)
-        self.title.setText(f"<b>Unit {unit}</b>: threshold {u.threshold:.3g}, fires on {u.fired_images} images"
-                           f" ({u.mask_pixels:,} mask pixels). Overlays: heat map = activation, "
-                           f"<span style='color:#c9a400'>yellow outline = unit mask</span>, "
-                           f"<span style='color:#0a9fd8'>cyan = explanation</span>")
-
-    def set_caption(self, caption: str) -> None:
-        self.caption.setText(caption + " (double-click an image for a large view)")
 
 
 def show_trace(tree: TraceTree, d: LayerData, unit: UnitResult) -> None:
@@ -89,7 +95,7 @@ def show_trace(tree: TraceTree, d: LayerData, unit: UnitResult) -> None:
     picks = r.trace_picks(unit, s.max_length, s.da_limit)
     steps = []
     for k, beam in enumerate(unit.trace):
-        entries = tuple(TraceEntry(e.label, e.iou, e.da, tuple(r.METHOD_NAMES[m] for m in r.METHODS
+        entries = tuple(TraceEntry(e.label, e.iou, e.da, tuple(r.METHOD_SHORT[m] for m in r.METHODS
                                                                 if picks.picks.get(m) == (k, p)))
                         for p, e in enumerate(beam))
         note = ", ".join(f"{m} stopped here" for m, at in picks.stops.items() if at == k)

@@ -16,10 +16,11 @@ settings, and arrives block by block. This module lays the panes out and wires t
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 from PySide6.QtCore import Qt
-from PySide6.QtWidgets import QFileDialog, QLabel, QScrollArea, QSplitter, QTabWidget, QVBoxLayout, QWidget
+from PySide6.QtWidgets import QFileDialog, QLabel, QVBoxLayout, QWidget
 
 from probescope.app.dissection import rows as r
 from probescope.app.dissection.batch_browser import BatchBrowser
@@ -28,8 +29,9 @@ from probescope.app.dissection.layer_views import LayerViews
 from probescope.app.dissection.overlays import image_labels, image_overlay
 from probescope.app.dissection.panels import BatchPanel, FilterBar, RunsPanel
 from probescope.app.dissection.unit_images import UnitImages
-from probescope.app.dissection.unit_view import UnitView, show_trace
+from probescope.app.dissection.unit_view import UnitCharts, UnitView, show_trace
 from probescope.app.export import ExportTarget, export_widget
+from probescope.app.panel_area import scrolled
 from probescope.app.tasks import IO, TaskError
 from probescope.app.workspace import Workspace
 from probescope.core.dissection.formula import Formula
@@ -41,23 +43,22 @@ from probescope.widgets.dissection.table import UnitTable
 from probescope.widgets.dissection.trace import TraceTree
 from probescope.widgets.images import to_qimage
 
-COLUMNS = ("unit", "NetDissect", "category", "ND IoU", "ND DA", "compositional", "len", "comp IoU", "comp DA",
-           "da-select", "sel IoU", "sel DA", "da-stop", "stop len", "stop IoU", "stop DA")
+# The explanations and their IoU first (what a narrow panel shows without scrolling), then DA, lengths, the rest.
+COLUMNS = ("unit", "NetDissect", "ND IoU", "compositional", "comp IoU", "da-stop", "stop IoU", "ND DA", "comp DA",
+           "stop DA", "len", "stop len", "da-select", "sel IoU", "sel DA", "category")
 CARD_IMAGES = 12
 
 
 def row_cells(row: r.UnitRow) -> list[object]:
     e = row.explanations
+    nd, comp, stop, select = (e.get(m) for m in ("netdissect", "iou", "da-stop", "da-select"))
 
-    def part(method: str, length: bool) -> list[object]:
-        x = e.get(method)
-        if x is None:
-            return [None, None, None, None] if length else [None, None, None]
-        return [x.label, x.length, x.iou, x.da] if length else [x.label, x.iou, x.da]
+    def get(x, attr: str) -> object:
+        return None if x is None else getattr(x, attr)
 
-    nd = e.get("netdissect")
-    return [row.unit, nd.label if nd else None, row.category or None, nd.iou if nd else None,
-            nd.da if nd else None, *part("iou", True), *part("da-select", False), *part("da-stop", True)]
+    return [row.unit, get(nd, "label"), get(nd, "iou"), get(comp, "label"), get(comp, "iou"), get(stop, "label"),
+            get(stop, "iou"), get(nd, "da"), get(comp, "da"), get(stop, "da"), get(comp, "length"),
+            get(stop, "length"), get(select, "label"), get(select, "iou"), get(select, "da"), row.category or None]
 
 
 class DissectionWorkspace(Workspace):
@@ -71,7 +72,7 @@ class DissectionWorkspace(Workspace):
         self.header = QLabel("<b>Units</b>")
         self.header.setWordWrap(True)
         self.filters, self.units, self.view = FilterBar(), UnitTable(), UnitView()
-        self.trace, self.layer_views, self.card = TraceTree(), LayerViews(), UnitCard()
+        self.charts, self.trace, self.layer_views, self.card = UnitCharts(), TraceTree(), LayerViews(), UnitCard()
         self.runs, self.batch, self.detail = RunsPanel(), BatchPanel(), ImageDetail(self)
         self.unit_images = UnitImages(pool, self.task_key, self.view.images, self.view.controls,
                                       self._neighbours, self)
@@ -91,30 +92,25 @@ class DissectionWorkspace(Workspace):
         self._layer_done = False
 
     def _build_layout(self) -> None:
-        left = QWidget()
-        lv = QVBoxLayout(left)
-        lv.setContentsMargins(0, 0, 0, 0)
+        units = QWidget()
+        lv = QVBoxLayout(units)
+        lv.setContentsMargins(4, 0, 4, 0)
         lv.addWidget(self.header)
         lv.addWidget(self.filters)
         lv.addWidget(self.units, 1)
-        self.tabs = QTabWidget()
-        self.tabs.addTab(self.trace, "Beam trace")
-        self.tabs.addTab(self.layer_views, "Layer")
-        card = QScrollArea()
-        card.setWidget(self.card)
-        self.tabs.addTab(card, "Unit card")
-        self.tabs.addTab(self.runs, "Settings")
-        self.tabs.addTab(self.batch, "Batch")
-        splitter = QSplitter(Qt.Orientation.Horizontal)
-        for w in (left, self.view, self.tabs):
-            w.setMinimumSize(160, 160)  # explicit: the panes may shrink below their layouts' wishes (small windows)
-            splitter.addWidget(w)
-        for k, stretch in enumerate((3, 4, 3)):
-            splitter.setStretchFactor(k, stretch)
-        splitter.setSizes([480, 600, 520])
-        layout = QVBoxLayout(self)
-        layout.setContentsMargins(4, 4, 4, 4)
-        layout.addWidget(splitter)
+        area = self.area
+        area.set_central(self.view)
+        area.setCorner(Qt.Corner.BottomLeftCorner, Qt.DockWidgetArea.LeftDockWidgetArea)
+        area.setCorner(Qt.Corner.BottomRightCorner, Qt.DockWidgetArea.BottomDockWidgetArea)
+        area.add("units", "Units", units, "left", 0.33)
+        area.add("charts", "Unit numbers", self.charts, "bottom", 0.30, Qt.Orientation.Vertical)
+        area.add("trace", "Beam trace", self.trace, "right", 0.29)
+        for key, title, widget in (("layer", "Layer", self.layer_views), ("card", "Unit card", scrolled(self.card)),
+                                   ("settings", "Settings", self.runs), ("batch", "Batch", self.batch)):
+            area.add(key, title, widget, "right")
+            area.tab(key, "trace")
+        area.raise_panel("trace")
+        area.panels["layer"].visibilityChanged.connect(self.layer_views.set_on_screen)
 
     def _connect(self) -> None:
         self.filters.changed.connect(self._apply_filters)
@@ -137,11 +133,11 @@ class DissectionWorkspace(Workspace):
 
     # -- Workspace interface --------------------------------------------------------------------------------------
     def export_targets(self) -> list[ExportTarget]:
-        self.layer_views.update_views()  # the Layer tab's views are exported even when not shown
-        v, lv = self.view, self.layer_views
+        self.layer_views.update_views()  # the Layer panel's views are exported even when not shown
+        v, c, lv = self.view, self.charts, self.layer_views
         return [ExportTarget("Dissection", self), ExportTarget("Unit images", v.images),
-                ExportTarget("IoU and DA of the explanations", v.bars), ExportTarget("Beam-search trace", self.trace),
-                ExportTarget("Length sweep", v.sweep), ExportTarget("Activation histogram", v.histogram),
+                ExportTarget("IoU and DA of the explanations", c.bars), ExportTarget("Beam-search trace", self.trace),
+                ExportTarget("Length sweep", c.sweep), ExportTarget("Activation histogram", c.histogram),
                 ExportTarget("IoU against DA (all units)", lv.scatter),
                 ExportTarget("Explanation lengths", lv.lengths), ExportTarget("Unit table", self.units),
                 ExportTarget("Accuracy correlation", lv.correlation), ExportTarget("Unit card", self.card)]
@@ -157,13 +153,35 @@ class DissectionWorkspace(Workspace):
         if inputs != self._inputs:
             self._inputs, self._kept = inputs, {}
             self.unit_images.forget()
+            model, layer, _ = inputs
+            self.clear(f"<b>Units of {layer}</b> of {model.label} (computing…)")
         self.run_settings(self.settings)
+
+    def clear(self, header: str) -> None:
+        """Nothing on screen belongs to the previous inputs: every view empty until the first units arrive."""
+        self.pool.cancel_group(self.task_key("overlays"))
+        self.pool.cancel(self.task_key("prefetch"))
+        self.data, self.rows, self.unit, self.formula, self.formula_label = None, {}, -1, None, ""
+        self.header.setText(header)
+        self.units.set_rows(COLUMNS, [])
+        self.view.title.setText("")
+        self.view.caption.setText("")
+        self.view.images.thumbnails.set_items([])
+        self.unit_images.overlays = []
+        for bars in (self.charts.iou_bars, self.charts.da_bars):
+            bars.clear()
+        self.charts.sweep.set_series({})
+        self.charts.histogram.clear()
+        self.trace.clear()
+        self.card.clear()
+        self.layer_views.clear()
 
     # -- the layer's dissection -----------------------------------------------------------------------------------
     def run_settings(self, settings: DissectionSettings) -> None:
         """Dissect the layer with `settings` (at once from the cache when done before)."""
         loaded, layer, dataset = self._inputs
         self.browser.leave()
+        settings = replace(settings, device=str(loaded.value.device))  # where the model is: the app's device
         self.settings = settings
         self.runs.show_settings(settings)
         store = self._store[1] if self._store is not None and self._store[0] is dataset else None
@@ -263,7 +281,8 @@ class DissectionWorkspace(Workspace):
         self.formula = chosen.formula if chosen else None
         self.formula_label = chosen.label if chosen else ""
         self._show_overlays()  # first: from the cache it is on screen before the charts below are drawn
-        self.view.show_numbers(self.data, unit)
+        self.view.show_title(self.data.result.units[unit])
+        self.charts.show_numbers(self.data, unit)
         show_trace(self.trace, self.data, self.data.result.units[unit])
 
     def _trace_clicked(self, step: int, position: int) -> None:
@@ -315,7 +334,7 @@ class DissectionWorkspace(Workspace):
     # -- a batch output folder ----------------------------------------------------------------------------------------
     def open_batch(self, folder: str | Path) -> None:
         """List the jobs of the batch in `folder` in the Batch tab and show its first merged layer."""
-        self.tabs.setCurrentWidget(self.batch)
+        self.area.raise_panel("batch")
         self.browser.open(folder)
 
     def open_batch_dialog(self) -> None:

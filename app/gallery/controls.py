@@ -1,6 +1,6 @@
-"""The gallery's controls, as two tool bars (a narrow window tucks what does not fit behind the bar's » button):
-what is scored (source, classifier, start/pause, reset, the demo sampler's knobs, N) and how the grid shows it
-(sort, class and value filters, the contact sheet's size, CSV export)."""
+"""The gallery's controls, as tool bars the user can move (a narrow window tucks what does not fit behind a bar's »
+button): what is scored (source, classifier, start/pause, reset, N), the demo sampler's knobs, and how the grid
+shows it (sort, class and value filters, the contact sheet's size, CSV export)."""
 
 from __future__ import annotations
 
@@ -13,8 +13,6 @@ from PySide6.QtWidgets import (
     QPushButton,
     QSlider,
     QToolBar,
-    QVBoxLayout,
-    QWidget,
 )
 
 from probescope.app.gallery.scores import FILTER_KEYS, SORT_KEYS
@@ -32,16 +30,17 @@ CLASSIFIERS = (
 FILTER_LABELS = {"": "no filter", "kl": "KL in", "entropy": "H(p(y|x)) in", "confidence": "confidence in"}
 
 
-class GalleryControls(QWidget):
-    """The widgets are attributes; the workspace connects their signals."""
+class GalleryControls:
+    """The widgets are attributes and `bars` the tool bars that hold them; the workspace connects their signals."""
 
-    def __init__(self, parent: QWidget | None = None):
-        super().__init__(parent)
+    def __init__(self) -> None:
         self.source = QComboBox()
         self.source.addItem("Opened samples", "samples")
         for g in "ABCD":
             self.source.addItem(f"Worked example {g}: {DESCRIPTIONS[g]}", g)
         self.source.setToolTip("The seed note's worked example (3 classes, 3 images) is a teaching preset")
+        self.source.setSizeAdjustPolicy(QComboBox.SizeAdjustPolicy.AdjustToMinimumContentsLengthWithIcon)
+        self.source.setMinimumContentsLength(16)  # the worked examples' long names show in the open list
         self.open_button = QPushButton("Open samples…")
         self.classifier_box = QComboBox()
         for key, label in CLASSIFIERS:
@@ -76,21 +75,21 @@ class GalleryControls(QWidget):
             box.setValue(value)
         self.sheet_count = spin_box(1, 1000, 48, "Contact sheet export: the first this many images shown")
         self.csv_button = QPushButton("Export scores CSV…")
-        layout = QVBoxLayout(self)
-        layout.setContentsMargins(0, 0, 0, 0)
-        for title, widgets in (("Source", (QLabel("Source "), self.source, self.open_button, QLabel(" Classifier "),
-                                           self.classifier_box, self.play, self.reset_button, QLabel(" Diversity "),
-                                           self.diversity, QLabel(" Fidelity "), self.fidelity, self.fidelity_value,
-                                           QLabel(" N "), self.target)),
+        self.bars: list[QToolBar] = []
+        for title, widgets in (("Scoring", (QLabel("Source "), self.source, self.open_button, QLabel(" Classifier "),
+                                            self.classifier_box, self.play, self.reset_button, QLabel(" N "),
+                                            self.target)),
+                               ("Demo sampler", (QLabel("Diversity "), self.diversity, QLabel(" Fidelity "),
+                                                 self.fidelity, self.fidelity_value)),
                                ("View", (QLabel("Sort "), self.sort, self.descending, QLabel(" Class "),
                                          self.class_filter, QLabel(" Filter "), self.filter_key, self.filter_low,
                                          QLabel(" to "), self.filter_high, QLabel(" Sheet "), self.sheet_count,
                                          self.csv_button))):
             bar = QToolBar(title)
-            bar.setMovable(False)
+            bar.setObjectName(f"gallery/{title}")
             for w in widgets:
                 bar.addWidget(w)
-            layout.addWidget(bar)
+            self.bars.append(bar)
         self.fidelity.valueChanged.connect(lambda v: self.fidelity_value.setText(f"{v / 100:.2f}"))
 
     def knobs(self) -> tuple[int, float]:

@@ -12,7 +12,7 @@ from collections.abc import Sequence
 import numpy as np
 from PySide6.QtCore import Qt
 from PySide6.QtGui import QFont, QImage, QPixmap
-from PySide6.QtWidgets import QFrame, QLabel, QSizePolicy, QVBoxLayout, QWidget
+from PySide6.QtWidgets import QFrame, QLabel, QPushButton, QSizePolicy, QVBoxLayout, QWidget
 
 from probescope.app.gallery.scores import Decomposition
 from probescope.core.scoring.protocol import SplitScore
@@ -50,12 +50,18 @@ class ScorePanel(QFrame):
         self.split_label = _label()
         self.classifier_label = _label()
         self.classifier_label.setStyleSheet("color: palette(placeholder-text);")
+        self.run_label = _label()  # what the scored set is: its source and the knobs it was drawn with
+        self.notice = _label()  # a change that waits for the user (knobs for the next run, a new model)
+        self.notice.setStyleSheet("color: palette(link);")
+        self.notice_button = QPushButton()
+        self.notice_button.hide()
         self.decomposition_label = _label()
         self.marginal = ClassBars("Marginal p(y)")
         self.curve = CurvePlot("N (images scored)", "IS", "live IS (one marginal over the first N)")
         layout = QVBoxLayout(self)
         layout.setContentsMargins(8, 4, 8, 4)
-        for w in (self.is_label, self.n_label, self.split_label, self.classifier_label, self.decomposition_label):
+        for w in (self.is_label, self.n_label, self.split_label, self.classifier_label, self.run_label, self.notice,
+                  self.notice_button, self.decomposition_label):
             layout.addWidget(w)
         layout.addWidget(self.marginal)
         layout.addWidget(self.curve, 1)
@@ -63,6 +69,16 @@ class ScorePanel(QFrame):
 
     def show_classifier(self, name: str, note: str) -> None:
         self.classifier_label.setText(f"Classifier: <b>{name}</b> — {note}")
+
+    def show_run(self, text: str) -> None:
+        self.run_label.setText(text)
+
+    def show_notice(self, text: str, action: str = "") -> None:
+        """A pending change, said in words; `action` labels the button that applies it (none when empty)."""
+        self.notice.setText(text)
+        self.notice.setVisible(bool(text))
+        self.notice_button.setText(action)
+        self.notice_button.setVisible(bool(action))
 
     def show_numbers(self, d: Decomposition | None, live_note: str = "") -> None:
         """The live IS, N and the decomposition: cheap, redrawn with every update."""

@@ -14,7 +14,7 @@ from pathlib import Path
 
 from PySide6.QtCore import Qt, QTimer
 from PySide6.QtGui import QImage
-from PySide6.QtWidgets import QFileDialog, QLabel, QScrollArea, QSplitter, QVBoxLayout, QWidget
+from PySide6.QtWidgets import QFileDialog, QLabel, QVBoxLayout, QWidget
 
 from probescope.app.export import ExportTarget
 from probescope.app.gallery.controls import GalleryControls
@@ -22,6 +22,7 @@ from probescope.app.gallery.images import SampleImages
 from probescope.app.gallery.panels import DetailPanel, ScorePanel
 from probescope.app.gallery.scores import SORT_KEYS, GalleryScores
 from probescope.app.gallery.stream import DemoStream, ResumedSource, load_classifier_task, stream_task
+from probescope.app.panel_area import scrolled
 from probescope.app.tasks import COMPUTE, IO, TaskError
 from probescope.app.workspace import Workspace
 from probescope.core.demo.sampler import DemoSampler
@@ -53,7 +54,9 @@ class GalleryWorkspace(Workspace):
         self.split = None
         self._split_n = 0
         self._split_time = self._slow_time = self._grid_time = 0.0
-        self._demo: DemoStream | None = None
+        self._run_knobs: tuple[int, float] | None = None  # the demo sampler's knobs of the run scored now
+        self._kept: tuple | None = None  # the opened samples' scores while a worked example is shown
+        self._offered: str | None = None  # what the score panel's notice offers (see _offer)
         self._streaming = False
         self.controls = GalleryControls()
         self.grid = GalleryGrid(96)
@@ -69,24 +72,21 @@ class GalleryWorkspace(Workspace):
         self._connect()
 
     def _build_layout(self) -> None:
-        left = QWidget()
-        left_layout = QVBoxLayout(left)
-        left_layout.setContentsMargins(0, 0, 0, 0)
-        left_layout.addWidget(self.caption)
-        left_layout.addWidget(self.grid, 1)
-        splitter = QSplitter(Qt.Orientation.Horizontal)
-        splitter.addWidget(left)
-        for panel in (self.score_panel, self.detail):  # small windows scroll the panels instead of squeezing them
-            scroll = QScrollArea()
-            scroll.setWidget(panel)
-            scroll.setWidgetResizable(True)
-            scroll.setFrameShape(QScrollArea.Shape.NoFrame)
-            splitter.addWidget(scroll)
-        for k, stretch in enumerate((5, 3, 2)):
-            splitter.setStretchFactor(k, stretch)
-        layout = QVBoxLayout(self)
-        layout.addWidget(self.controls)
-        layout.addWidget(splitter, 1)
+        grid = QWidget()
+        grid_layout = QVBoxLayout(grid)
+        grid_layout.setContentsMargins(4, 0, 4, 0)
+        grid_layout.addWidget(self.caption)
+        grid_layout.addWidget(self.grid, 1)
+        area = self.area
+        scoring, sampler, view = self.controls.bars
+        area.addToolBar(scoring)
+        area.addToolBar(sampler)
+        area.addToolBarBreak()
+        area.addToolBar(view)
+        area.set_central(grid)
+        area.add("score", "Score", scrolled(self.score_panel), "right", 0.34)
+        area.add("detail", "Selected image", scrolled(self.detail), "right", 0.20)
+        area.split("score", "detail", Qt.Orientation.Horizontal)
 
     def _connect(self) -> None:
         c = self.controls
@@ -103,6 +103,7 @@ class GalleryWorkspace(Workspace):
                        c.sheet_count.valueChanged):
             signal.connect(lambda *_: self._order_changed())
         c.csv_button.clicked.connect(self._export_csv_dialog)
+        self.score_panel.notice_button.clicked.connect(self._notice_clicked)
         self.grid.current_image_changed.connect(self._show_detail)
         self.grid.thumbnails_wanted.connect(self._load_thumbnails)
 
@@ -119,7 +120,9 @@ class GalleryWorkspace(Workspace):
         return None if self.state is None else self.state.samples
 
     def refresh(self) -> None:
-        """New model or samples: score the opened samples from the start."""
+        """New samples (or a classifier from a new model): score the opened samples from the start."""
+        self._kept = None
+        self._offer(None)
         if self.controls.classifier_box.currentData() == "model":
             self._set_classifier(classifier_of_model(self.state.model))
         source = self.samples_source
@@ -135,19 +138,58 @@ class GalleryWorkspace(Workspace):
     def _source_changed(self) -> None:
         key = self.controls.source.currentData()
         if key == "samples":
-            if self.ready():
+            if self._kept is not None:  # back from a worked example: the scored set as it was
+                self.scores, self.split, self._split_n, self.class_names = self._kept
+                self._kept = None
+                if self.classifier is not None:
+                    self._set_classifier(self.classifier)
+                self._show_run()
+                self.grid.thumbnails.has_images = True
+                self.controls.enable(demo=isinstance(self.samples_source, DemoSampler), stream=True)
+                self._set_streaming(False)
+                self.update_views()
+            elif self.ready():
                 self.reset(start=True)
             return
         self.stop()
+        if self._kept is None:
+            self._kept = (self.scores, self.split, self._split_n, self.class_names)
+            self.scores = GalleryScores()
         self._clear()
         self.class_names = EXAMPLE_CLASSES
         self.grid.thumbnails.has_images = False
         self.scores.add_probabilities(worked_example(key))
         self.score_panel.show_classifier("none", "the seed note's worked example: p(y|x) given, no images")
+        self.score_panel.show_run(f"Worked example {key}: three images, their p(y|x) given; the opened samples' "
+                                  "scores are kept: choose Opened samples to see them again")
         self.controls.enable(demo=False, stream=False)
         self.update_views()
         self.grid.select_image(0)
         self.mark_initial_work_done()
+
+    def _offer(self, kind: str | None, text: str = "", action: str = "") -> None:
+        """Say in the score panel what waits for the user: 'knobs' (a run with them) or 'model' (the loaded model as
+        classifier); None: nothing waits."""
+        self._offered = kind
+        self.score_panel.show_notice(text, action)
+
+    def _notice_clicked(self) -> None:
+        kind = self._offered
+        self._offer(None)
+        if kind == "model":
+            self.refresh()
+        elif kind == "knobs":
+            self.reset(start=True)
+
+    def _on_state_changed(self, slot: str) -> None:
+        """A newly opened model does not silently replace the classifier of a scored set: it is offered."""
+        if slot == "model" and self.scores.n and self.controls.classifier_box.currentData() == "model" \
+                and self.controls.source.currentData() == "samples" and self.ready():
+            self.stop()
+            self._offer("model", f"The loaded model is now {self.state.get('model').label}; these scores are by "
+                        f"{self.classifier.name}.", "Score with the loaded model")
+            return
+        super()._on_state_changed(slot)
 
     def _open_samples(self) -> None:
         window = self.window()
@@ -210,6 +252,8 @@ class GalleryWorkspace(Workspace):
         self.grid.thumbnails.has_images = True
         self.images.use(source)
         self.controls.enable(demo=isinstance(source, DemoSampler), stream=True)
+        self._run_knobs = self.controls.knobs() if isinstance(source, DemoSampler) else None  # a new run
+        self._show_run()
         self.update_views()
         if start or was_streaming:
             self.start()
@@ -220,12 +264,10 @@ class GalleryWorkspace(Workspace):
             return
         source = self.samples_source
         start = self.scores.n
-        if isinstance(source, DemoSampler):
-            stream = DemoStream(self.controls.target.value(), *self.controls.knobs(), seed=source.seed, start=start)
-            self._demo = stream
+        if isinstance(source, DemoSampler):  # (a resumed run keeps the knobs it started with)
+            stream = DemoStream(self.controls.target.value(), *self._run_knobs, seed=source.seed, start=start)
         else:
             stream = ResumedSource(source, start, self.images.keep_thumbnails)
-            self._demo = None
         if stream.length is not None and start >= stream.length:  # all scored: Start begins again
             self.reset(start=True)
             return
@@ -262,8 +304,23 @@ class GalleryWorkspace(Workspace):
         return self._streaming
 
     def _knobs_changed(self) -> None:
-        if self._demo is not None:
-            self._demo.knobs = self.controls.knobs()  # what the stream draws next
+        """The knobs apply to the next run: a run's images are all drawn with the knobs it started with."""
+        self._show_run()
+
+    def _show_run(self) -> None:
+        source = self.samples_source
+        if not isinstance(source, DemoSampler) or self._run_knobs is None:
+            self.score_panel.show_run(f"Scoring {getattr(source, 'name', 'the opened samples')}" if source else "")
+            return
+        diversity, fidelity = self._run_knobs
+        self.score_panel.show_run(f"This run: demo sampler, diversity {diversity}, fidelity {fidelity:.2f}, "
+                                  f"N {self.controls.target.value():,}")
+        if self.controls.knobs() != self._run_knobs:
+            d, f = self.controls.knobs()
+            self._offer("knobs", f"The knobs say diversity {d}, fidelity {f:.2f}: they apply to the next run, so "
+                        "this run's images stay comparable.", "Start a run with them")
+        elif self._offered == "knobs":
+            self._offer(None)  # what the stream draws next
 
     def _target_changed(self) -> None:
         if self._streaming and self.scores.n < self.controls.target.value():  # go on with the new length

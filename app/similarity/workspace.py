@@ -15,9 +15,10 @@ from __future__ import annotations
 
 import numpy as np
 from PySide6.QtCore import Qt
-from PySide6.QtWidgets import QLabel, QScrollArea, QSplitter, QTabWidget, QVBoxLayout, QWidget
+from PySide6.QtWidgets import QLabel, QVBoxLayout, QWidget
 
 from probescope.app.export import ExportTarget
+from probescope.app.panel_area import scrolled
 from probescope.app.similarity import analysis as data
 from probescope.app.similarity import jobs
 from probescope.app.similarity.embedding_fits import EmbeddingFits
@@ -61,25 +62,24 @@ class SimilarityWorkspace(Workspace):
         self._connect()
 
     def _build_layout(self) -> None:
-        sheet_scroll = self._sheet_tab = QScrollArea()
-        sheet_scroll.setWidget(self.sheet)
-        sheet_scroll.setWidgetResizable(True)
-        self.tabs = QTabWidget()
-        for panel, title in ((self.embedding, "Embedding"), (self.quality, "Data quality"),
-                             (self.active, "Active learning"), (sheet_scroll, "Trial sheet")):
-            self.tabs.addTab(panel, title)
-        right = QSplitter(Qt.Orientation.Vertical)  # the model table above, the rest in tabs below
-        right.addWidget(self.models)
-        right.addWidget(self.tabs)
-        right.setSizes([230, 700])
-        splitter = QSplitter()
-        for pane in (self.trials, self.view, right):
-            pane.setMinimumSize(160, 160)  # a small window squeezes the panes (they scroll) instead of growing
-            splitter.addWidget(pane)
-        splitter.setSizes([480, 545, 575])
-        layout = QVBoxLayout(self)
+        central = QWidget()
+        layout = QVBoxLayout(central)
+        layout.setContentsMargins(4, 0, 4, 0)
         layout.addWidget(self.header)
-        layout.addWidget(splitter, 1)
+        layout.addWidget(self.view, 1)
+        area = self.area
+        area.set_central(central)
+        area.add("trials", "Trials", self.trials, "left", 0.30)
+        area.add("models", "Model table", self.models, "right", 0.36)
+        area.add("embedding", "Embedding", self.embedding, "right")
+        area.split("models", "embedding", Qt.Orientation.Vertical)
+        for key, title, widget in (("quality", "Data quality", self.quality),
+                                   ("active", "Active learning", self.active),
+                                   ("sheet", "Trial sheet", scrolled(self.sheet))):
+            area.add(key, title, widget, "right")
+            area.tab(key, "embedding")
+        area.raise_panel("embedding")
+        area.proportions["models"] = (0.26, Qt.Orientation.Vertical)
 
     def _connect(self) -> None:
         self.trials.changed.connect(self.apply_list_filters)
@@ -97,7 +97,7 @@ class SimilarityWorkspace(Workspace):
         self.active.cancel_button.clicked.connect(lambda: self.pool.cancel(self._key("propose")))
         self.active.candidates.currentRowChanged.connect(self._show_candidate)
         self.pool.finished.connect(self._task_finished)
-        self.tabs.currentChanged.connect(lambda _i: self._sheet_tab.isVisible() and self.fill_sheet())
+        self.area.panels["sheet"].visibilityChanged.connect(lambda shown: shown and self.fill_sheet())
 
     def _key(self, view: str) -> str:
         """Every task works on the judgments on show: its key is in their group, cancelled when they change."""
@@ -237,7 +237,7 @@ class SimilarityWorkspace(Workspace):
                 self.embedding.view.highlight(stimuli[0], [refs[c] for c in choices], refs)
             self._trial_shown = True
             self._check_initial()
-            if self._sheet_tab.isVisible():
+            if self.area.on_screen("sheet"):
                 self.fill_sheet()
 
         self.pool.submit(lambda ctx: stimulus_images(judgments, stimuli, 2 * CELL, ctx), name=f"trial {t + 1}",

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from PySide6.QtCore import QRectF, Qt
+from PySide6.QtCore import QRectF, QSize, Qt
 from PySide6.QtGui import QColor, QFont, QFontMetrics, QImage, QPainter, QPaintEvent, QPen
 from PySide6.QtWidgets import QSizePolicy, QWidget
 
@@ -24,10 +24,11 @@ class CardLine:
 
 
 class UnitCard(QWidget):
-    """`set_card(title, subtitle, images, lines, legend)`; white background, readable at paper size."""
+    """`set_card(title, subtitle, images, lines, legend)`; white background, readable at paper size. It takes the
+    width it is given (a panel's, or a figure's at export) and is as tall as its content needs at that width."""
 
     COLUMNS = 6
-    WIDTH = 900
+    MIN_WIDTH = 320
 
     def __init__(self, parent: QWidget | None = None):
         super().__init__(parent)
@@ -36,15 +37,40 @@ class UnitCard(QWidget):
         self.images: list[QImage] = []
         self.lines: list[CardLine] = []
         self.legend = ""
-        self.setSizePolicy(QSizePolicy.Policy.Fixed, QSizePolicy.Policy.Fixed)
-        self.setFixedSize(self.WIDTH, 320)
+        policy = QSizePolicy(QSizePolicy.Policy.Preferred, QSizePolicy.Policy.Fixed)
+        policy.setHeightForWidth(True)
+        self.setSizePolicy(policy)
+        self.setMinimumWidth(self.MIN_WIDTH)
 
     def set_card(self, title: str, subtitle: str, images: Sequence[QImage], lines: Sequence[CardLine],
                  legend: str = "") -> None:
         self.title, self.subtitle, self.legend = title, subtitle, legend
         self.images, self.lines = list(images), list(lines)
-        self.setFixedSize(self.WIDTH, self.fit_height(self.WIDTH))  # a figure: its own size, not the window's
+        self._fit()
         self.update()
+
+    def clear(self) -> None:
+        self.set_card("", "", [], [])
+
+    def hasHeightForWidth(self) -> bool:  # noqa: N802  (Qt override)
+        return True
+
+    def heightForWidth(self, width: int) -> int:  # noqa: N802  (Qt override)
+        return self.fit_height(width)
+
+    def sizeHint(self) -> QSize:  # noqa: N802  (Qt override)
+        return QSize(640, self.fit_height(640))
+
+    def resizeEvent(self, event) -> None:  # noqa: N802  (Qt override)
+        super().resizeEvent(event)
+        self._fit()
+
+    def _fit(self) -> None:
+        """As tall as the content at the current width (a scroll area then scrolls, nothing is squeezed)."""
+        height = self.fit_height(max(self.width(), self.MIN_WIDTH))
+        if self.minimumHeight() != height:
+            self.setMinimumHeight(height)
+            self.setMaximumHeight(height)
 
     def paintEvent(self, event: QPaintEvent) -> None:  # noqa: N802
         p = QPainter(self)

@@ -46,7 +46,14 @@ class ActivationHistogram(QWidget):
                           width=float(edges[1] - edges[0]))
         self.line.setValue(self.threshold)
         self.line.label.setFormat(f"T = {self.threshold:.3g}")
+        self.line.show()
         self.plot.autoRange()
+
+    def clear(self) -> None:
+        """No unit: no bars, no threshold."""
+        self.counts, self.threshold = np.empty(0), None
+        self.bars.setOpts(x=[], height=[])
+        self.line.hide()
 
 
 class UnitScatter(QWidget):
@@ -75,6 +82,10 @@ class UnitScatter(QWidget):
         brushes = [pg.mkBrush(HIGHLIGHT_COLOR if h else POINT_COLOR) for h in highlight]
         self.points.setData(x=self.xy[:, 0], y=self.xy[:, 1], data=self.units, brush=brushes,
                             pen=pg.mkPen("w", width=0.5))
+
+    def clear(self) -> None:
+        empty = np.empty(0)
+        self.set_points(empty.astype(int), empty, empty, empty.astype(bool))
 
     def select(self, unit: int) -> None:
         hit = np.flatnonzero(self.units == unit)

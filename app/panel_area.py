@@ -1,0 +1,124 @@
+"""A workspace's panels as docks: resizable, hideable, movable, tabbed or floating, their arrangement saved between
+runs and restorable from the View menu.
+
+Each workspace lays its panels into a `PanelArea` (a QMainWindow used as a widget, so every workspace has docks of
+its own): a central view and named panels around it. The default arrangement is set by proportions of the area's
+size when it is first shown, so a narrow panel is the user's choice, never a clip of a fixed layout.
+"""
+
+from __future__ import annotations
+
+from PySide6.QtCore import QByteArray, Qt
+from PySide6.QtGui import QAction
+from PySide6.QtWidgets import QDockWidget, QMainWindow, QScrollArea, QTabWidget, QWidget
+
+MIN_PANEL = (120, 80)  # explicit: a panel may be made narrower than its layout's wish (small windows), never hidden
+AREAS = {"left": Qt.DockWidgetArea.LeftDockWidgetArea, "right": Qt.DockWidgetArea.RightDockWidgetArea,
+         "top": Qt.DockWidgetArea.TopDockWidgetArea, "bottom": Qt.DockWidgetArea.BottomDockWidgetArea}
+
+
+def scrolled(widget: QWidget) -> QScrollArea:
+    """`widget` in a frameless scroll area that gives it the area's width (it scrolls only when taller)."""
+    scroll = QScrollArea()
+    scroll.setWidget(widget)
+    scroll.setWidgetResizable(True)
+    scroll.setFrameShape(QScrollArea.Shape.NoFrame)
+    return scroll
+
+
+class PanelArea(QMainWindow):
+    """`add(key, title, widget, side)` puts a panel beside the central view; `tab(key, onto)` stacks it as a tab;
+    `proportions` ({key: share of the area's width or height}) shape the default arrangement."""
+
+    def __init__(self, prefix: str, parent: QWidget | None = None):
+        super().__init__(parent)
+        self.setWindowFlags(Qt.WindowType.Widget)
+        self.setDockOptions(QMainWindow.DockOption.AnimatedDocks | QMainWindow.DockOption.AllowNestedDocks
+                            | QMainWindow.DockOption.AllowTabbedDocks | QMainWindow.DockOption.GroupedDragging)
+        self.setTabPosition(Qt.DockWidgetArea.AllDockWidgetAreas, QTabWidget.TabPosition.North)
+        self.prefix = prefix
+        self.panels: dict[str, QDockWidget] = {}
+        self._on_screen: dict[str, bool] = {}  # a stacked panel's widget is "visible" to Qt under its tab
+        self.proportions: dict[str, tuple[float, Qt.Orientation]] = {}
+        self.default_state: QByteArray | None = None
+        self._saved: QByteArray | None = None
+
+    def add(self, key: str, title: str, widget: QWidget, side: str, share: float = 0.0,
+            orientation: Qt.Orientation = Qt.Orientation.Horizontal) -> QDockWidget:
+        """A panel at `side` ('left', 'right', 'top', 'bottom'); `share` of the area's width (or height, for
+        a vertical `orientation`) in the default arrangement (0: what it asks for)."""
+        dock = QDockWidget(title, self)
+        dock.setObjectName(f"{self.prefix}/{key}")  # what saveState/restoreState know the panel by
+        widget.setMinimumSize(*MIN_PANEL)
+        dock.setWidget(widget)
+        dock.setFeatures(QDockWidget.DockWidgetFeature.DockWidgetClosable
+                         | QDockWidget.DockWidgetFeature.DockWidgetMovable
+                         | QDockWidget.DockWidgetFeature.DockWidgetFloatable)
+        self.addDockWidget(AREAS[side], dock)
+        self.panels[key] = dock
+        self._on_screen[key] = False
+        dock.visibilityChanged.connect(lambda shown, k=key: self._on_screen.__setitem__(k, shown))
+        if share:
+            self.proportions[key] = (share, orientation)
+        return dock
+
+    def set_central(self, widget: QWidget) -> None:
+        widget.setMinimumSize(*MIN_PANEL)
+        self.setCentralWidget(widget)
+
+    def tab(self, key: str, onto: str) -> None:
+        """Stack panel `key` as a tab on panel `onto`."""
+        self.tabifyDockWidget(self.panels[onto], self.panels[key])
+
+    def split(self, first: str, second: str, orientation: Qt.Orientation) -> None:
+        """Put panel `second` beside (Horizontal) or under (Vertical) panel `first`."""
+        self.splitDockWidget(self.panels[first], self.panels[second], orientation)
+
+    def raise_panel(self, key: str) -> None:
+        """Show panel `key` (its tab brought to the front, shown again if it was closed)."""
+        dock = self.panels[key]
+        dock.show()
+        dock.raise_()
+
+    def on_screen(self, key: str) -> bool:
+        """Panel `key` is on screen: shown, and its tab in front when stacked."""
+        return self._on_screen[key]
+
+    def toggles(self) -> list[QAction]:
+        """One checkable action per panel, for the View menu."""
+        return [dock.toggleViewAction() for dock in self.panels.values()]
+
+    # -- the arrangement ------------------------------------------------------------------------------------------
+    def showEvent(self, event) -> None:  # noqa: N802  (Qt override)
+        super().showEvent(event)
+        if self.default_state is None:
+            self._apply_proportions()
+            self.default_state = self.saveState()
+            if self._saved is not None:
+                self.restoreState(self._saved)
+
+    def _apply_proportions(self) -> None:
+        for orientation, total in ((Qt.Orientation.Horizontal, self.width()), (Qt.Orientation.Vertical, self.height())):
+            keys = [k for k, (_, o) in self.proportions.items() if o == orientation]
+            if keys:
+                self.resizeDocks([self.panels[k] for k in keys], [int(self.proportions[k][0] * total) for k in keys],
+                                 orientation)
+
+    def restore(self, state: QByteArray | None) -> None:
+        """The arrangement saved by `saveState()` (applied once the area is first shown)."""
+        if state is None or state.isEmpty():
+            return
+        if self.default_state is None:
+            self._saved = state
+        else:
+            self.restoreState(state)
+
+    def reset(self) -> None:
+        """Back to the default arrangement (every panel shown)."""
+        for dock in self.panels.values():
+            dock.setFloating(False)
+            dock.show()
+        if self.default_state is not None:
+            self.restoreState(self.default_state)
+        else:
+            self._saved = None
