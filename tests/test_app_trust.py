@@ -6,9 +6,8 @@ from __future__ import annotations
 import json
 
 import pytest
-import torch
-from torch import nn
 
+from oracles.payloads import scripted_payload
 from probescope.app.dissection.batch import job_activations
 from probescope.app.main_window import MainWindow
 from probescope.app.settings import RecentItem, Settings, TrustedFile
@@ -22,23 +21,10 @@ pytestmark = [pytest.mark.usefixtures("isolated_cache"), pytest.mark.filterwarni
 WAIT_MS = 60_000
 
 
-class _Writes(nn.Module):
-    def __init__(self, marker: str):
-        super().__init__()
-        self.marker = marker
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        written = torch.from_file(self.marker, shared=True, size=4, dtype=torch.uint8)
-        written.fill_(33)
-        return x.mean(dim=(2, 3)) + written.sum().float() * 0
-
-
 @pytest.fixture
 def payload(tmp_path):
     marker = tmp_path / "marker"
-    path = tmp_path / "scripted.pt"
-    torch.jit.script(_Writes(str(marker))).save(str(path))
-    return path, marker
+    return scripted_payload(tmp_path / "scripted.pt", marker), marker
 
 
 @pytest.fixture
@@ -107,7 +93,7 @@ def test_window_asks_and_remembers_per_hash(qtbot, window, payload, settings_pat
         trusting.open(OpenRequest("model", str(path)))
     assert len(seen) == asked
 
-    torch.jit.script(_Writes(str(marker) + ".2")).save(str(path))  # new content at the same path
+    scripted_payload(path, marker.with_name("marker-2"))  # new content at the same path
     with qtbot.waitSignal(trusting.opened, timeout=WAIT_MS):
         trusting.open(OpenRequest("model", str(path)))
     assert len(seen) == asked + 1 and "changed" in seen[-1]

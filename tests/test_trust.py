@@ -8,6 +8,7 @@ import pytest
 import torch
 from torch import nn
 
+from oracles.payloads import pickled_payload, scripted_payload
 from probescope.app.cli import main
 from probescope.core.errors import InputError
 from probescope.core.models.loading import load_model
@@ -16,50 +17,12 @@ from probescope.core.trust import Trust, UntrustedFile, sha256_of
 pytestmark = pytest.mark.filterwarnings("ignore:`torch.jit:FutureWarning")
 
 
-class _Writes(nn.Module):
-    """A scripted model whose forward writes 4 bytes into `marker` (torch.from_file maps and creates files)."""
-
-    def __init__(self, marker: str):
-        super().__init__()
-        self.marker = marker
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        written = torch.from_file(self.marker, shared=True, size=4, dtype=torch.uint8)
-        written.fill_(33)
-        return x.float().mean(dim=(2, 3)) + written.sum().float() * 0
-
-
-class _WritesGenerator(nn.Module):
-    def __init__(self, marker: str):
-        super().__init__()
-        self.marker = marker
-
-    def forward(self, z: torch.Tensor) -> torch.Tensor:
-        written = torch.from_file(self.marker, shared=True, size=4, dtype=torch.uint8)
-        written.fill_(33)
-        return torch.tanh(z[:, :3, None, None].expand(-1, 3, 8, 8)) + written.sum().float() * 0
-
-
-class _OpensFile:
-    """Unpickling this calls open(marker, 'w'): the file appears."""
-
-    def __init__(self, marker: str):
-        self.marker = marker
-
-    def __reduce__(self):
-        return (open, (self.marker, "w"))
-
-
 @pytest.fixture
 def payloads(tmp_path):
     marker = tmp_path / "marker"
-    scripted = tmp_path / "model.pt"
-    torch.jit.script(_Writes(str(marker))).save(str(scripted))
-    generator = tmp_path / "generator.pt"
-    torch.jit.script(_WritesGenerator(str(marker))).save(str(generator))
-    pickled = tmp_path / "whole.pth.tar"
-    torch.save({"model": _OpensFile(str(marker))}, pickled)
-    return {"marker": marker, "scripted": scripted, "generator": generator, "pickled": pickled}
+    return {"marker": marker, "scripted": scripted_payload(tmp_path / "model.pt", marker),
+            "generator": scripted_payload(tmp_path / "generator.pt", marker, generator=True),
+            "pickled": pickled_payload(tmp_path / "whole.pth.tar", marker)}
 
 
 def _refused(capsys, argv: list[str], kind: str) -> str:
