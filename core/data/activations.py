@@ -147,20 +147,23 @@ class _BlockChecksums:
 
 
 def _damage(array: np.ndarray, checksums: Any) -> str:
-    """Why the cached array cannot be used ('' when every block matches its checksum and is finite)."""
+    """Why the cached array cannot be used ('' when every block matches its checksum and is finite). Blocks are
+    checked in parallel threads (zlib and NumPy release the GIL); the first damaged block in file order is named."""
     if not isinstance(checksums, dict) or not isinstance(checksums.get("rows"), int) or checksums["rows"] < 1:
         return "no checksums"
     rows, want = checksums["rows"], checksums.get("crc32")
     if not isinstance(want, list) or len(want) != -(-len(array) // rows):
         return "checksums do not cover the file"
-    for k, expected in enumerate(want):
+
+    def check(k: int) -> str:
         block = np.ascontiguousarray(array[k * rows:(k + 1) * rows])
         where = f"images {k * rows}-{k * rows + len(block) - 1}"
-        if zlib.crc32(block) != expected:
+        if zlib.crc32(block) != want[k]:
             return f"checksum mismatch in {where}"
-        if not np.isfinite(block).all():
-            return f"non-finite values in {where}"
-    return ""
+        return "" if np.isfinite(block).all() else f"non-finite values in {where}"
+
+    with ThreadPoolExecutor(max_workers=min(len(want), os.cpu_count() or 1)) as pool:
+        return next((problem for problem in pool.map(check, range(len(want))) if problem), "")
 
 
 def _load_cached(path: Path, fields: dict[str, Any], n_images: int) -> np.ndarray | None:
