@@ -150,7 +150,7 @@ def _damage(array: np.ndarray, checksums: Any) -> str:
     """Why the cached array cannot be used ('' when every block matches its checksum and is finite). Blocks are
     checked in parallel threads (zlib and NumPy release the GIL); the first damaged block in file order is named."""
     if not isinstance(checksums, dict) or not isinstance(checksums.get("rows"), int) or checksums["rows"] < 1:
-        return "no checksums"
+        return "checksums unreadable"
     rows, want = checksums["rows"], checksums.get("crc32")
     if not isinstance(want, list) or len(want) != -(-len(array) // rows):
         return "checksums do not cover the file"
@@ -181,6 +181,7 @@ def _load_cached(path: Path, fields: dict[str, Any], n_images: int) -> np.ndarra
         or list(array.shape) != meta.get("shape")
         or array.dtype != np.float32
         or array.shape[0] != n_images
+        or "checksums" not in meta  # written by a version without checksums: rebuilt quietly
     ):
         return None
     damage = _damage(array, meta.get("checksums"))
@@ -229,13 +230,18 @@ def extract_activations(
         shape = list(array.shape)
         array.flush()
         del array
-        os.replace(tmp, path)
     except BaseException:
+        os.close(fd)
         with contextlib.suppress(OSError):
             os.unlink(tmp)
         raise
-    finally:
-        os.close(fd)  # releases the temporary's lock
+    os.close(fd)  # the lock goes before the rename (Windows renames no open file); a cleaner spares fresh files
+    try:
+        os.replace(tmp, path)
+    except OSError as exc:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise InputError(f"could not write the activation cache ({exc.strerror or exc})", path) from None
     write_json(path.with_suffix(".json"), {"fields": fields, "shape": shape, "model_name": model.name,
                                            "checksums": checksums[0].to_json()})
     return np.load(path, mmap_mode="r")
