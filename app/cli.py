@@ -10,9 +10,10 @@ from __future__ import annotations
 import argparse
 import importlib
 import sys
+import warnings
 
 from probescope import __version__
-from probescope.core.errors import InputError
+from probescope.core.errors import InputError, Note
 from probescope.core.tasks import ProgressCallback
 
 # command name -> (module, one-line help)
@@ -32,6 +33,9 @@ COMMANDS: dict[str, tuple[str, str]] = {
 }
 
 
+_progress_line = [False]  # a progress line is on stderr, not yet ended
+
+
 def stderr_progress(prefix: str = "") -> ProgressCallback:
     """A progress(fraction, message) for commands: rewrites one stderr line, only when the shown text changes."""
     shown = [""]
@@ -41,9 +45,45 @@ def stderr_progress(prefix: str = "") -> ProgressCallback:
         text = f"\r{lead}{fraction:6.1%} {message:<40}"
         if text != shown[0]:
             shown[0] = text
+            _progress_line[0] = True
             print(text, end="", file=sys.stderr, flush=True)
 
     return progress
+
+
+def end_progress_line() -> None:
+    """End the progress line, if one is open, so what is printed next starts a line of its own."""
+    if _progress_line[0]:
+        _progress_line[0] = False
+        print(file=sys.stderr, flush=True)
+
+
+def add_trust_arguments(parser: argparse.ArgumentParser) -> None:
+    """--trust FILE / --trust-code: the command line's trust decision for model files that run code when loaded."""
+    parser.add_argument("--trust", action="append", default=[], metavar="FILE",
+                        help="trust this file to run code when loaded (a TorchScript archive or a whole-model pickle); "
+                        "its current content is trusted (repeatable)")
+    parser.add_argument("--trust-code", "--trust-pickle", action="store_true", dest="trust_code",
+                        help="trust every file this command loads that runs code (only for sources you trust)")
+
+
+def trust_from_args(args: argparse.Namespace):
+    """The Trust the command line gave (probescope.core.trust)."""
+    from probescope.core.trust import Trust
+
+    return Trust.of_files(list(args.trust), everything=args.trust_code)
+
+
+_python_showwarning = warnings.showwarning
+
+
+def _show_warning(message, category, filename, lineno, file=None, line=None) -> None:
+    """core's notes (a damaged cache being rebuilt) as one line of their own; other warnings as Python shows them."""
+    end_progress_line()
+    if issubclass(category, Note):
+        print(f"probescope: note: {message}", file=sys.stderr, flush=True)
+    else:
+        _python_showwarning(message, category, filename, lineno, file, line)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -73,11 +113,14 @@ def main(argv: list[str] | None = None) -> int:
         parser.print_help()
         return 2
     module = importlib.import_module(args._module)
+    warnings.showwarning = _show_warning
     try:
         return int(module.run(args) or 0)
     except InputError as exc:
+        end_progress_line()
         print(f"probescope {args.command}: error: {exc}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
+        end_progress_line()
         print(f"probescope {args.command}: interrupted", file=sys.stderr)
         return 130

@@ -3,13 +3,17 @@
 It owns the `AppState`, the `WorkerPool` and the `Settings`; workspaces bind to the state and submit their own
 tasks. Opening anything (menu, recent item, drag and drop, command line) goes through `open()`, which loads in a
 worker and updates the state only on success, so a failed open leaves everything on screen as it was.
+
+A task that stops at a file that runs code when loaded (TorchScript, a whole-model pickle; whether opened here, by a
+workspace, or named in a saved batch result) makes the window ask the user (TrustDialog, with the file's SHA-256);
+trusted, the hash is remembered in the settings and the same task runs again. Nothing else grants that trust.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from PySide6.QtCore import Signal
+from PySide6.QtCore import QTimer, Signal
 from PySide6.QtGui import QAction, QCloseEvent, QDragEnterEvent, QDropEvent, QGuiApplication
 from PySide6.QtWidgets import QApplication, QMainWindow, QTabWidget, QVBoxLayout, QWidget
 
@@ -17,28 +21,34 @@ from probescope.app.export import copy_to_clipboard
 from probescope.app.export_dialog import ExportDialog
 from probescope.app.menus import Menus
 from probescope.app.open_dialogs import ask_request
-from probescope.app.settings import RecentItem, Settings
+from probescope.app.settings import RecentItem, Settings, TrustedFile
 from probescope.app.source_bar import SourceBar
 from probescope.app.sources import DEMO, KINDS, OpenRequest, batch_folder, classify_path, executor_for, open_task
 from probescope.app.state import AppState, Loaded
 from probescope.app.tasks import COMPUTE, TaskError
 from probescope.app.theme import apply_theme
+from probescope.app.trust_dialog import TrustDialog
 from probescope.app.workers import TaskHandle, WorkerPool
 from probescope.app.workspace import Workspace
 from probescope.app.workspaces import WORKSPACES
 from probescope.core.errors import InputError
+from probescope.core.trust import NO_TRUST, Trust, UntrustedFile
 from probescope.widgets.command_palette import CommandPalette
 from probescope.widgets.notification import Notification
 from probescope.widgets.task_progress import TaskProgress
 
 
 class MainWindow(QMainWindow):
-    """`opened(Loaded)` after an open succeeds; `open_failed(OpenRequest, TaskError)` after it fails."""
+    """`opened(Loaded)` after an open succeeds; `open_failed(OpenRequest, TaskError)` after it fails.
+
+    `trust` is this session's extra trust (the command line's --trust); `ask_trust` False (screenshot runs) reports
+    an untrusted file as a failure instead of asking."""
 
     opened = Signal(object)
     open_failed = Signal(object, object)
 
-    def __init__(self, settings: Settings, device: str | None = None, parent: QWidget | None = None):
+    def __init__(self, settings: Settings, device: str | None = None, parent: QWidget | None = None, *,
+                 trust: Trust = NO_TRUST, ask_trust: bool = True):
         super().__init__(parent)
         self.setWindowTitle("probescope")
         self.setAcceptDrops(True)
@@ -46,6 +56,10 @@ class MainWindow(QMainWindow):
         self.device = device or settings.device()
         self.state = AppState(self)
         self.pool = WorkerPool(parent=self)
+        self.session_trust = trust
+        self.ask_trust = ask_trust
+        self._asking: dict[str, list[TaskHandle]] = {}  # tasks waiting for the answer about a file, by its hash
+        self._update_trust()
         self._palette: CommandPalette | None = None
         self._opened: dict[str, OpenRequest] = {}  # what each loaded input was opened from
 
@@ -164,7 +178,40 @@ class MainWindow(QMainWindow):
         self.notification.show_message(message, details)
 
     def _task_failed(self, handle: TaskHandle, error: TaskError) -> None:
+        if error.untrusted is not None and self.ask_trust:
+            refused = error.untrusted
+            waiting = self._asking.setdefault(refused.sha256, [])
+            waiting.append(handle)
+            if len(waiting) == 1:  # the first task stopped at this file asks; the others wait for its answer
+                QTimer.singleShot(0, lambda: self._ask_trust(refused))
+            return
         self.notify(error.message, error.details)
+
+    # -- trust ----------------------------------------------------------------------------------------------------
+    def _update_trust(self) -> None:
+        """What tasks may load from now on: the session's trust and every hash trusted in the settings."""
+        self.pool.trust = Trust(self.session_trust.hashes | self.settings.trusted_hashes(),
+                                self.session_trust.everything)
+
+    def _ask_trust(self, refused: UntrustedFile) -> None:
+        """Ask about `refused`; trusted, remember its hash and run the tasks that stopped at it again."""
+        earlier = self.settings.trusted_at(str(refused.path))
+        changed_from = earlier.sha256 if earlier is not None and earlier.sha256 != refused.sha256 else None
+        trusted = TrustDialog(refused, changed_from, self).exec() == TrustDialog.DialogCode.Accepted
+        waiting = self._asking.pop(refused.sha256, [])
+        if not trusted:
+            self.notify(f"Not opened: {refused.path} was not trusted to run code")
+            return
+        self.settings.trust_file(TrustedFile(refused.sha256, str(refused.path), refused.kind))
+        self._update_trust()
+        for handle in waiting:
+            if not self.pool.is_shut_down:
+                self.pool.resubmit(handle)
+
+    def forget_trusted_files(self) -> None:
+        self.settings.forget_trusted_files()
+        self._update_trust()
+        self.statusBar().showMessage("Trusted files forgotten: files that run code are asked about again", 5000)
 
     def _update_progress(self, *_args) -> None:
         active = [h for h in self.pool.active() if not h.cancelled]

@@ -33,6 +33,7 @@ class Menus:
         self.add(file_menu, "Open Demo &World", w.open_demo_world)
         self.recent: QMenu = file_menu.addMenu("Open &Recent")
         self.fill_recent()
+        self.add(file_menu, "Forget Trusted Files", w.forget_trusted_files)
         file_menu.addSeparator()
         self.add(file_menu, "&Export Figure…", w.export_figure, "Ctrl+E")
         self.add(file_menu, "&Copy Figure to Clipboard", w.copy_figure, "Ctrl+Shift+C")

@@ -1,16 +1,17 @@
 """Dialogs that turn the user's choice into an `OpenRequest`: a model (file + how to read it), generator samples
-(file or folder, generator settings) and judgments (file + catalog + image root). Datasets need only a folder."""
+(file or folder, generator settings) and judgments (file + catalog + image root + id base). Datasets need only a
+folder. No dialog grants trust: a file that runs code when loaded is asked about when it is loaded (TrustDialog)."""
 
 from __future__ import annotations
 
 from PySide6.QtWidgets import (
-    QCheckBox,
     QComboBox,
     QDialog,
     QDialogButtonBox,
     QFileDialog,
     QFormLayout,
     QHBoxLayout,
+    QLabel,
     QLineEdit,
     QPushButton,
     QWidget,
@@ -26,6 +27,9 @@ MODEL_KINDS = (
     ("places365", "Places365 checkpoint (.pth.tar)"),
     ("pickle", "Whole pickled model (runs code from the file)"),
 )
+CODE_NOTE = ("TorchScript archives and whole pickled models run code from the file when loaded: you are asked to "
+             "trust the file (by its SHA-256) before it loads.")
+ID_BASES = (("Detect (or ask)", None), ("0-based (psiz 0.4)", 0), ("1-based (later psiz)", 1))
 
 
 class PathField(QWidget):
@@ -78,21 +82,20 @@ class OpenModelDialog(QDialog):
         self.arch = QComboBox()
         self.arch.addItems(archs)
         self.file = PathField("Model file", "Models (*.pt *.pth *.tar *.ckpt *.jit *.ts);;All files (*)")
-        self.trust = QCheckBox("I trust this file (unpickling runs code from it)")
-        open_form(self, [("Kind", self.kind), ("Architecture", self.arch), ("File", self.file), self.trust])
+        note = QLabel(CODE_NOTE)
+        note.setWordWrap(True)
+        open_form(self, [("Kind", self.kind), ("Architecture", self.arch), ("File", self.file), note])
         self.kind.currentIndexChanged.connect(self._update)
         self._update()
 
     def _update(self) -> None:
-        kind = self.kind.currentData()
-        self.arch.setEnabled(kind in ("torchvision", "places365"))
-        self.trust.setVisible(kind == "pickle")
+        self.arch.setEnabled(self.kind.currentData() in ("torchvision", "places365"))
 
     def request(self) -> OpenRequest:
         kind, path = self.kind.currentData(), self.file.text()
         spec = {"auto": path, "torchscript": f"torchscript:{path}", "torchvision": f"{self.arch.currentText()}:{path}",
                 "places365": f"places365:{self.arch.currentText()}:{path}", "pickle": f"pickle:{path}"}[kind]
-        return OpenRequest("model", spec, trust_pickle=kind == "pickle" and self.trust.isChecked())
+        return OpenRequest("model", spec)
 
 
 class OpenJudgmentsDialog(QDialog):
@@ -104,10 +107,17 @@ class OpenJudgmentsDialog(QDialog):
         self.image_root = PathField("Image root", folder=True)
         self.catalog.edit.setPlaceholderText("optional: catalog.hdf5 beside the file is used when present")
         self.image_root.edit.setPlaceholderText("optional: the folder the catalog's image paths start from")
-        open_form(self, [("Judgments", self.file), ("Catalog", self.catalog), ("Image root", self.image_root)])
+        self.index_base = QComboBox()
+        for text, base in ID_BASES:
+            self.index_base.addItem(text, base)
+        self.index_base.setToolTip("How a psiz .hdf5 file numbers its stimuli, when neither the file nor a catalog "
+                                   "tells (you are told when that is the case)")
+        open_form(self, [("Judgments", self.file), ("Catalog", self.catalog), ("Image root", self.image_root),
+                         ("Stimulus ids", self.index_base)])
 
     def request(self) -> OpenRequest:
-        return OpenRequest("judgments", self.file.text(), self.catalog.text(), self.image_root.text())
+        return OpenRequest("judgments", self.file.text(), self.catalog.text(), self.image_root.text(),
+                           index_base=self.index_base.currentData())
 
 
 class OpenSamplesDialog(QDialog):

@@ -1,5 +1,5 @@
 """Settings that persist between runs: window geometry, panel arrangement, recent items, last workspace, device,
-theme, export defaults.
+theme, export defaults, and the files the user trusts to run code (by SHA-256: a changed file is asked about again).
 
 Backed by QSettings. `Settings(path)` uses an ini file at `path` (tests and `--screenshot` runs use a temporary
 one, so they never read or write the user's settings); `Settings()` uses the user's normal location.
@@ -24,6 +24,15 @@ class RecentItem:
     kind: str
     spec: str
     label: str
+
+
+@dataclass(frozen=True)
+class TrustedFile:
+    """A file content the user trusted to run code: its SHA-256, and where and what it was when trusted."""
+
+    sha256: str
+    path: str
+    kind: str
 
 
 @dataclass(frozen=True)
@@ -109,6 +118,30 @@ class Settings:
 
     def clear_recent(self) -> None:
         self._qs.remove("recent/items")
+
+    # trusted files
+    def trusted_files(self) -> list[TrustedFile]:
+        """Most recently trusted first."""
+        raw = self._qs.value("trust/files", "[]")
+        try:
+            return [TrustedFile(**entry) for entry in json.loads(str(raw))]
+        except (ValueError, TypeError):
+            return []  # an unreadable list trusts nothing
+
+    def trusted_hashes(self) -> frozenset[str]:
+        return frozenset(f.sha256 for f in self.trusted_files())
+
+    def trusted_at(self, path: str) -> TrustedFile | None:
+        """The last content trusted at `path` (to say a file changed since it was trusted), or None."""
+        return next((f for f in self.trusted_files() if f.path == path), None)
+
+    def trust_file(self, trusted: TrustedFile) -> None:
+        files = [trusted] + [f for f in self.trusted_files() if f.sha256 != trusted.sha256]
+        self._qs.setValue("trust/files", json.dumps([asdict(f) for f in files]))
+        self._qs.sync()
+
+    def forget_trusted_files(self) -> None:
+        self._qs.remove("trust/files")
 
     # export
     def export_defaults(self) -> ExportDefaults:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 
 from probescope.app.state import Loaded
@@ -29,17 +29,18 @@ DEMO_DATASET_IMAGES: int | None = None  # the demo probing dataset's size; None:
 class OpenRequest:
     """What to open. `spec` is 'demo', a path, or (for models) a spec like 'places365:resnet18:ckpt.pth.tar'.
 
-    Judgments may name their catalog and the image root its paths are relative to; a TorchScript generator needs
-    its noise size, how many samples to draw and its class count. Requests round-trip through JSON, so recent
-    items reopen exactly what was opened.
+    Judgments may name their catalog, the image root its paths are relative to and (psiz files) how they number
+    stimuli; a TorchScript generator needs its noise size, how many samples to draw and its class count. Requests
+    round-trip through JSON, so recent items reopen exactly what was opened. A request never carries trust: a file
+    that runs code loads when its current SHA-256 is trusted (the window asks, and the settings remember).
     """
 
     kind: str
     spec: str
     catalog: str = ""
     image_root: str = ""
-    trust_pickle: bool = False
     generator: tuple[int, ...] = ()  # TorchScript generator samples: (z_dim, n, num_classes)
+    index_base: int | None = None  # judgments: 0 or 1 when a psiz file cannot tell; None to detect
 
     def __post_init__(self) -> None:
         if self.kind not in KINDS:
@@ -57,9 +58,12 @@ class OpenRequest:
 
     @staticmethod
     def from_json(text: str) -> OpenRequest:
-        fields = json.loads(text)
-        fields["generator"] = tuple(fields.get("generator", ()))
-        return OpenRequest(**fields)
+        """The request saved as `text`; keys of older versions (a stored trust_pickle flag) are dropped."""
+        saved = json.loads(text)
+        known = {f.name for f in fields(OpenRequest)}
+        values = {k: v for k, v in saved.items() if k in known}
+        values["generator"] = tuple(values.get("generator", ()))
+        return OpenRequest(**values)
 
 
 def executor_for(request: OpenRequest) -> str:
@@ -83,7 +87,7 @@ def open_task(request: OpenRequest, device: str = "cpu"):
 def _load_model(request: OpenRequest, ctx: TaskContext, device: str) -> Iterator[Progress]:
     from probescope.core.models.loading import list_layers, load_model
 
-    model = load_model(request.spec, trust_pickle=request.trust_pickle, device=device)
+    model = load_model(request.spec, trust=ctx.trust, device=device)
     yield Progress(0.7, f"listing the layers of {model.name}")
     model.module.eval()
     layers = tuple(list_layers(model))
@@ -118,7 +122,8 @@ def _load_samples(request: OpenRequest, ctx: TaskContext, device: str) -> Iterat
         label = f"demo sampler ({DEMO_SAMPLES} images)"
     elif request.generator:
         z_dim, n, num_classes = request.generator
-        source = TorchScriptGeneratorSource(request.spec, z_dim, n, num_classes=num_classes, device=device)
+        source = TorchScriptGeneratorSource(request.spec, z_dim, n, num_classes=num_classes, device=device,
+                                            trust=ctx.trust)
         label = f"{request.label} (generator, {n} samples)"
     else:
         source = open_source(request.spec)
@@ -137,7 +142,8 @@ def _load_judgments(request: OpenRequest, ctx: TaskContext, device: str) -> Iter
         ctx.check()
         judgments = load_judgments(demo.observations, demo.catalog)
     else:
-        judgments = load_judgments(request.spec, request.catalog or None, request.image_root or None)
+        judgments = load_judgments(request.spec, request.catalog or None, request.image_root or None,
+                                   request.index_base)
     yield Progress(1.0, f"{len(judgments.trials)} trials read")
     label = f"{request.label} ({len(judgments.trials)} trials)"
     return Loaded("judgments", request.spec, label, judgments)

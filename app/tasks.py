@@ -17,6 +17,7 @@ from typing import Any
 
 from probescope.core.errors import InputError
 from probescope.core.tasks import Cancelled
+from probescope.core.trust import NO_TRUST, Trust, UntrustedFile
 
 COMPUTE = "compute"  # the one thread that owns the model and the GPU (torch work is serialised there)
 IO = "io"  # the small pool that reads and decodes files and builds images
@@ -41,24 +42,28 @@ class Partial:
 
 @dataclass(frozen=True)
 class TaskError:
-    """A failed task, ready to show: `message` is one line, `details` the full text (traceback for bugs)."""
+    """A failed task, ready to show: `message` is one line, `details` the full text (traceback for bugs).
+    `untrusted` is the refused file when the task stopped at a file that runs code (the window asks about it)."""
 
     message: str
     details: str
     input_error: bool
+    untrusted: UntrustedFile | None = None
 
 
 class TaskContext:
-    """What a running task gets: a cancel flag (set from the GUI thread) and a progress reporter.
+    """What a running task gets: a cancel flag (set from the GUI thread), a progress reporter and the user's trust
+    decisions when it was submitted (`trust`: which files may run code when loaded).
 
     `cancelled` and `progress` have the signatures of core's `CancelCheck` and `Progress` callbacks
     (`probescope.core.tasks`), so a task can hand them to a core function that runs for long between yields.
     """
 
-    def __init__(self, emit: Callable[[Progress], None] | None = None) -> None:
+    def __init__(self, emit: Callable[[Progress], None] | None = None, trust: Trust = NO_TRUST) -> None:
         self._event = threading.Event()
         self._emit = emit
         self._last_emit = 0.0
+        self.trust = trust
 
     def cancel(self) -> None:
         self._event.set()
@@ -85,7 +90,7 @@ Task = Callable[[TaskContext], Any]
 def describe_error(name: str, exc: BaseException) -> TaskError:
     """InputError messages are shown as they are; anything else is a bug: short message plus the traceback."""
     if isinstance(exc, InputError):
-        return TaskError(str(exc), str(exc), True)
+        return TaskError(str(exc), str(exc), True, exc if isinstance(exc, UntrustedFile) else None)
     details = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
     first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
     message = f"{name} failed: {type(exc).__name__}" + (f": {first}" if first else "")

@@ -24,6 +24,7 @@ from PySide6.QtCore import QObject, Signal
 
 from probescope.app.tasks import COMPUTE, IO, Partial, Progress, Task, TaskContext, TaskError, describe_error
 from probescope.core.tasks import Cancelled
+from probescope.core.trust import NO_TRUST, Trust
 
 
 def compute_threads() -> int:
@@ -62,13 +63,13 @@ class TaskHandle:
     def __init__(self, task: Task, name: str, key: str | None, executor: str,
                  on_result: Callable[[Any], None] | None, on_partial: Callable[[Any], None] | None,
                  on_error: Callable[[TaskError], None] | None,
-                 emit_progress: Callable[[TaskHandle, Progress], None] | None = None):
+                 emit_progress: Callable[[TaskHandle, Progress], None] | None = None, trust: Trust = NO_TRUST):
         self.id = next(self._ids)
         self.task = task
         self.name = name
         self.key = key
         self.executor = executor
-        self.context = TaskContext(None if emit_progress is None else lambda p: emit_progress(self, p))
+        self.context = TaskContext(None if emit_progress is None else lambda p: emit_progress(self, p), trust)
         self.on_result = on_result
         self.on_partial = on_partial
         self.on_error = on_error
@@ -97,6 +98,7 @@ class WorkerPool(QObject):
 
     Signals (GUI thread): `started(handle)`, `progress(handle, Progress)`, `failed(handle, TaskError)`,
     `finished(handle)` (every task ends with exactly one `finished`, whether done, failed or cancelled).
+    `trust` (set by the window) is handed to every task submitted after it is set, in its TaskContext.
     """
 
     started = Signal(object)
@@ -115,6 +117,7 @@ class WorkerPool(QObject):
         self._active: dict[int, TaskHandle] = {}
         self._by_key: dict[str, TaskHandle] = {}
         self._closed = False
+        self.trust: Trust = NO_TRUST
 
     # -- GUI-thread API -------------------------------------------------------------------------------------------
     def submit(self, task: Task, *, name: str, key: str | None = None, executor: str = COMPUTE,
@@ -126,7 +129,7 @@ class WorkerPool(QObject):
         if executor not in (COMPUTE, IO):
             raise ValueError(f"unknown executor {executor!r}")
         handle = TaskHandle(task, name, key, executor, on_result, on_partial, on_error,
-                            emit_progress=lambda h, p: self._emit(h, "progress", p))
+                            emit_progress=lambda h, p: self._emit(h, "progress", p), trust=self.trust)
         if key is not None:
             previous = self._by_key.get(key)
             if previous is not None:
@@ -138,6 +141,12 @@ class WorkerPool(QObject):
         else:
             self._io.submit(self._run, handle)
         return handle
+
+    def resubmit(self, handle: TaskHandle) -> TaskHandle:
+        """Submit a finished task again, with its name, key, executor and callbacks (after the user trusted a file
+        it stopped at)."""
+        return self.submit(handle.task, name=handle.name, key=handle.key, executor=handle.executor,
+                           on_result=handle.on_result, on_partial=handle.on_partial, on_error=handle.on_error)
 
     def is_running(self, key: str) -> bool:
         """A task submitted under `key` has not finished yet."""

@@ -15,13 +15,19 @@ from typing import IO, Any
 
 import numpy as np
 
+from probescope.core.errors import InputError
+
 
 @contextlib.contextmanager
 def atomic_open(path: str | Path, mode: str = "w", **kwargs: Any) -> Iterator[IO]:
-    """Open a temporary file beside `path`; on success it replaces `path`, on error it is removed."""
+    """Open a temporary file beside `path`; on success it replaces `path`, on error it is removed and `path` is as it
+    was. A file system error (disk full, read-only, a file where a folder should be) is an InputError naming `path`."""
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    except OSError as exc:
+        raise InputError(f"cannot write here ({exc.strerror or exc})", path) from None
     try:
         with os.fdopen(fd, mode, **kwargs) as fh:
             yield fh
@@ -29,9 +35,12 @@ def atomic_open(path: str | Path, mode: str = "w", **kwargs: Any) -> Iterator[IO
             os.fsync(fh.fileno())
         os.chmod(tmp, 0o666 & ~_UMASK)  # mkstemp makes 0600 files; give the user's usual permissions
         os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(FileNotFoundError):
+    except BaseException as exc:
+        with contextlib.suppress(OSError):
             os.unlink(tmp)
+        if isinstance(exc, OSError):
+            raise InputError(f"could not write ({exc.strerror or exc}); the previous version, if any, is kept",
+                             path) from None
         raise
 
 

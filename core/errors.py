@@ -14,3 +14,8 @@ class InputError(Exception):
     def __init__(self, message: str, path: str | Path | None = None):
         self.path = Path(path) if path is not None else None
         super().__init__(f"{path}: {message}" if path is not None else message)
+
+
+class Note(UserWarning):
+    """Something probescope noticed and worked around (e.g. a damaged cache it rebuilds): front ends show it as one
+    line, and the work goes on."""

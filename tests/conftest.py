@@ -120,3 +120,33 @@ def open_input(qtbot):
             pool.submit(open_task(request), name="open", on_result=state.set)
 
     return open_
+
+
+@pytest.fixture
+def answer_trust(qtbot):
+    """answer_trust(accept) -> seen: from then on every TrustDialog that opens is answered (Trust and Open, or
+    Cancel; a later call changes the answer); `seen` collects each dialog's summary text, for checks."""
+    from PySide6.QtCore import QTimer
+    from PySide6.QtWidgets import QApplication
+
+    from probescope.app.trust_dialog import TrustDialog
+
+    seen: list[str] = []
+    answer = {"accept": True}
+    timer = QTimer()
+
+    def poll() -> None:
+        for widget in QApplication.topLevelWidgets():
+            if isinstance(widget, TrustDialog) and widget.isVisible():
+                seen.append(widget.summary.text())
+                widget.accept() if answer["accept"] else widget.reject()
+
+    timer.timeout.connect(poll)
+
+    def start(accept: bool = True) -> list[str]:
+        answer["accept"] = accept
+        timer.start(20)
+        return seen
+
+    yield start
+    timer.stop()

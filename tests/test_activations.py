@@ -14,6 +14,7 @@ from probescope.core.demo.world import SCENES
 from probescope.core.errors import InputError
 from probescope.core.models.loading import load_model
 from probescope.core.tasks import Cancelled
+from probescope.core.trust import Trust
 
 
 def _save_demo(path, seed: int):
@@ -179,7 +180,7 @@ def test_dataset_input_and_undecodable_image(demo, tmp_path):
     ds.image_path(4).write_bytes(b"not an image")
     index = root / "index.csv"
     index.write_text(index.read_text())  # touch the index: the dataset identity changes
-    with pytest.raises(InputError, match="does not decode") as err:
+    with pytest.raises(InputError, match="image does not decode: not a PNG, JPEG, BMP, WebP or TIFF file") as err:
         extract_activations(demo, "layer4", BrodenDataset.open(root), cache, batch_size=3)
     assert str(ds.image_path(4)) in str(err.value)
     assert len(list((cache / "activations").glob("*.npy"))) == 1  # only the earlier, complete cache
@@ -190,7 +191,7 @@ def test_torchscript_output_only(tmp_path, images):
     net = nn.Sequential(nn.Conv2d(3, 4, 3, stride=4), nn.ReLU()).eval()
     path = tmp_path / "ts.pt"
     torch.jit.save(torch.jit.script(net), str(path))
-    model = load_model(f"torchscript:{path}")
+    model = load_model(f"torchscript:{path}", trust=Trust(everything=True))
     acts = extract_activations(model, "output", images[:3], None)
     with torch.no_grad():
         np.testing.assert_allclose(acts, net(model.preprocess(images[:3])).numpy(), rtol=1e-5, atol=1e-5)

@@ -22,10 +22,7 @@ def test_model_dialog_specs(qtbot):
         kind = dialog.kind.currentData()
         assert dialog.request().spec == expected[kind]
         assert dialog.arch.isEnabled() == (kind in ("torchvision", "places365"))
-    dialog.trust.setChecked(True)
-    assert dialog.request().trust_pickle  # only for the pickle kind, which is selected last
-    dialog.kind.setCurrentIndex(0)
-    assert not dialog.request().trust_pickle
+    assert not hasattr(dialog, "trust")  # no dialog grants trust: loading asks (see test_app_trust)
 
 
 def test_samples_and_judgments_dialogs(qtbot):
@@ -46,6 +43,9 @@ def test_samples_and_judgments_dialogs(qtbot):
     judgments.file.edit.setText("/j/obs.hdf5")
     judgments.image_root.edit.setText("/img")
     assert judgments.request() == OpenRequest("judgments", "/j/obs.hdf5", "", "/img")
+    judgments.index_base.setCurrentIndex(2)
+    assert judgments.request().index_base == 1
+    assert OpenRequest.from_json(judgments.request().to_json()) == judgments.request()
 
 
 def test_export_dialog_format_follows_suffix(qtbot, settings_path, tmp_path):

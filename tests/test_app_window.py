@@ -256,7 +256,7 @@ def test_closing_while_the_demo_data_is_generated_is_quick(qtbot, settings_path,
 
 
 @pytest.mark.filterwarnings("ignore:`torch.jit:FutureWarning")
-def test_torchscript_model_and_generator_open(qtbot, window, small_world, tmp_path):
+def test_torchscript_model_and_generator_open(qtbot, window, small_world, tmp_path, answer_trust):
     import torch
     from torch import nn
 
@@ -270,6 +270,7 @@ def test_torchscript_model_and_generator_open(qtbot, window, small_world, tmp_pa
 
     torch.jit.script(Generator()).save(str(tmp_path / "gen.pt"))
     torch.jit.script(Classifier()).save(str(tmp_path / "clf.pt"))
+    asked = answer_trust(accept=True)  # both files run code: the window asks once for each
     with qtbot.waitSignal(window.opened, timeout=WAIT_MS) as blocker:
         window.open(OpenRequest("samples", str(tmp_path / "gen.pt"), generator=(4, 6, 0)))
     assert blocker.args[0].value.length == 6
@@ -279,3 +280,4 @@ def test_torchscript_model_and_generator_open(qtbot, window, small_world, tmp_pa
     qtbot.waitUntil(lambda: window.workspaces["gallery"].is_initial_work_done and not window.pool.active(),
                     timeout=WAIT_MS)
     assert window.workspaces["gallery"].grid.thumbnails.rowCount() == 6
+    assert len(asked) == 2 and "gen.pt" in asked[0] and "clf.pt" in asked[1]

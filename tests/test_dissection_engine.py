@@ -53,14 +53,16 @@ def test_results_round_trip_and_tally(problem, tmp_path):
     assert rows[0]["netdissect_category"] == store.categories[result.units[0].netdissect.formula.atoms[0]]
 
 
-def test_cancel_checkpoints_and_resume_skips_finished_units(problem):
+def test_every_unit_is_reported_and_resume_skips_finished_units(problem):
     ds, store, act = problem
     settings = DissectionSettings(quantile=0.05, sweep_length=0)
     saved = []
     calls = iter(range(100))
     with pytest.raises(Cancelled):
-        dissect(store, act, settings, cancel=lambda: next(calls) >= 3, checkpoint=saved.append, checkpoint_seconds=0)
-    partial = DissectionResult.from_json(saved[-1].to_json())
+        dissect(store, act, settings, cancel=lambda: next(calls) >= 3,
+                on_unit=lambda r, u: saved.append((u, r.to_json())))
+    assert [u for u, _ in saved] == [0, 1, 2]
+    partial = DissectionResult.from_json(saved[-1][1])
     assert sorted(partial.units) == [0, 1, 2] and not partial.complete
     progress = []
     full = dissect(store, act, settings, previous=partial, progress=lambda f, m: progress.append(m))

@@ -12,6 +12,7 @@ from probescope.core.data.preprocess import CLASSIC, IMAGENET, parse_preprocess
 from probescope.core.errors import InputError
 from probescope.core.models import checkpoint as ckpt
 from probescope.core.models.loading import TORCHSCRIPT_OUTPUT, list_layers, load_model, read_class_names
+from probescope.core.trust import Trust, UntrustedFile, sha256_of
 
 
 def _same_outputs(a: nn.Module, b: nn.Module, size: int = 64) -> bool:
@@ -128,7 +129,9 @@ def test_torchscript(tmp_path):
     path = tmp_path / "scripted.pt"
     torch.jit.save(torch.jit.script(net), str(path))
     for spec in (f"torchscript:{path}", str(path)):
-        model = load_model(spec)
+        with pytest.raises(UntrustedFile, match="TorchScript archive runs code"):
+            load_model(spec)
+        model = load_model(spec, trust=Trust.of_files([path]))
         assert model.arch == "torchscript" and not model.hookable
         assert [(i.name, i.out_shape) for i in list_layers(model)] == [(TORCHSCRIPT_OUTPUT, (4,))]
         assert _same_outputs(model.module, net, size=16)
@@ -138,12 +141,14 @@ def test_pickle_needs_trust(tmp_path):
     net = nn.Sequential(nn.Conv2d(3, 4, 3), nn.ReLU()).eval()
     path = tmp_path / "whole.pth.tar"
     torch.save(net, path)
-    with pytest.raises(InputError, match="arbitrary code") as err:
+    with pytest.raises(UntrustedFile, match="whole-model pickle runs code") as err:
         load_model(f"pickle:{path}")
-    assert str(path) in str(err.value)
-    with pytest.raises(InputError, match="trust_pickle=True"):
-        load_model(str(path))  # auto-detection falls back to weights_only and refuses too
-    model = load_model(f"pickle:{path}", trust_pickle=True)
+    assert str(path) in str(err.value) and err.value.sha256 == sha256_of(path)
+    with pytest.raises(UntrustedFile):
+        load_model(str(path))  # auto-detection sees a pickle of Python objects: the same trust decision
+    with pytest.raises(InputError, match="open it as 'pickle:"):
+        load_model(f"resnet18:{path}")
+    model = load_model(f"pickle:{path}", trust=Trust.of_files([path]))
     assert _same_outputs(model.module, net, size=8)
     assert [i.name for i in list_layers(model, (8, 8))] == ["0", "1"]
 

@@ -30,10 +30,11 @@ class _ColourNet(torch.nn.Module):
 
 
 @pytest.fixture(scope="module")
-def classifier_spec(tmp_path_factory):
+def classifier(tmp_path_factory) -> list[str]:
+    """The classifier options: a TorchScript file, trusted (it runs code when loaded)."""
     path = tmp_path_factory.mktemp("model") / "colour.pt"
     torch.jit.script(_ColourNet()).save(str(path))
-    return f"torchscript:{path}"
+    return ["--classifier", f"torchscript:{path}", "--trust", str(path)]
 
 
 def colour_images(n: int, colours: int) -> np.ndarray:
@@ -77,13 +78,13 @@ def test_worked_example_text(capsys):
     assert "1.5215" in out and "classes never predicted: 1 of 3: husky" in out
 
 
-def test_images_folder_and_npz_agree(tmp_path, capsys, classifier_spec):
+def test_images_folder_and_npz_agree(tmp_path, capsys, classifier):
     images = colour_images(30, 3)
     np.savez(tmp_path / "images.npz", images=images)
     (tmp_path / "folder").mkdir()
     for k, im in enumerate(images):
         Image.fromarray(im).save(tmp_path / "folder" / f"{k:02d}.png")
-    common = ["--classifier", classifier_spec, "--splits", "3", "--batch-size", "7"]
+    common = [*classifier, "--splits", "3", "--batch-size", "7"]
     a = run_json(capsys, ["--images", str(tmp_path / "images.npz"), *common, "--save-logits", str(tmp_path / "l.npy")])
     b = run_json(capsys, ["--images", str(tmp_path / "folder"), *common])
     assert a["is_mean"] == pytest.approx(b["is_mean"], rel=1e-6)
@@ -96,9 +97,8 @@ def test_images_folder_and_npz_agree(tmp_path, capsys, classifier_spec):
     assert c["is_all"] == pytest.approx(1.0, abs=1e-6) and c["classes_never_predicted"] == [1, 2]
 
 
-def test_demo_sampler_through_the_command(capsys, classifier_spec):
-    r = run_json(capsys, ["--images", "demo", "--n", "12", "--diversity", "2", "--classifier", classifier_spec,
-                          "--splits", "2"])
+def test_demo_sampler_through_the_command(capsys, classifier):
+    r = run_json(capsys, ["--images", "demo", "--n", "12", "--diversity", "2", *classifier, "--splits", "2"])
     assert r["n"] == 12 and r["source"].startswith("demo sampler (2 scenes")
 
 
@@ -119,8 +119,8 @@ def test_demo_knobs_move_the_score(capsys):
 
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="checks the message when CUDA is missing")
-def test_cuda_requested_without_cuda(tmp_path, capsys, classifier_spec):
+def test_cuda_requested_without_cuda(tmp_path, capsys, classifier):
     np.save(tmp_path / "x.npy", colour_images(4, 2))
-    argv = ["score", "--images", str(tmp_path / "x.npy"), "--classifier", classifier_spec, "--device", "cuda"]
+    argv = ["score", "--images", str(tmp_path / "x.npy"), *classifier, "--device", "cuda"]
     assert main(argv) == 2
     assert "CUDA is not available" in capsys.readouterr().err

@@ -84,7 +84,7 @@ def test_wrong_layout_is_rejected(tmp_path):
     with pytest.raises(InputError, match="not the layout"):
         load_classifier(f"inception-tf:{path}")
     path.write_bytes(b"not a torch file")
-    with pytest.raises(InputError, match="cannot read"):
+    with pytest.raises(InputError, match="not a PyTorch weights file"):
         load_classifier(f"inception-tf:{path}")
 
 

@@ -19,6 +19,7 @@ from probescope.core.scoring.sources import (
     quantize_to_uint8,
 )
 from probescope.core.tasks import Cancelled
+from probescope.core.trust import Trust, UntrustedFile
 
 
 def mean_colour_classifier() -> Classifier:
@@ -56,7 +57,7 @@ def test_corrupt_image_names_the_file(tmp_path):
     write_images(tmp_path / "f", [np.zeros((4, 4, 3), np.uint8)])
     bad = tmp_path / "f" / "img_001.png"
     bad.write_bytes(b"\x89PNG\r\n\x1a\n broken")
-    with pytest.raises(InputError, match="img_001.png: cannot decode"):
+    with pytest.raises(InputError, match="img_001.png: image does not decode"):
         classify_source(open_source(tmp_path / "f"), mean_colour_classifier(), batch_size=1)
 
 
@@ -103,7 +104,10 @@ class _Generator(torch.nn.Module):
 def test_torchscript_generator_source(tmp_path):
     path = tmp_path / "g.pt"
     torch.jit.script(_Generator()).save(str(path))
-    source = TorchScriptGeneratorSource(path, z_dim=5, n=10, num_classes=3, output_range=(-1, 1), seed=4)
+    with pytest.raises(UntrustedFile, match="TorchScript generator runs code"):
+        TorchScriptGeneratorSource(path, z_dim=5, n=10, num_classes=3)
+    source = TorchScriptGeneratorSource(path, z_dim=5, n=10, num_classes=3, output_range=(-1, 1), seed=4,
+                                        trust=Trust.of_files([path]))
     images = [im for b in source.batches(4) for im in b]
     assert len(images) == 10 and images[0].shape == (4, 4, 3) and images[0].dtype == np.uint8
     rng = np.random.RandomState(4)  # torch-fidelity's noise order: per batch, noise then labels

@@ -64,6 +64,8 @@ def test_similarity_command_with_model_features(cache: Path, capsys, monkeypatch
     net.save(str(tmp_path / "tiny.pt"))
     argv = ["similarity", "--judgments", "demo", "--model", f"torchscript:{tmp_path / 'tiny.pt'}", "--layer",
             "output", "--distance", "cosine", "--json"]
-    assert main(argv) == 0
+    assert main(argv) == 2  # TorchScript runs code: refused until trusted
+    assert "refusing to load: a TorchScript archive runs code" in capsys.readouterr().err
+    assert main([*argv, "--trust", str(tmp_path / "tiny.pt")]) == 0
     out = json.loads(capsys.readouterr().out)
     assert out["features"].endswith("output (avg)") and 0.4 < out["accuracy"]["cosine"] < 1.0

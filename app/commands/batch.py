@@ -11,12 +11,15 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from probescope.app.cli import add_trust_arguments, trust_from_args
+
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("manifest", type=Path, help="batch manifest (TOML): dataset, models with layers, settings")
     parser.add_argument("--out", type=Path, required=True, help="output folder")
     parser.add_argument("--ray", metavar="auto|ADDRESS",
                         help="run on a Ray cluster (needs probescope[cluster]); default: locally, one job at a time")
+    add_trust_arguments(parser)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -26,13 +29,14 @@ def run(args: argparse.Namespace) -> int:
     from probescope.core.batch.runner import run_batch
 
     manifest = read_manifest(args.manifest)
+    trust = trust_from_args(args)
     executor = None
     if args.ray:
         from probescope.core.batch.ray_executor import RayExecutor
 
         executor = RayExecutor(args.ray)
     try:
-        doc = run_batch(manifest, args.out, executor)
+        doc = run_batch(manifest, args.out, executor, trust=trust)
     finally:
         if executor is not None:
             executor.close()

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import sys
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -13,12 +12,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from probescope.app.cli import stderr_progress
+    from probescope.app.cli import end_progress_line, stderr_progress
     from probescope.core.data.broden import BrodenDataset
     from probescope.core.demo.dataset import DEFAULT_N, write_demo_dataset
 
     root = write_demo_dataset(args.dir, args.images or DEFAULT_N, args.seed, stderr_progress())
-    print(file=sys.stderr)
+    end_progress_line()
     ds = BrodenDataset.open(root)
     per_category = {c: sum(1 for lb in ds.labels.values() if lb.category == c) for c in ds.categories}
     summary = ", ".join(f"{c} {n}" for c, n in per_category.items() if n)

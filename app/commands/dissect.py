@@ -1,14 +1,17 @@
 """`probescope dissect`: Network Dissection, compositional explanations and Detection Accuracy, headless.
 
 Writes OUTDIR/dissection.json (everything, including beam traces and length sweeps), OUTDIR/tally.csv (one row per
-unit) and, when the model's predictions are known, OUTDIR/correlation.csv. dissection.json is rewritten atomically
-as units finish; running the same command again resumes, skipping finished units.
+unit) and, when the model's predictions are known, OUTDIR/correlation.csv. Every finished unit is recorded at once
+(OUTDIR/dissection.journal.jsonl) and dissection.json is rewritten atomically after each block of units; running the
+same command again resumes, skipping finished units. One run at a time writes OUTDIR (it holds OUTDIR/.probescope.lock).
 """
 
 from __future__ import annotations
 
 import argparse
 from pathlib import Path
+
+from probescope.app.cli import add_trust_arguments, trust_from_args
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -20,7 +23,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                       help="ACT.npy: float (images, units, h, w), images in the order of the index rows")
     what.add_argument("--model", help="model spec (see `probescope info`); needs --layer")
     parser.add_argument("--layer", help="layer to dissect (with --model; default: the model's default layer)")
-    parser.add_argument("--trust-pickle", action="store_true", help="allow whole-model pickles (runs their code)")
+    add_trust_arguments(parser)
     parser.add_argument("--out", type=Path, required=True, help="output folder")
     add_settings_arguments(parser)
     parser.add_argument("--units", help="units to dissect, e.g. 0-9,17 (default all)")
@@ -77,12 +80,22 @@ def parse_units(text: str) -> list[int]:
 
 
 def run(args: argparse.Namespace) -> int:
+    from probescope.core.locks import folder_lock
+
+    settings = settings_from_args(args)
+    units = parse_units(args.units) if args.units else None
+    trust = trust_from_args(args)
+    with folder_lock(args.out, "probescope dissect"):
+        return _dissect(args, settings, units, trust)
+
+
+def _dissect(args: argparse.Namespace, settings, units: list[int] | None, trust) -> int:
     import sys
     from collections import deque
 
     import numpy as np
 
-    from probescope.app.cli import stderr_progress
+    from probescope.app.cli import end_progress_line, stderr_progress
     from probescope.core.dissection.correlation import correct_predictions, read_label_map, scene_truth
     from probescope.core.dissection.inputs import extract_model_layers, load_activation_file, open_dataset
     from probescope.core.dissection.labels import LabelStore
@@ -91,8 +104,6 @@ def run(args: argparse.Namespace) -> int:
     from probescope.core.models.loading import read_class_names
 
     progress = stderr_progress()
-    settings = settings_from_args(args)
-    units = parse_units(args.units) if args.units else None
     if args.device.startswith("cuda"):
         import torch
 
@@ -105,7 +116,7 @@ def run(args: argparse.Namespace) -> int:
         act, model_info = load_activation_file(args.activations, dataset.n_images)
     else:
         [job] = extract_model_layers(args.model, [args.layer], args.dataset, args.index, args.source or "",
-                                     args.device, args.trust_pickle, class_names=args.class_names,
+                                     args.device, trust, class_names=args.class_names,
                                      predict=args.predictions is None, progress=progress)
         act, model_info, predictions = job.activations, job.model_info, job.predictions
         class_names = class_names or job.class_names
@@ -124,21 +135,23 @@ def run(args: argparse.Namespace) -> int:
             raise InputError("--predictions needs --class-names (or a --model with class names) to read true labels")
         truth = scene_truth(store, class_names, read_label_map(args.label_map) if args.label_map else None)
         correct = correct_predictions(predictions, truth)
-        print(f"\n{int((truth >= 0).sum())} of {len(truth)} images have a true label among the model's classes",
+        end_progress_line()
+        print(f"{int((truth >= 0).sum())} of {len(truth)} images have a true label among the model's classes",
               file=sys.stderr)
 
     json_path = args.out / "dissection.json"
     previous = None
     if not args.restart:
         previous, why = resumable(json_path, settings, dataset_info, model_info, int(act.shape[1]))
+        end_progress_line()
         if why:
-            print(f"\n{why}", file=sys.stderr)
+            print(why, file=sys.stderr)
         elif previous is not None:
-            print(f"\nresuming: {len(previous.units)} units already done", file=sys.stderr)
-    args.out.mkdir(parents=True, exist_ok=True)
+            print(f"resuming: {len(previous.units)} units already done", file=sys.stderr)
     blocks = dissect_in_blocks(json_path, store, act, settings, units, previous=previous, correct=correct,
                                dataset_info=dataset_info, model_info=model_info, progress=progress)
     result = deque(blocks, maxlen=1)[0]  # each block is saved as it finishes; the last is the layer
     write_layer(args.out, result)
-    print(f"\nwrote {args.out / 'tally.csv'} ({len(result.units)} units)", file=sys.stderr)
+    end_progress_line()
+    print(f"wrote {args.out / 'tally.csv'} ({len(result.units)} units)", file=sys.stderr)
     return 0

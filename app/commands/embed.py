@@ -44,12 +44,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     import json
-    import sys
     import time
 
     import numpy as np
 
-    from probescope.app.cli import stderr_progress
+    from probescope.app.cli import end_progress_line, stderr_progress
     from probescope.app.commands.similarity import describe_source, load_filtered
     from probescope.core.errors import InputError
     from probescope.core.similarity.agreement import agreement_from_distances, reference_distances
@@ -76,7 +75,8 @@ def run(args: argparse.Namespace) -> int:
     previous = Ensemble.load(args.init) if args.init is not None else None
     coarse, coarse_name = source.coarse, source.coarse_name
     if args.coarse is not None:
-        coarse, coarse_name = load_judgments(args.coarse, args.catalog).trials, str(args.coarse)
+        coarse = load_judgments(args.coarse, args.catalog, index_base=args.index_base).trials
+        coarse_name = str(args.coarse)
 
     progress = None if args.json else stderr_progress("fitting")
 
@@ -84,8 +84,7 @@ def run(args: argparse.Namespace) -> int:
     result = fit_ensemble(trials, j.n_stimuli, dims, n_members=args.ensemble, previous=previous, seed=args.seed,
                           options=FitOptions(max_epochs=args.max_epochs), progress=progress, device=args.device)
     seconds = time.perf_counter() - start
-    if not args.json:
-        print(file=sys.stderr)
+    end_progress_line()
     ens = result.ensemble
     meta = dict(ens.meta)
     meta.update({"judgments": str(j.source), "simulated": j.simulated, "dropped": report.dropped,

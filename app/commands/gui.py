@@ -12,6 +12,8 @@ import os
 import sys
 from pathlib import Path
 
+from probescope.app.cli import add_trust_arguments, trust_from_args
+
 WORKSPACE_NAMES = ("dissection", "gallery", "similarity")
 DEFAULT_SIZE = "1400x900"
 
@@ -30,6 +32,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--judgments", metavar="FILE", help="similarity judgments (.hdf5, .zip, folder, .csv)")
     parser.add_argument("--catalog", metavar="FILE", help="catalog of the judgments' stimuli")
     parser.add_argument("--image-root", metavar="DIR", help="folder the catalog's image paths start from")
+    parser.add_argument("--index-base", type=int, choices=(0, 1), metavar="0|1",
+                        help="how a psiz .hdf5 judgments file numbers its stimuli, when neither it nor a catalog tells")
     parser.add_argument("--device", help="compute device (cpu, cuda, cuda:1, mps); default: the saved setting")
     parser.add_argument("--theme", choices=("system", "light", "dark"), help="colour theme for this run")
     parser.add_argument("--screenshot", metavar="OUT.png", type=Path,
@@ -39,6 +43,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="longest wait for --screenshot (seconds, default 600)")
     parser.add_argument("--settings", metavar="FILE", type=Path,
                         help="settings file to use instead of the user's (an .ini file)")
+    add_trust_arguments(parser)
 
 
 def parse_size(text: str) -> tuple[int, int]:
@@ -55,8 +60,8 @@ def requests(args: argparse.Namespace) -> list:
     from probescope.app.sources import DEMO, OpenRequest
     from probescope.core.errors import InputError
 
-    if (args.catalog or args.image_root) and not args.judgments:
-        raise InputError("--catalog and --image-root go with --judgments")
+    if (args.catalog or args.image_root or args.index_base is not None) and not args.judgments:
+        raise InputError("--catalog, --image-root and --index-base go with --judgments")
     generator: tuple[int, ...] = ()
     if args.generator:
         if not args.samples:
@@ -74,13 +79,15 @@ def requests(args: argparse.Namespace) -> list:
         *([OpenRequest("model", args.model or DEMO)] if args.model or batch is None else []),
         *([OpenRequest("dataset", args.dataset or DEMO)] if args.dataset or batch is None else []),
         OpenRequest("samples", args.samples or DEMO, generator=generator),
-        OpenRequest("judgments", args.judgments or DEMO, args.catalog or "", args.image_root or ""),
+        OpenRequest("judgments", args.judgments or DEMO, args.catalog or "", args.image_root or "",
+                    index_base=args.index_base),
     ]
 
 
 def run(args: argparse.Namespace) -> int:
     size = parse_size(args.size)
     to_open = requests(args)
+    trust = trust_from_args(args)
     if args.screenshot is not None:
         os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
     import torch  # before Qt, and the thread count once, early
@@ -100,10 +107,10 @@ def run(args: argparse.Namespace) -> int:
     app.setDesktopFileName("io.github.probescope.Probescope")  # the .desktop file (packaging/linux) for taskbars
     app.setWindowIcon(_app_icon())
     if args.screenshot is not None:
-        return _screenshot(app, args, size, to_open)
+        return _screenshot(app, args, size, to_open, trust)
     settings = Settings(args.settings)
     apply_theme(app, args.theme or settings.theme())
-    window = MainWindow(settings, device=args.device)
+    window = MainWindow(settings, device=args.device, trust=trust)
     keep_gui_responsive()
     if args.workspace:
         window.set_workspace(args.workspace)
@@ -154,7 +161,7 @@ def _close_on_signals(window) -> None:
     timer.start(250)
 
 
-def _screenshot(app, args: argparse.Namespace, size: tuple[int, int], to_open: list) -> int:
+def _screenshot(app, args: argparse.Namespace, size: tuple[int, int], to_open: list, trust) -> int:
     import tempfile
 
     from PySide6.QtCore import QEventLoop, QTimer
@@ -172,7 +179,7 @@ def _screenshot(app, args: argparse.Namespace, size: tuple[int, int], to_open: l
     with tempfile.TemporaryDirectory(prefix="probescope-screenshot-") as tmp:
         settings = Settings(args.settings or Path(tmp) / "settings.ini")
         apply_theme(app, args.theme or "light")
-        window = MainWindow(settings, device=args.device)
+        window = MainWindow(settings, device=args.device, trust=trust, ask_trust=False)  # nobody to ask
         keep_gui_responsive()
         window.resize(*size)
         window.set_workspace(args.workspace or "dissection")

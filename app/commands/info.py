@@ -5,6 +5,8 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from probescope.app.cli import add_trust_arguments, trust_from_args
+
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
@@ -13,8 +15,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "or a Broden-format dataset folder (with index.csv) or index file",
     )
     parser.add_argument("--index", default="index.csv", help="dataset index file inside the folder")
-    parser.add_argument("--trust-pickle", action="store_true",
-                        help="allow a whole-model pickle: loading it runs code from the file; only for trusted files")
+    add_trust_arguments(parser)
     parser.add_argument("--class-names", type=Path, help="text file with one class name per line")
     parser.add_argument("--preprocess", help="classic | imagenet, optionally :stretch=N or :crop=N")
     parser.add_argument("--input-size", type=int, help="square input size for probing layer shapes")
@@ -64,7 +65,7 @@ def _model_info(args: argparse.Namespace) -> None:
 
     model = load_model(
         args.spec,
-        trust_pickle=args.trust_pickle,
+        trust=trust_from_args(args),
         class_names=args.class_names,
         preprocess=parse_preprocess(args.preprocess) if args.preprocess else None,
         input_size=args.input_size,

@@ -29,12 +29,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     import json
-    import sys
     import time
 
     import numpy as np
 
-    from probescope.app.cli import stderr_progress
+    from probescope.app.cli import end_progress_line, stderr_progress
     from probescope.app.commands.similarity import load_filtered
     from probescope.core.errors import InputError
     from probescope.core.similarity.active import information_gain, propose_trials
@@ -48,7 +47,7 @@ def run(args: argparse.Namespace) -> int:
     j = source.judgments
     ens = Ensemble.load(args.embedding)
     if ens.n_stimuli != j.n_stimuli:
-        raise InputError(f"the embedding has {ens.n_stimuli} stimuli, the judgments' catalog {j.n_stimuli}",
+        raise InputError(f"the embedding has {ens.n_stimuli} stimuli, the judgments {j.n_stimuli}",
                          args.embedding)
     counts = np.bincount(j.trials.query, minlength=ens.n_stimuli).astype(np.float64)
     eligible = j.catalog.mirror_of < 0 if j.catalog is not None else None
@@ -62,8 +61,7 @@ def run(args: argparse.Namespace) -> int:
         n_samples=args.samples, seed=args.seed, progress=progress, device=args.device,
     )
     seconds = time.perf_counter() - start
-    if not args.json:
-        print(file=sys.stderr)
+    end_progress_line()
     write_trials_csv(args.out, proposal.trials, {"kind": proposal.kind, "info_gain": proposal.info_gain})
 
     # baseline: the same number of randomly assembled trials

@@ -13,6 +13,8 @@ import argparse
 import sys
 from pathlib import Path
 
+from probescope.app.cli import add_trust_arguments, trust_from_args
+
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     from probescope.core.scoring.protocol import DEFAULT_SEED, DEFAULT_SPLITS
@@ -34,7 +36,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--seed", type=int, default=DEFAULT_SEED,
                         help="shuffle seed of the split protocol (default %(default)s)")
     parser.add_argument("--no-shuffle", action="store_true", help="cut splits in input order")
-    parser.add_argument("--batch-size", type=int, default=64, help="images per classifier batch (default 64)")
+    parser.add_argument("--resize", type=int, metavar="N",
+                        help="stretch every image to NxN before a model classifier (antialiased bilinear); "
+                        "default: the classifier's own rule (the Inception classifiers resize to 299 themselves, as "
+                        "torch-fidelity; other models see native sizes, one size at a time)")
+    parser.add_argument("--max-pixels", type=int, metavar="N",
+                        help="refuse images larger than N pixels before decoding them (default 50000000, or "
+                        "$PROBESCOPE_MAX_PIXELS)")
+    parser.add_argument("--batch-size", type=int, default=64,
+                        help="images per classifier batch (default 64; the scores do not depend on it)")
     parser.add_argument("--workers", type=int, default=2, help="decode/prefetch threads (default 2)")
     parser.add_argument("--device", default="cpu", help="cpu or cuda (default cpu)")
     parser.add_argument("--bits", action="store_true", help="show entropies in bits (IS is unchanged)")
@@ -49,6 +59,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     gen.add_argument("--z-dim", type=int, default=128, help="noise dimension (default 128)")
     gen.add_argument("--gen-classes", type=int, default=0, help="number of classes of a conditional generator")
     gen.add_argument("--output-range", default="-1,1", metavar="LO,HI", help="range of float outputs (default -1,1)")
+    add_trust_arguments(parser)
 
 
 def _load_matrix(path_text: str, kind: str):
@@ -73,7 +84,7 @@ def _load_matrix(path_text: str, kind: str):
         raise InputError(f"cannot read as a NumPy array file ({exc})", path) from None
 
 
-def _image_source(args: argparse.Namespace):
+def _image_source(args: argparse.Namespace, trust):
     from probescope.core.errors import InputError
     from probescope.core.scoring.sources import TorchScriptGeneratorSource, open_source
 
@@ -90,6 +101,7 @@ def _image_source(args: argparse.Namespace):
             output_range=(low, high),
             seed=args.sample_seed,
             device=args.device,
+            trust=trust,
         )
     if args.images == "demo":
         from probescope.core.demo.sampler import DemoSampler
@@ -120,17 +132,21 @@ def run(args: argparse.Namespace) -> int:
         scores = ClassScores(_load_matrix(path, kind), kind, path)
         header["source"] = f"{kind} {path}"
     else:
-        from probescope.app.cli import stderr_progress
+        from probescope.app.cli import end_progress_line, stderr_progress
+        from probescope.core.data.images import set_max_pixels
         from probescope.core.scoring.classifiers import load_classifier
         from probescope.core.scoring.pipeline import classify_source
 
-        source = _image_source(args)
-        classifier = load_classifier(args.classifier, args.device)
+        if args.max_pixels is not None:
+            set_max_pixels(args.max_pixels)
+        trust = trust_from_args(args)
+        source = _image_source(args, trust)
+        classifier = load_classifier(args.classifier, args.device, trust, args.resize)
         print(f"scoring {source.describe()} with {classifier.name}", file=sys.stderr)
 
         logits = classify_source(source, classifier, args.batch_size, workers=args.workers,
                                  progress=stderr_progress())
-        print(file=sys.stderr)
+        end_progress_line()
         if args.save_logits:
             save_npy(args.save_logits, logits)
         scores = ClassScores(logits, "logits", source.name)

@@ -9,8 +9,9 @@ the embedding's expected similarity.
 from __future__ import annotations
 
 import argparse
-import sys
 from pathlib import Path
+
+from probescope.app.cli import add_trust_arguments
 
 
 def add_judgment_arguments(parser: argparse.ArgumentParser) -> None:
@@ -19,6 +20,8 @@ def add_judgment_arguments(parser: argparse.ArgumentParser) -> None:
                         help="psiz .hdf5, release .zip or folder, trials .csv, or 'demo' (simulated demo-world data)")
     parser.add_argument("--catalog", type=Path, metavar="FILE", help="stimulus catalog (.hdf5, .csv, stimuli.txt)")
     parser.add_argument("--images", type=Path, metavar="ROOT", help="folder the catalog's image paths are under")
+    parser.add_argument("--index-base", type=int, choices=(0, 1), metavar="0|1",
+                        help="how a psiz .hdf5 file numbers its stimuli, when neither its content nor a catalog tells")
     parser.add_argument("--no-catch-filter", action="store_true", help="keep catch trials")
     parser.add_argument("--no-grade-filter", action="store_true",
                         help="keep unsatisfactory sessions and the file's trial weights")
@@ -31,6 +34,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--features", type=Path, metavar="F.npy", help="row i = features of stimulus i")
     parser.add_argument("--model", metavar="SPEC", help="model spec, with --layer: features from its activations")
     parser.add_argument("--layer", metavar="NAME", help="layer of --model")
+    parser.add_argument("--preprocess", metavar="SPEC",
+                        help="the model's preprocessing: classic | imagenet, optionally :stretch=N or :crop=N (images "
+                        "of several sizes need one, e.g. imagenet:crop=224); default: the model's own, at native size")
     parser.add_argument("--pool", choices=("avg", "flatten"), default="avg",
                         help="global-average pool the layer (default) or flatten it")
     parser.add_argument("--distance", default="cosine,l1,l2", help="comma-separated: cosine, l1, l2")
@@ -40,20 +46,27 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="pairs for the embedding correlation (sampled, seeded, when there are more)")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--device", default="cpu", help="device for --model (cpu, cuda)")
+    add_trust_arguments(parser)
 
 
 def load_filtered(args: argparse.Namespace):
-    """Judgments per the shared options, after quality control: (source, trials, report)."""
+    """Judgments per the shared options, after quality control: (source, trials, report); InputError saying which
+    filters dropped what when no trial is left."""
+    from probescope.core.errors import InputError
     from probescope.core.similarity.quality import apply_quality_control
     from probescope.core.similarity.sources import open_judgments
 
-    source = open_judgments(args.judgments, args.catalog, args.images)
+    source = open_judgments(args.judgments, args.catalog, args.images, index_base=args.index_base)
     j = source.judgments
     mirror = j.catalog.mirror_of if j.catalog is not None else None
     trials, report = apply_quality_control(
         j.trials, mirror, j.session_grade,
         catch=not args.no_catch_filter, grade=not args.no_grade_filter, rt=not args.no_rt_filter,
     )
+    if len(trials) == 0:
+        flags = {"catch": "--no-catch-filter", "grade": "--no-grade-filter", "rt": "--no-rt-filter"}
+        why = ", ".join(f"{n} by the {k} filter ({flags[k]} keeps them)" for k, n in report.dropped.items() if n)
+        raise InputError(f"no trials left after quality control: of {len(j.trials)} read, {why}", j.source)
     return source, trials, report
 
 
@@ -98,20 +111,21 @@ def run(args: argparse.Namespace) -> int:
     source, trials, report = load_filtered(args)
     j = source.judgments
     n = j.n_stimuli
-    if len(trials) == 0:
-        raise InputError("no trials left after quality control", j.source)
     if args.features is not None:
-        features = load_features(args.features, n)
+        features = load_features(args.features, j)
         feature_name = str(args.features)
     else:
         if j.catalog is None:
             raise InputError("--model needs a catalog of stimulus images (--catalog)", j.source)
-        from probescope.app.cli import stderr_progress
+        from probescope.app.cli import end_progress_line, stderr_progress, trust_from_args
         from probescope.core.cache import cache_dir
+        from probescope.core.data.preprocess import parse_preprocess
 
         features = model_features(j.catalog, args.model, args.layer, pool=args.pool, device=args.device,
-                                  cache_dir=cache_dir(), progress=stderr_progress("features"))
-        print(file=sys.stderr)
+                                  cache_dir=cache_dir(), progress=stderr_progress("features"),
+                                  trust=trust_from_args(args),
+                                  preprocess=parse_preprocess(args.preprocess) if args.preprocess else None)
+        end_progress_line()
         feature_name = f"{args.model} {args.layer} ({args.pool})"
 
     results = {d: triplet_agreement(trials, features, d) for d in distances}
@@ -129,7 +143,7 @@ def run(args: argparse.Namespace) -> int:
     if args.embedding is not None:
         ens = Ensemble.load(args.embedding)
         if ens.n_stimuli != n:
-            raise InputError(f"the embedding has {ens.n_stimuli} stimuli, the catalog {n}", args.embedding)
+            raise InputError(f"the embedding has {ens.n_stimuli} stimuli, the judgments {n}", args.embedding)
         psych = agreement_from_distances(trials, reference_distances(
             trials, lambda a, b: -expected_similarity(ens, a, b, seed=args.seed).mean(0)))
         keep = j.catalog.mirror_of < 0 if j.catalog is not None else None

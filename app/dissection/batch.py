@@ -108,7 +108,9 @@ def job_dataset(info: dict, loaded) -> object:
 def job_activations(result: DissectionResult, layer: str, dataset, live_model, device: str,
                     ctx: TaskContext) -> Iterator[Progress]:
     """The activations a saved result was computed from: the batch's activation file, or the recorded model's layer
-    (the loaded model when it is the one recorded, else loaded from its spec) through the activation cache."""
+    (the loaded model when it is the one recorded, else loaded from its spec) through the activation cache. A spec
+    read back from a result grants no trust: a model file that runs code loads only when the user trusts its
+    content (`ctx.trust`; the window asks)."""
     from probescope.core.cache import cache_dir
     from probescope.core.data.activations import extract_activations
     from probescope.core.dissection.inputs import load_activation_file
@@ -123,7 +125,7 @@ def job_activations(result: DissectionResult, layer: str, dataset, live_model, d
         model = live_model if live_model is not None and live_model.spec == spec else None
         if model is None:
             yield Progress(None, f"loading {spec}")
-            model = load_model(spec, device=device)
+            model = load_model(spec, trust=ctx.trust, device=device)
         if model.source_key != info.get("source_key"):
             raise InputError(f"the weights of {spec} are not the ones the batch dissected (the file changed "
                              "since): run the batch again to redo this model")

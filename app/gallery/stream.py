@@ -22,9 +22,10 @@ import numpy as np
 from PySide6.QtGui import QImage
 
 from probescope.app.tasks import Partial, Progress, TaskContext
+from probescope.core.data.images import read_rgb
 from probescope.core.demo.sampler import DemoSampler
 from probescope.core.demo.world import SCENES
-from probescope.core.scoring.sources import ArraySource, BatchTask, ImageFolderSource, SampleSource, decode_image
+from probescope.core.scoring.sources import ArraySource, BatchTask, ImageFolderSource, SampleSource
 from probescope.widgets.images import to_qimage
 
 STREAM_BATCH = 4  # small batches: the live numbers move at least 10 times a second with the demo classifier
@@ -134,7 +135,7 @@ def random_access(source: SampleSource) -> ImageReader | None:
     if isinstance(source, ArraySource):
         return lambda k: np.asarray(source.images[k])
     if isinstance(source, ImageFolderSource):
-        return lambda k: decode_image(source.files[k])
+        return lambda k: read_rgb(source.files[k])
     return None
 
 

@@ -14,6 +14,7 @@ from typing import Any, Protocol
 
 from probescope.core.batch.chunks import dissect_chunk
 from probescope.core.dissection.inputs import extract_model_layers
+from probescope.core.trust import Trust
 
 
 class Executor(Protocol):
@@ -21,7 +22,7 @@ class Executor(Protocol):
         """Make a large read-only value (label store, activations) available to tasks once."""
 
     def extract(self, spec: str, layers: list[str], root: Path, index: str, source: str, device: str,
-                trust_pickle: bool, gpus: float) -> Any:
+                trust: Trust, gpus: float) -> Any:
         """Submit a model's extraction (returns list[LayerInput] when done); returns a handle."""
 
     def chunk(self, *args: Any) -> Any:
@@ -49,9 +50,9 @@ class LocalExecutor:
         return self._next
 
     def extract(self, spec: str, layers: list[str], root: Path, index: str, source: str, device: str,
-                trust_pickle: bool, gpus: float) -> int:
+                trust: Trust, gpus: float) -> int:
         return self._submit(False, lambda: extract_model_layers(spec, layers, root, index, source, device,
-                                                                trust_pickle))
+                                                                trust))
 
     def chunk(self, *args: Any) -> int:
         return self._submit(True, lambda: dissect_chunk(*args))

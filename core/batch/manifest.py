@@ -16,6 +16,9 @@
     name = "resnet18"           # optional: its output folder (default from the spec)
     gpus = 1                    # optional: GPUs its extraction task asks Ray for (extracts on cuda)
 
+A model file that runs code when loaded (TorchScript, a whole-model pickle) needs the command line's --trust FILE or
+--trust-code: a manifest never grants that trust.
+
     [[models]]
     name = "precomputed"
     activations = "act.npy"     # activations already extracted: (images, units, h, w), relative to the manifest
@@ -33,7 +36,7 @@ import tomllib
 from probescope.core.dissection.settings import DissectionSettings
 from probescope.core.errors import InputError
 
-_MODEL_KEYS = ("spec", "layers", "name", "gpus", "trust_pickle", "activations", "layer")
+_MODEL_KEYS = ("spec", "layers", "name", "gpus", "activations", "layer")
 _UNSAFE = re.compile(r"[^A-Za-z0-9._+-]+")
 
 
@@ -46,7 +49,6 @@ class ModelJob:
     spec: str | None = None
     activations: Path | None = None
     gpus: float = 0.0
-    trust_pickle: bool = False
 
 
 @dataclass(frozen=True)
@@ -127,6 +129,9 @@ def _model(doc: Any, k: int, base: Path, path: Path) -> ModelJob:
     where = f"[[models]] #{k + 1}"
     if not isinstance(doc, dict):
         raise InputError(f"{where} is not a table", path)
+    if "trust_pickle" in doc:
+        raise InputError(f"{where}: trust_pickle: a manifest cannot trust a model file to run code; name the file "
+                         "on the command line instead (probescope batch ... --trust FILE, or --trust-code)", path)
     _check_keys(doc, _MODEL_KEYS, where, path)
     spec, act = doc.get("spec"), doc.get("activations")
     if (spec is None) == (act is None):
@@ -143,7 +148,7 @@ def _model(doc: Any, k: int, base: Path, path: Path) -> ModelJob:
             raise InputError(f"{where}: layers repeat (or differ only in characters unsafe in folder names)", path)
         default_name = Path(spec.rsplit(":", 1)[-1]).stem  # 'demo' -> demo, 'resnet18:/w/r18.pth' -> r18
         return ModelJob(name=folder_name(str(doc.get("name", default_name))), layers=tuple(layers), spec=spec,
-                        gpus=float(gpus), trust_pickle=bool(doc.get("trust_pickle", False)))
+                        gpus=float(gpus))
     if not isinstance(act, str) or "layers" in doc:
         raise InputError(f"{where}: activations must be a path string (one layer: name it with layer = ...)", path)
     act_path = base / act

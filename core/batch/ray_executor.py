@@ -15,6 +15,7 @@ import numpy as np
 from probescope.core.batch.chunks import dissect_chunk
 from probescope.core.dissection.inputs import LayerInput, extract_model_layers
 from probescope.core.errors import InputError
+from probescope.core.trust import Trust
 
 MAX_RETRIES = 4  # per task, on a lost worker or node
 
@@ -28,10 +29,10 @@ def _ray():
 
 
 def _extract_to_store(spec: str, layers: list[str], root: Path, index: str, source: str, device: str,
-                      trust_pickle: bool) -> list[LayerInput]:
+                      trust: Trust) -> list[LayerInput]:
     """The extraction task body: activations are put into the object store by the worker (refs come back)."""
     ray = _ray()
-    out = extract_model_layers(spec, layers, root, index, source, device, trust_pickle)
+    out = extract_model_layers(spec, layers, root, index, source, device, trust)
     for item in out:
         item.activations = ray.put(np.ascontiguousarray(item.activations))
     return out
@@ -62,9 +63,9 @@ class RayExecutor:
         return self._ray.put(value)
 
     def extract(self, spec: str, layers: list[str], root: Path, index: str, source: str, device: str,
-                trust_pickle: bool, gpus: float) -> Any:
+                trust: Trust, gpus: float) -> Any:
         task = self._extract.options(num_gpus=gpus, name="extract_model")
-        return task.remote(spec, layers, root, index, source, device, trust_pickle)
+        return task.remote(spec, layers, root, index, source, device, trust)
 
     def chunk(self, *args: Any) -> Any:
         return self._chunk.remote(*args)

@@ -27,6 +27,8 @@ from probescope.core.dissection.correlation import correct_predictions, scene_tr
 from probescope.core.dissection.inputs import LayerInput, load_activation_file, open_dataset
 from probescope.core.dissection.labels import LabelStore
 from probescope.core.dissection.saved import run_identity, write_layer
+from probescope.core.locks import folder_lock
+from probescope.core.trust import NO_TRUST, Trust
 
 
 def layer_folder(model: str, layer: str) -> str:
@@ -42,8 +44,8 @@ class _Layer:
 
 
 class _Batch:
-    def __init__(self, manifest: Manifest, out: Path, executor: Executor, status: BatchStatus):
-        self.manifest, self.out, self.ex, self.status = manifest, out, executor, status
+    def __init__(self, manifest: Manifest, out: Path, executor: Executor, status: BatchStatus, trust: Trust):
+        self.manifest, self.out, self.ex, self.status, self.trust = manifest, out, executor, status, trust
         self.settings = manifest.settings
         self.pending: dict[Any, tuple[str, Any]] = {}
         self.layers: dict[str, _Layer] = {}
@@ -67,7 +69,7 @@ class _Batch:
                     log(f"{model.name}: extracting {', '.join(model.layers)}")
                 device = "cuda" if model.gpus > 0 else self.settings.device
                 handle = self.ex.extract(model.spec, list(model.layers), m.dataset, m.index, m.source, device,
-                                         model.trust_pickle, model.gpus)
+                                         self.trust, model.gpus)
                 self.pending[handle] = ("extract", model)
         self.status.write()
         while self.pending:
@@ -116,26 +118,28 @@ class _Batch:
 
 
 def run_batch(manifest: Manifest, out: str | Path, executor: Executor | None = None,
-              log: Callable[[str], None] | None = stderr_log) -> dict:
+              log: Callable[[str], None] | None = stderr_log, trust: Trust = NO_TRUST) -> dict:
     """Dissect every (model, layer) of `manifest` into `out`; returns the final status document.
 
-    `executor` defaults to running locally, one task after another (pass a RayExecutor for a cluster). On any error
-    or interrupt, status.json says 'failed' or 'stopped' and finished chunks stay for the next run."""
+    `executor` defaults to running locally, one task after another (pass a RayExecutor for a cluster); `trust` is
+    the command line's (model files that run code load only when it allows them). On any error or interrupt,
+    status.json says 'failed' or 'stopped' and finished chunks stay for the next run. One batch at a time writes
+    `out` (it holds out/.probescope.lock; a second is refused naming the first)."""
     out = Path(out)
-    out.mkdir(parents=True, exist_ok=True)
-    jobs = [(m.name, layer, layer_folder(m.name, layer)) for m, layer in manifest.layer_jobs]
-    status = BatchStatus(out, manifest.path, jobs, log)
-    batch = _Batch(manifest, out, executor or LocalExecutor(), status)
-    try:
-        batch.run(log)
-    except KeyboardInterrupt:
-        status.finish("stopped")
-        raise
-    except BaseException as exc:
-        for job in status.doc["jobs"]:
-            if job["state"] != "done":
-                job["state"] = "failed"
-        status.finish("failed", f"{type(exc).__name__}: {exc}")
-        raise
-    status.finish("done")
+    with folder_lock(out, "probescope batch"):
+        jobs = [(m.name, layer, layer_folder(m.name, layer)) for m, layer in manifest.layer_jobs]
+        status = BatchStatus(out, manifest.path, jobs, log)
+        batch = _Batch(manifest, out, executor or LocalExecutor(), status, trust)
+        try:
+            batch.run(log)
+        except KeyboardInterrupt:
+            status.finish("stopped")
+            raise
+        except BaseException as exc:
+            for job in status.doc["jobs"]:
+                if job["state"] != "done":
+                    job["state"] = "failed"
+            status.finish("failed", f"{type(exc).__name__}: {exc}")
+            raise
+        status.finish("done")
     return status.doc

@@ -15,8 +15,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
-from PIL import Image, UnidentifiedImageError
 
+from probescope.core.data.images import LABEL_FORMATS, read_rgb
 from probescope.core.errors import InputError
 
 KNOWN_CATEGORIES = ("color", "object", "part", "material", "scene", "texture")
@@ -179,14 +179,7 @@ class BrodenDataset:
 
     def load_image(self, i: int) -> np.ndarray:
         """The image as uint8 RGB (ih, iw, 3)."""
-        path = self.image_path(i)
-        try:
-            with Image.open(path) as img:
-                return np.asarray(img.convert("RGB"))
-        except FileNotFoundError:
-            raise InputError("image file not found", path) from None
-        except (UnidentifiedImageError, OSError) as exc:
-            raise InputError(f"image does not decode ({exc})", path) from None
+        return read_rgb(self.image_path(i))
 
     def pixel_layers(self, i: int) -> list[tuple[str, np.ndarray]]:
         """Every pixel-level label map of image i as (category, int32 (sh, sw)); several `part` layers may come."""
@@ -203,13 +196,7 @@ class BrodenDataset:
         return [(category, int(e)) for category, entries in self._rows[i].cells for e in entries if e.isdigit()]
 
     def _decode_label_png(self, path: Path, shape: tuple[int, int]) -> np.ndarray:
-        try:
-            with Image.open(path) as img:
-                rgb = np.asarray(img.convert("RGB"))
-        except FileNotFoundError:
-            raise InputError("label image not found", path) from None
-        except (UnidentifiedImageError, OSError) as exc:
-            raise InputError(f"label image does not decode ({exc})", path) from None
+        rgb = read_rgb(path, LABEL_FORMATS, exact=True, what="label image")
         if rgb.shape[:2] != shape:
             raise InputError(f"label image is {rgb.shape[0]}x{rgb.shape[1]}, index.csv says {shape[0]}x{shape[1]}",
                              path)

@@ -70,8 +70,8 @@ class Preprocess:
                 shapes = sorted({im.shape for im in batch})
                 if len(shapes) > 1:
                     raise InputError(
-                        f"images of different sizes {shapes} cannot share a batch at native size; "
-                        "choose a resize setting"
+                        f"images of different sizes {shapes} cannot share a batch at native size; resize them "
+                        "(a preprocessing such as imagenet:stretch=N or imagenet:crop=N)"
                     )
                 batch = np.stack(batch)
             x = torch.from_numpy(np.ascontiguousarray(batch)).to(device).permute(0, 3, 1, 2).float()

@@ -4,13 +4,12 @@
     result = dissect(store, activations, DissectionSettings(), progress=..., cancel=...)
 
 `activations` is (images, units, h, w) in the dataset's row order (a memmap is fine: units are read in blocks).
-Units are independent; `previous` results are kept and only missing units are computed, and `checkpoint` is called
-with the partial result every `checkpoint_seconds`, so a stopped run resumes where it was.
+Units are independent; `previous` results are kept and only missing units are computed, and `on_unit` is told of
+every finished unit (the dissect-and-save driver records each one), so a stopped run resumes where it was.
 """
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable, Sequence
 
 import numpy as np
@@ -22,7 +21,7 @@ from probescope.core.dissection.search import BeamSearch, Scored, da_select, da_
 from probescope.core.dissection.settings import DissectionSettings
 from probescope.core.dissection.unitmasks import unit_pixels, unit_thresholds
 from probescope.core.errors import InputError
-from probescope.core.tasks import CancelCheck, Cancelled, ProgressCallback, check_cancel, report
+from probescope.core.tasks import CancelCheck, ProgressCallback, check_cancel, report
 
 _BLOCK_BYTES = 256 << 20  # activations read per block of units
 
@@ -31,14 +30,14 @@ def dissect(store: LabelStore, activations: np.ndarray, settings: DissectionSett
             units: Sequence[int] | None = None, *, correct: np.ndarray | None = None,
             previous: DissectionResult | None = None, dataset_info: dict | None = None,
             model_info: dict | None = None, progress: ProgressCallback | None = None, cancel: CancelCheck | None = None,
-            checkpoint: Callable[[DissectionResult], None] | None = None,
-            checkpoint_seconds: float = 30.0) -> DissectionResult:
+            on_unit: Callable[[DissectionResult, int], None] | None = None) -> DissectionResult:
     """Dissect `units` (default all) of a layer.
 
     `correct` (images,) int8: 1 = the model's top-1 prediction is right, 0 = wrong, -1 = no true label; when given,
-    each unit gets the accuracies behind the accuracy-correlation experiment. On cancel, `checkpoint` gets the
-    partial result and Cancelled is raised. `dataset_info` / `model_info` identify the inputs (JSON values only); a
-    `previous` result's units are kept (and not recomputed) only when they and the protocol settings match.
+    each unit gets the accuracies behind the accuracy-correlation experiment. `on_unit(result, unit)` runs after each
+    unit is added to the partial result; on cancel, Cancelled is raised. `dataset_info` / `model_info` identify the
+    inputs (JSON values only); a `previous` result's units are kept (and not recomputed) only when they and the
+    protocol settings match.
     """
     if activations.ndim != 4:
         raise InputError(f"activations must be (images, units, h, w), got shape {activations.shape}")
@@ -61,31 +60,23 @@ def dissect(store: LabelStore, activations: np.ndarray, settings: DissectionSett
     todo = [u for u in units if u not in result.units]
     counts = DatasetCounts(store, settings.cache_bytes)
     per_block = max(1, _BLOCK_BYTES // max(1, activations[:1, :1].nbytes * n))
-    last_save = time.monotonic()
     done = 0
-    try:
-        for start in range(0, len(todo), per_block):
-            block_units = todo[start:start + per_block]
-            block = np.asarray(activations[:, block_units], dtype=np.float32)
-            finite = np.isfinite(block).reshape(n, len(block_units), -1).all(axis=(0, 2))
-            if not finite.all():
-                raise InputError(f"unit {block_units[int(np.argmin(finite))]} has non-finite activations")
-            thresholds = unit_thresholds(block, settings.quantile)
-            for j, u in enumerate(block_units):
-                check_cancel(cancel)
-                report(progress, done / max(1, len(todo)), f"unit {u} ({done + 1}/{len(todo)})")
-                pixels = unit_pixels(block[:, j], float(thresholds[j]), store.offsets, store.seg_shapes,
-                                     settings.device)
-                result.units[u] = dissect_unit(counts, concepts, u, float(thresholds[j]), pixels, settings,
-                                               result.names, correct)
-                done += 1
-                if checkpoint is not None and time.monotonic() - last_save > checkpoint_seconds:
-                    checkpoint(result)
-                    last_save = time.monotonic()
-    except (Cancelled, KeyboardInterrupt):
-        if checkpoint is not None:
-            checkpoint(result)
-        raise
+    for start in range(0, len(todo), per_block):
+        block_units = todo[start:start + per_block]
+        block = np.asarray(activations[:, block_units], dtype=np.float32)
+        finite = np.isfinite(block).reshape(n, len(block_units), -1).all(axis=(0, 2))
+        if not finite.all():
+            raise InputError(f"unit {block_units[int(np.argmin(finite))]} has non-finite activations")
+        thresholds = unit_thresholds(block, settings.quantile)
+        for j, u in enumerate(block_units):
+            check_cancel(cancel)
+            report(progress, done / max(1, len(todo)), f"unit {u} ({done + 1}/{len(todo)})")
+            pixels = unit_pixels(block[:, j], float(thresholds[j]), store.offsets, store.seg_shapes, settings.device)
+            result.units[u] = dissect_unit(counts, concepts, u, float(thresholds[j]), pixels, settings,
+                                           result.names, correct)
+            done += 1
+            if on_unit is not None:
+                on_unit(result, u)
     result.complete = len(result.units) == n_units
     report(progress, 1.0, f"dissected {len(todo)} units")
     return result

@@ -17,6 +17,7 @@ import numpy as np
 from probescope.core.data.broden import BrodenDataset
 from probescope.core.errors import InputError
 from probescope.core.tasks import CancelCheck, ProgressCallback
+from probescope.core.trust import NO_TRUST, Trust
 
 if TYPE_CHECKING:
     from probescope.core.models.loading import LoadedModel
@@ -101,7 +102,7 @@ def predicted_classes(model: LoadedModel, dataset: BrodenDataset, cache: Path | 
 
 
 def extract_model_layers(spec: str, layers: list[str | None], root: Path, index: str, source: str,
-                         device: str = "cpu", trust_pickle: bool = False, cache: Path | None = None, *,
+                         device: str = "cpu", trust: Trust = NO_TRUST, cache: Path | None = None, *,
                          class_names: Path | None = None, predict: bool = True,
                          progress: ProgressCallback | None = None) -> list[LayerInput]:
     """Load the model once and extract every asked layer (None = the model's default layer) over the dataset, through
@@ -113,7 +114,7 @@ def extract_model_layers(spec: str, layers: list[str | None], root: Path, index:
 
     dataset, _ = open_dataset(root, index, source)
     folder = cache if cache is not None else cache_dir()
-    model = load_model(spec, trust_pickle=trust_pickle, device=device, class_names=class_names)
+    model = load_model(spec, trust=trust, device=device, class_names=class_names)
     predicted = predicted_classes(model, dataset, folder, device=device, progress=progress) if predict else None
     predictions = predicted[1] if predicted else None
     out = []

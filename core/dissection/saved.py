@@ -5,23 +5,34 @@ in its cache folder), and the one writer of a layer's outputs, which a batch use
     for result in dissect_in_blocks(path, store, activations, settings, previous=previous, ...):
         ...                                   # saved after every block of units; the last one is the whole layer
     write_layer(folder, result)               # dissection.json, tally.csv, correlation.csv
+
+Every finished unit is appended at once to a journal beside the result (`dissection.journal.jsonl`: a header line
+with the run's identity, then one JSON line per unit, flushed), so a killed run loses at most the unit it was on.
+The journal is merged into the result file atomically after each block (blocks double in size, so the number of
+rewrites grows with the log of the units) and when the run stops; `resumable` reads both.
 """
 
 from __future__ import annotations
 
+import contextlib
+import json
+import os
 from collections.abc import Iterator, Sequence
 from pathlib import Path
+from typing import IO
 
 import numpy as np
 
 from probescope.core.dissection.engine import dissect
 from probescope.core.dissection.labels import LabelStore
-from probescope.core.dissection.results import DissectionResult
+from probescope.core.dissection.results import DissectionResult, UnitResult
 from probescope.core.dissection.settings import DissectionSettings
+from probescope.core.errors import InputError
 from probescope.core.tasks import CancelCheck, ProgressCallback
 
 FIRST_BLOCK = 8  # units in the first block; blocks then double, so the first units are saved (and shown) early
 LAYER_OUTPUTS = ("dissection.json", "tally.csv", "correlation.csv")
+JOURNAL_FORMAT = "probescope-dissection-journal/1"
 
 
 def run_identity(settings: DissectionSettings, dataset_info: dict, model_info: dict, n_units: int) -> tuple:
@@ -29,17 +40,84 @@ def run_identity(settings: DissectionSettings, dataset_info: dict, model_info: d
     return (settings.protocol(), dataset_info, model_info, n_units)
 
 
+def journal_path(path: Path) -> Path:
+    """The journal of finished units kept beside a result file (`dissection.json` -> `dissection.journal.jsonl`)."""
+    return path.with_name(f"{path.stem}.journal.jsonl")
+
+
+class UnitJournal:
+    """Append-only record of the units finished since the result file was last written."""
+
+    def __init__(self, path: Path):
+        self.path = journal_path(path)
+        self._fh: IO[str] | None = None
+
+    def append(self, result: DissectionResult, unit: int) -> None:
+        """Record `result.units[unit]` (the first record of a journal writes `result`'s identity first)."""
+        try:
+            if self._fh is None:
+                self.path.parent.mkdir(parents=True, exist_ok=True)
+                self._fh = open(self.path, "w", encoding="utf-8")
+                header = {k: v for k, v in result.to_json().items() if k not in ("units", "complete")}
+                self._fh.write(json.dumps({**header, "format": JOURNAL_FORMAT}, allow_nan=False) + "\n")
+            self._fh.write(json.dumps(result.units[unit].to_json(), allow_nan=False) + "\n")
+            self._fh.flush()
+        except OSError as exc:
+            raise InputError(f"could not record unit {unit} ({exc.strerror or exc}); the units saved so far are "
+                             "kept", self.path) from None
+
+    def clear(self) -> None:
+        """Forget the records (their units are in the result file now)."""
+        self.close()
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(self.path)
+
+    def close(self) -> None:
+        if self._fh is not None:
+            self._fh.close()
+            self._fh = None
+
+
+def read_journal(path: Path) -> DissectionResult | None:
+    """The result a journal records (identity and units; a line cut short by a kill ends it), None if there is none
+    or it is unreadable."""
+    try:
+        with open(journal_path(path), encoding="utf-8") as fh:
+            header = json.loads(fh.readline())
+            if header.get("format") != JOURNAL_FORMAT:
+                return None
+            result = DissectionResult.from_json({**header, "units": []})
+            for line in fh:
+                try:
+                    unit = UnitResult.from_json(json.loads(line))
+                except (ValueError, KeyError, TypeError, IndexError):
+                    break  # the last record, cut short
+                result.units[unit.unit] = unit
+    except (OSError, ValueError, KeyError, TypeError, IndexError, AttributeError):
+        return None
+    return result
+
+
 def resumable(path: Path, settings: DissectionSettings, dataset_info: dict, model_info: dict,
               n_units: int) -> tuple[DissectionResult | None, str]:
-    """(the result saved at `path` when it was dissected with the same settings and inputs, else None; and why not).
+    """(the result saved at `path` and in its journal when it was dissected with the same settings and inputs, else
+    None; and why not).
 
-    A damaged file raises InputError (it may be somebody's result: the caller decides whether to start over)."""
-    if not path.exists():
-        return None, ""
-    previous = DissectionResult.load(path)
-    if previous.identity() != run_identity(settings, dataset_info, model_info, n_units):
-        return None, f"{path}: other settings, dataset or model; starting over"
-    return previous, ""
+    A damaged result file raises InputError (it may be somebody's result: the caller decides whether to start
+    over); a damaged journal is ignored (it only repeats work)."""
+    identity = run_identity(settings, dataset_info, model_info, n_units)
+    previous = DissectionResult.load(path) if path.exists() else None
+    why = ""
+    if previous is not None and previous.identity() != identity:
+        previous, why = None, f"{path}: other settings, dataset or model; starting over"
+    journal = read_journal(path)
+    if journal is not None and journal.identity() == identity:
+        if previous is None:
+            previous, why = journal, ""
+        else:
+            previous.units.update(journal.units)
+        previous.complete = len(previous.units) == n_units
+    return previous, why
 
 
 def dissect_in_blocks(path: Path, store: LabelStore, activations: np.ndarray, settings: DissectionSettings,
@@ -48,27 +126,49 @@ def dissect_in_blocks(path: Path, store: LabelStore, activations: np.ndarray, se
                       progress: ProgressCallback | None = None,
                       cancel: CancelCheck | None = None) -> Iterator[DissectionResult]:
     """Dissect the asked `units` (default all) that `previous` lacks, FIRST_BLOCK units first and then blocks twice
-    as large; after every block the result is saved atomically to `path` and yielded. A cancelled or interrupted
-    run saves what it finished first, so the next run resumes there."""
+    as large; every unit is journaled as it finishes, and after every block the result is saved atomically to
+    `path` and yielded. A cancelled or failed run saves what it finished first, so the next run resumes there."""
     n_units = int(activations.shape[1])
     asked = range(n_units) if units is None else units
     result = previous
     todo = [u for u in asked if result is None or u not in result.units]
+    journal = UnitJournal(path)
+    if journal.path.exists():  # a stopped run's units (in `previous` when resumable): into the result file first
+        if previous is not None:
+            previous.save(path)
+        journal.clear()
+    latest: list[DissectionResult] = []
+
+    def record(partial: DissectionResult, unit: int) -> None:
+        journal.append(partial, unit)
+        latest[:] = [partial]
+
     done, block = 0, FIRST_BLOCK
-    while done < len(todo) or result is None:
-        chunk = todo[done:done + block]
+    try:
+        while done < len(todo) or result is None:
+            chunk = todo[done:done + block]
 
-        def block_progress(fraction: float, message: str, _n: int = len(chunk), _done: int = done) -> None:
-            if progress is not None:
-                progress((_done + fraction * _n) / max(1, len(todo)), message)
+            def block_progress(fraction: float, message: str, _n: int = len(chunk), _done: int = done) -> None:
+                if progress is not None:
+                    progress((_done + fraction * _n) / max(1, len(todo)), message)
 
-        result = dissect(store, activations, settings, chunk, correct=correct, previous=result,
-                         dataset_info=dataset_info, model_info=model_info, progress=block_progress, cancel=cancel,
-                         checkpoint=lambda r: r.save(path))
-        result.save(path)
-        done += len(chunk)
-        block *= 2
-        yield result
+            result = dissect(store, activations, settings, chunk, correct=correct, previous=result,
+                             dataset_info=dataset_info, model_info=model_info, progress=block_progress,
+                             cancel=cancel, on_unit=record)
+            result.save(path)
+            journal.clear()
+            latest.clear()
+            done += len(chunk)
+            block *= 2
+            yield result
+    except BaseException:
+        if latest:  # merge what the unfinished block did; if this write fails too, the journal keeps it
+            with contextlib.suppress(InputError):
+                latest[0].save(path)
+                journal.clear()
+        raise
+    finally:
+        journal.close()
 
 
 def write_layer(folder: Path, result: DissectionResult) -> None:

@@ -1,14 +1,15 @@
 """Reading weights files safely and fitting their state dicts to architectures.
 
-Everything goes through `torch.load(weights_only=True)` except a whole-model pickle the user explicitly trusts:
-unpickling runs arbitrary code from the file. Checkpoints come in several dialects, normalised here:
-plain state dicts, `{epoch, arch, state_dict, best_prec1}` (Places365), DataParallel `module.` prefixes
-(AlexNet: `features.module.N.*`), old DenseNet names (`norm.1` for today's `norm1`), and BatchNorm layers saved
-before `num_batches_tracked` existed.
+Everything goes through `torch.load(weights_only=True)` except files that run code when loaded (a whole-model
+pickle, a TorchScript archive): those load only from bytes whose SHA-256 the user trusts (probescope.core.trust).
+Checkpoints come in several dialects, normalised here: plain state dicts, `{epoch, arch, state_dict, best_prec1}`
+(Places365), DataParallel `module.` prefixes (AlexNet: `features.module.N.*`), old DenseNet names (`norm.1` for
+today's `norm1`), and BatchNorm layers saved before `num_batches_tracked` existed.
 """
 
 from __future__ import annotations
 
+import io
 import pickle
 import re
 import warnings
@@ -22,6 +23,7 @@ import torch
 from torch import nn
 
 from probescope.core.errors import InputError
+from probescope.core.trust import Trust, read_trusted
 
 try:
     from numpy._core.multiarray import scalar as _SCALAR
@@ -55,36 +57,52 @@ def is_torchscript(path: Path) -> bool:
         return False
 
 
-def load_torchscript(path: Path, map_location: str = "cpu", what: str = "TorchScript archive") -> torch.nn.Module:
-    """Load a TorchScript file, or raise InputError naming it; torch 2.x's deprecation warning is silenced (the
-    format is still what users and released models have)."""
+def load_torchscript(path: Path, trust: Trust, map_location: str = "cpu",
+                     what: str = "TorchScript archive") -> torch.nn.Module:
+    """Load a TorchScript file whose content the user trusts (it runs its own code), or raise InputError naming it;
+    torch 2.x's deprecation warning is silenced (the format is still what users and released models have)."""
+    if not is_torchscript(path):
+        raise InputError(f"not a {what} (no zip archive with TorchScript code)", path)
+    data = read_trusted(path, trust, what)
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", FutureWarning)
-            return torch.jit.load(str(path), map_location=map_location)
+            return torch.jit.load(io.BytesIO(data), map_location=map_location)
     except (RuntimeError, ValueError, OSError) as exc:
         raise InputError(f"not a {what} ({_first_line(exc)})", path) from None
 
 
-def read_torch_file(path: str | Path, *, trust_pickle: bool = False) -> Any:
-    """torch.load on CPU; weights_only unless trusted. InputError for a file torch cannot read."""
+def read_pickled_model(path: Path, trust: Trust) -> Any:
+    """torch.load without weights_only, of a file whose content the user trusts (unpickling runs its code)."""
+    data = read_trusted(path, trust, "whole-model pickle")
+    try:
+        return torch.load(io.BytesIO(data), map_location="cpu", weights_only=False)
+    except Exception as exc:  # noqa: BLE001  (torch.load reports garbage as any of a dozen exception types)
+        raise InputError(f"not a PyTorch pickle ({_first_line(exc)})", path) from None
+
+
+class PickledObjects(InputError):
+    """A well-formed pickle that holds Python objects beyond weights: only a trusted full unpickling reads it."""
+
+
+def read_torch_file(path: str | Path) -> Any:
+    """torch.load(weights_only=True) on CPU: tensors and plain data only, nothing of the file runs. InputError for
+    a file torch cannot read that way, in one line of our own (torch's advice spans several)."""
     path = check_file(path)
     if not _torch_magic(path):
         raise InputError("not a PyTorch weights file (neither a torch zip archive nor a pickle)", path)
     try:
-        if trust_pickle:
-            return torch.load(path, map_location="cpu", weights_only=False)
         with torch.serialization.safe_globals(_NUMPY_DATA):
             return torch.load(path, map_location="cpu", weights_only=True)
     except pickle.UnpicklingError as exc:
-        if "Unsupported global" in str(exc):  # a well-formed pickle that names Python classes or functions
-            raise InputError(
-                "refusing to load: it holds pickled Python objects (a whole-model pickle?), and loading those runs "
-                f"arbitrary code from the file. If you trust its source, load it as 'pickle:{path}' with "
-                "trust_pickle=True (command line: --trust-pickle)",
+        detail = re.search(r"WeightsUnpickler error:\s*(\S.*)", str(exc))
+        if "unsupported global" in str(exc).lower():  # a well-formed pickle naming Python classes or functions
+            raise PickledObjects(
+                "refusing to load: it holds pickled Python objects, not just weights (a whole-model pickle?), and "
+                f"loading those runs code from the file; if you trust its source, open it as 'pickle:{path}' and "
+                "trust it (--trust FILE)",
                 path,
             ) from None
-        detail = re.search(r"WeightsUnpickler error:\s*(\S.*)", str(exc))
         reason = f"damaged pickle: {detail.group(1)[:120]}" if detail else _first_line(exc)
         raise InputError(f"not a PyTorch weights file ({reason})", path) from None
     except Exception as exc:  # noqa: BLE001  (torch.load reports garbage as any of a dozen exception types)
@@ -116,7 +134,7 @@ def unwrap_checkpoint(obj: Any, path: Path) -> tuple[dict[str, torch.Tensor], di
                 obj = obj[key]
                 break
     if isinstance(obj, nn.Module):
-        raise InputError("is a whole model, not a state dict: load it with 'pickle:' and trust_pickle=True", path)
+        raise InputError("is a whole model, not a state dict: open it as 'pickle:FILE' and trust it", path)
     if not isinstance(obj, dict) or not obj or not all(isinstance(v, torch.Tensor) for v in obj.values()):
         what = type(obj).__name__ if not isinstance(obj, dict) else f"dict with keys {list(obj)[:5]}"
         raise InputError(f"not a state dict or checkpoint (found {what})", path)

@@ -5,9 +5,11 @@ Specs:
   '<arch>:<file>'                         a torchvision architecture with a state dict (class count inferred)
   'places365:<arch>:<file>'               a Places365 checkpoint {epoch, arch, state_dict, best_prec1}, 365 classes
   'torchscript:<file>'                    a TorchScript archive (only its output can be read: no hooks in TorchScript)
-  'pickle:<file>'                         a whole pickled model: runs code from the file, needs trust_pickle=True
+  'pickle:<file>'                         a whole pickled model
   '<file>'                                auto-detected where unambiguous (TorchScript, a checkpoint that names its
                                           arch, a demo model state dict)
+TorchScript archives and pickles run code from the file: they load only when `trust` allows their content (see
+probescope.core.trust); everything else loads with torch.load(weights_only=True).
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from torch import nn
 from probescope.core.data.preprocess import CLASSIC, IMAGENET, Preprocess
 from probescope.core.errors import InputError
 from probescope.core.models import checkpoint as ckpt
+from probescope.core.trust import NO_TRUST, Trust
 
 CONTENT_HASH_LIMIT = 16 * 2**20  # files up to this size are identified by content, larger ones by path/size/mtime
 TORCHSCRIPT_OUTPUT = "output"  # the only readable layer of a TorchScript model
@@ -132,7 +135,7 @@ def _split_spec(spec: str) -> tuple[str, str | None, str]:
 def load_model(
     spec: str,
     *,
-    trust_pickle: bool = False,
+    trust: Trust = NO_TRUST,
     device: str | torch.device = "cpu",
     class_names: str | Path | list[str] | None = None,
     preprocess: Preprocess | None = None,
@@ -147,11 +150,11 @@ def load_model(
             raise InputError(f"bad model spec {spec!r}: no file given")
         path = ckpt.check_file(path_text)
         if kind == "auto":
-            model = _load_auto(path, trust_pickle)
+            model = _load_auto(path, trust)
         elif kind == "torchscript":
-            model = _load_torchscript(path)
+            model = _load_torchscript(path, trust)
         elif kind == "pickle":
-            model = _load_pickle(path, trust_pickle)
+            model = _load_pickle(path, trust)
         else:
             state_dict, meta = ckpt.unwrap_checkpoint(ckpt.read_torch_file(path), path)
             model = _torchvision_model(arch or "", state_dict, meta, path, places365=kind == "places365")
@@ -220,19 +223,13 @@ def _load_demo(path: Path | None) -> LoadedModel:
     )
 
 
-def _load_torchscript(path: Path) -> LoadedModel:
-    module = ckpt.load_torchscript(path)
+def _load_torchscript(path: Path, trust: Trust) -> LoadedModel:
+    module = ckpt.load_torchscript(path, trust)
     return _opaque(module, "torchscript", path, TORCHSCRIPT_OUTPUT)
 
 
-def _load_pickle(path: Path, trust_pickle: bool) -> LoadedModel:
-    if not trust_pickle:
-        raise InputError(
-            "refusing to load a whole-model pickle: unpickling runs arbitrary code from the file. "
-            "Load it only if you trust its source: pass trust_pickle=True (command line: --trust-pickle)",
-            path,
-        )
-    obj = ckpt.read_torch_file(path, trust_pickle=True)
+def _load_pickle(path: Path, trust: Trust) -> LoadedModel:
+    obj = ckpt.read_pickled_model(path, trust)
     if not isinstance(obj, nn.Module):
         raise InputError(f"holds a {type(obj).__name__}, not a whole model (for a state dict use '<arch>:{path}')",
                          path)
@@ -253,15 +250,13 @@ def _opaque(module: nn.Module, arch: str, path: Path, default_layer: str | None)
     )
 
 
-def _load_auto(path: Path, trust_pickle: bool) -> LoadedModel:
+def _load_auto(path: Path, trust: Trust) -> LoadedModel:
     if ckpt.is_torchscript(path):
-        return _load_torchscript(path)
+        return _load_torchscript(path, trust)
     try:
         obj = ckpt.read_torch_file(path)
-    except InputError:
-        if trust_pickle:
-            return _load_pickle(path, trust_pickle)
-        raise
+    except ckpt.PickledObjects:
+        return _load_pickle(path, trust)  # a whole-model pickle: loads only if trusted
     state_dict, meta = ckpt.unwrap_checkpoint(obj, path)
     arch = meta.get("arch")
     if isinstance(arch, str) and arch in ckpt.torchvision_archs():

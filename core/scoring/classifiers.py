@@ -5,6 +5,11 @@ threads) and `logits` (the network on the chosen device). Specs:
   'inception-tf:<file>'  TF-ported Inception v3, 1008 classes: the classifier of published scores
   'inception-tv:<file>'  torchvision's ImageNet Inception v3: 1000 named classes, NOT comparable with published IS
   'demo' or any other load_model spec: that model's own classes and preprocessing.
+
+Resize: the Inception classifiers take 299x299 inputs and resize every image themselves (the TF port with TF1's
+bilinear rule, as torch-fidelity); a model classifier uses its own preprocessing, at native size unless a resize is
+asked for (`resize=N`: every image stretched to N x N, antialiased bilinear). At native size, images of several
+sizes are classified one size at a time, so the logits never depend on how the images were batched.
 """
 
 from __future__ import annotations
@@ -19,28 +24,53 @@ import torch
 from torch import nn
 
 from probescope.core.errors import InputError
+from probescope.core.trust import NO_TRUST, Trust
 
 if TYPE_CHECKING:
     from probescope.core.models.loading import LoadedModel
 
+INCEPTION_SIZE = 299
 TV_WEIGHTS_FILE_NAME = "inception_v3_google-0cc3c7bd.pth"
 TV_WEIGHTS_URL = "https://download.pytorch.org/models/" + TV_WEIGHTS_FILE_NAME
+
+
+@dataclass(frozen=True)
+class SizeGroups:
+    """A batch of images of several sizes, prepared one size at a time: (positions in the batch, prepared tensor)."""
+
+    groups: tuple[tuple[np.ndarray, torch.Tensor], ...]
+    n: int
+
+
+Prepared = torch.Tensor | SizeGroups
 
 
 @dataclass
 class Classifier:
     name: str
     module: nn.Module  # images prepared by `prepare` -> (m, n_classes) logits
-    prepare: Callable[[Sequence[np.ndarray]], torch.Tensor]  # list of uint8 (H, W, 3) -> (m, 3, S, S) batch on CPU
+    prepare: Callable[[Sequence[np.ndarray]], Prepared]  # list of uint8 (H, W, 3) -> (m, 3, S, S) batch on CPU
     class_names: tuple[str, ...] | None
     device: str
     comparable: bool  # True only for the TF-ported Inception: numbers comparable with published scores
     note: str
 
-    def logits(self, prepared: torch.Tensor) -> np.ndarray:
-        """Run the network; float32 (m, n_classes) logits on the CPU."""
-        with torch.inference_mode():
-            out = self.module(prepared.to(self.device, non_blocking=True))
+    def logits(self, prepared: Prepared) -> np.ndarray:
+        """Run the network; float32 (m, n_classes) logits on the CPU, in the batch's order."""
+        if isinstance(prepared, SizeGroups):
+            parts = [(positions, self.logits(x)) for positions, x in prepared.groups]
+            out = np.empty((prepared.n, parts[0][1].shape[1]), dtype=np.float32)
+            for positions, logits in parts:
+                out[positions] = logits
+            return out
+        try:
+            with torch.inference_mode():
+                out = self.module(prepared.to(self.device, non_blocking=True))
+        except RuntimeError as exc:  # e.g. images too small for the network's pooling
+            size = "x".join(map(str, prepared.shape[-2:]))
+            first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+            raise InputError(f"classifier {self.name} cannot run on {size} images ({first[:160]}); choose an input "
+                             "size with --resize N") from None
         if isinstance(out, (tuple, list)):  # e.g. models that also return auxiliary outputs
             out = out[0]
         if not isinstance(out, torch.Tensor) or out.dim() != 2:
@@ -89,6 +119,8 @@ def tv_inception_classifier(weights: str | Path, device: str = "cpu") -> Classif
     import torch.nn.functional as F
     from torchvision.models import Inception_V3_Weights, inception_v3
 
+    from probescope.core.models.checkpoint import read_torch_file
+
     path = Path(weights)
     if not path.is_file():
         raise InputError(
@@ -96,10 +128,7 @@ def tv_inception_classifier(weights: str | Path, device: str = "cpu") -> Classif
             "on a machine with internet access and pass its path as inception-tv:<file>",
             path,
         )
-    try:
-        state = torch.load(path, map_location="cpu", weights_only=True)
-    except Exception as exc:  # noqa: BLE001 - any unreadable file is the user's input problem
-        raise InputError(f"cannot read as a PyTorch state dict ({type(exc).__name__}: {exc})", path) from exc
+    state = read_torch_file(path)
     if not isinstance(state, dict):
         raise InputError(f"expected a state dict of torchvision's inception_v3, found {type(state).__name__}", path)
     has_aux = any(key.startswith("AuxLogits.") for key in state)
@@ -117,8 +146,8 @@ def tv_inception_classifier(weights: str | Path, device: str = "cpu") -> Classif
         out = []
         for im in images:
             x = torch.from_numpy(np.ascontiguousarray(im)).permute(2, 0, 1)[None].float() / 255.0
-            if x.shape[-2:] != (299, 299):
-                x = F.interpolate(x, size=(299, 299), mode="bilinear", align_corners=False, antialias=True)
+            if x.shape[-2:] != (INCEPTION_SIZE, INCEPTION_SIZE):
+                x = F.interpolate(x, size=(INCEPTION_SIZE,) * 2, mode="bilinear", align_corners=False, antialias=True)
             out.append(x)
         return (torch.cat(out) - mean) / std
 
@@ -133,34 +162,54 @@ def tv_inception_classifier(weights: str | Path, device: str = "cpu") -> Classif
     )
 
 
-def model_classifier(spec: str, device: str = "cpu") -> Classifier:
+def model_classifier(spec: str, device: str = "cpu", trust: Trust = NO_TRUST, resize: int | None = None) -> Classifier:
     """Any model probescope can load (load_model spec), with its own preprocessing and class names."""
     from probescope.core.models.loading import load_model
 
-    return classifier_of_model(load_model(spec, device=device))
+    return classifier_of_model(load_model(spec, trust=trust, device=device), resize)
 
 
-def classifier_of_model(model: LoadedModel) -> Classifier:
-    """An already-loaded model as a scoring classifier (the GUI's current model, without loading it again)."""
+def classifier_of_model(model: LoadedModel, resize: int | None = None) -> Classifier:
+    """An already-loaded model as a scoring classifier (the GUI's current model, without loading it again); with
+    `resize`, every image is stretched to resize x resize before the model's normalisation."""
+    preprocess = model.preprocess if resize is None else model.preprocess.with_resize("stretch", resize)
+
+    def prepare(images: Sequence[np.ndarray]) -> Prepared:
+        images = list(images)
+        shapes = [im.shape for im in images]
+        if preprocess.resize != "native" or len(set(shapes)) < 2:
+            return preprocess(images)
+        groups = []
+        for shape in dict.fromkeys(shapes):
+            positions = np.array([i for i, s in enumerate(shapes) if s == shape])
+            groups.append((positions, preprocess([images[i] for i in positions])))
+        return SizeGroups(tuple(groups), len(images))
+
     return Classifier(
         name=model.name,
         module=model.module,
-        prepare=lambda images: model.preprocess(list(images)),
+        prepare=prepare,
         class_names=tuple(model.class_names) if model.class_names else None,
         device=str(model.device),
         comparable=False,
-        note=f"{model.name} with {model.preprocess.describe()}: its own classes, not comparable with published IS",
+        note=f"{model.name} with {preprocess.describe()}: its own classes, not comparable with published IS",
     )
 
 
-def load_classifier(spec: str, device: str = "cpu") -> Classifier:
-    """Resolve 'inception-tf:<file>', 'inception-tv:<file>', 'demo' or a load_model spec."""
+def load_classifier(spec: str, device: str = "cpu", trust: Trust = NO_TRUST, resize: int | None = None) -> Classifier:
+    """Resolve 'inception-tf:<file>', 'inception-tv:<file>', 'demo' or a load_model spec. `resize`: see the module
+    docstring (the Inception classifiers take only their own 299); `trust`: for model files that run code."""
     device = check_device(device)
     head, _, rest = spec.partition(":")
     if head in ("inception-tf", "inception-tv") and not rest:
         raise InputError(f"classifier spec {spec!r} names no weights file: use {head}:<weights file>")
+    if resize is not None and resize < 1:
+        raise InputError(f"--resize must be a positive size in pixels, got {resize}")
+    if head in ("inception-tf", "inception-tv") and resize not in (None, INCEPTION_SIZE):
+        raise InputError(f"the {head} classifier takes {INCEPTION_SIZE}x{INCEPTION_SIZE} inputs and resizes every "
+                         f"image to that itself; --resize {resize} applies to model classifiers only")
     if head == "inception-tf":
         return tf_inception_classifier(rest, device)
     if head == "inception-tv":
         return tv_inception_classifier(rest, device)
-    return model_classifier(spec, device)
+    return model_classifier(spec, device, trust, resize)

@@ -289,6 +289,7 @@ def load_inception_tf(weights_path: str | Path, device: str = "cpu") -> Inceptio
     Raises InputError when the file is missing or does not have the expected layout.
     """
     from probescope.core.errors import InputError
+    from probescope.core.models.checkpoint import read_torch_file
 
     path = Path(weights_path)
     if not path.is_file():
@@ -297,10 +298,7 @@ def load_inception_tf(weights_path: str | Path, device: str = "cpu") -> Inceptio
             f"{WEIGHTS_URL} on a machine with internet access and pass its path as inception-tf:<file>",
             path,
         )
-    try:
-        state = torch.load(path, map_location="cpu", weights_only=True)
-    except Exception as exc:  # noqa: BLE001 - any unreadable file is the user's input problem
-        raise InputError(f"cannot read as a PyTorch state dict ({type(exc).__name__}: {exc})", path) from exc
+    state = read_torch_file(path)
     if isinstance(state, dict) and "state_dict" in state and isinstance(state["state_dict"], dict):
         state = state["state_dict"]
     model = InceptionV3TF()

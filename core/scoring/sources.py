@@ -13,7 +13,9 @@ from pathlib import Path
 
 import numpy as np
 
+from probescope.core.data.images import read_rgb
 from probescope.core.errors import InputError
+from probescope.core.trust import NO_TRUST, Trust
 
 BatchTask = Callable[[], list[np.ndarray]]
 
@@ -46,17 +48,6 @@ def _check_batch_size(batch_size: int) -> None:
         raise InputError(f"batch size must be at least 1, got {batch_size}")
 
 
-def decode_image(path: Path) -> np.ndarray:
-    """A file as uint8 RGB (H, W, 3); InputError naming the file when it cannot be decoded."""
-    from PIL import Image, UnidentifiedImageError
-
-    try:
-        with Image.open(path) as im:
-            return np.array(im.convert("RGB"), dtype=np.uint8)  # a writable copy, decoupled from the file
-    except (UnidentifiedImageError, OSError, ValueError, SyntaxError) as exc:
-        raise InputError(f"cannot decode image ({type(exc).__name__}: {exc})", path) from None
-
-
 class ImageFolderSource(SampleSource):
     """The image files directly inside a folder, in sorted name order (like torch-fidelity, not recursive)."""
 
@@ -75,7 +66,7 @@ class ImageFolderSource(SampleSource):
         _check_batch_size(batch_size)
         for start in range(0, len(self.files), batch_size):
             chunk = self.files[start : start + batch_size]
-            yield lambda chunk=chunk: [decode_image(p) for p in chunk]
+            yield lambda chunk=chunk: [read_rgb(p) for p in chunk]
 
 
 def read_image_array(path: str | Path, key: str | None = None) -> np.ndarray:
@@ -132,7 +123,7 @@ class TorchScriptGeneratorSource(SampleSource):
     Noise is drawn as torch-fidelity draws it (np.random.RandomState(seed).randn per batch, then class labels with
     randint when the generator is class-conditional), so the same file and seed give the same samples. Float
     outputs are declared to lie in `output_range` and quantised by `quantize_to_uint8`; uint8 outputs are used as
-    they are.
+    they are. A generator is code: it loads only when `trust` allows its content.
     """
 
     def __init__(
@@ -145,6 +136,7 @@ class TorchScriptGeneratorSource(SampleSource):
         output_range: tuple[float, float] = (-1.0, 1.0),
         seed: int = 2020,
         device: str = "cpu",
+        trust: Trust = NO_TRUST,
     ):
         from probescope.core.models.checkpoint import load_torchscript
 
@@ -156,7 +148,7 @@ class TorchScriptGeneratorSource(SampleSource):
                 f"generator settings: need z_dim >= 1, n >= 1, classes >= 0 and low < high of the output range "
                 f"(got z_dim={z_dim}, n={n}, classes={num_classes}, range={output_range})"
             )
-        self.module = load_torchscript(self.path, device, "TorchScript generator").eval()
+        self.module = load_torchscript(self.path, trust, device, "TorchScript generator").eval()
         self.z_dim, self.num_classes, self.output_range = z_dim, num_classes, output_range
         self.seed, self.device = seed, device
         low, high = output_range

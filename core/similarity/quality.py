@@ -2,7 +2,8 @@
 
 A catch trial shows, among the references, the mirror image of the query (catalog `mirror_of`) or the query itself.
 Each catch trial is graded 1 if that reference was picked first, .5 if second, 0 otherwise; a session's grade is the
-mean over its catch trials (or the grade the file gives when it has none). Sessions are premium (> .875),
+mean over its catch trials (or the grade the file gives when it has none); trials of no known session (session
+-1: a file without session ids) form no session and get no grade. Sessions are premium (> .875),
 satisfactory ([.5, .875]) or unsatisfactory (< .5, dropped); trials faster than 1 s are dropped; a trial's weight
 becomes its session grade. Filters apply in the order catch -> grade -> rt and each dropped trial is counted once,
 under the first filter that drops it.
@@ -44,8 +45,8 @@ def catch_grades(trials: Trials, position: np.ndarray) -> np.ndarray:
 
 
 def session_grades(trials: Trials, grade: np.ndarray) -> dict[int, float]:
-    """Mean catch grade of each session that has catch trials."""
-    is_catch = ~np.isnan(grade)
+    """Mean catch grade of each known session (id >= 0) that has catch trials."""
+    is_catch = ~np.isnan(grade) & (trials.session >= 0)
     sessions, inverse = np.unique(trials.session[is_catch], return_inverse=True)
     totals = np.bincount(inverse, weights=grade[is_catch], minlength=len(sessions))
     counts = np.bincount(inverse, minlength=len(sessions))

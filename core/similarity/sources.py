@@ -13,11 +13,14 @@ from probescope.core.similarity.catalog import Catalog
 from probescope.core.similarity.readers import Judgments, load_judgments, read_psiz_hdf5
 from probescope.core.similarity.trials import Trials
 from probescope.core.tasks import CancelCheck, ProgressCallback
+from probescope.core.trust import NO_TRUST, Trust
 
 if TYPE_CHECKING:
+    from probescope.core.data.preprocess import Preprocess
     from probescope.core.models.loading import LoadedModel
 
 DEMO = "demo"
+FINITE_CHECK_ROWS = 4096  # rows checked at a time (a memmap is never read whole at once)
 
 
 @dataclass(frozen=True)
@@ -32,11 +35,11 @@ class JudgmentSource:
 
 def open_judgments(
     spec: str | Path, catalog: str | Path | None = None, image_root: str | Path | None = None,
-    cache_dir: str | Path | None = None,
+    cache_dir: str | Path | None = None, index_base: int | None = None,
 ) -> JudgmentSource:
     """`demo` (the demo world's SIMULATED judgments, generated on first use) or a judgments file/folder."""
     if str(spec) != DEMO:
-        j = load_judgments(spec, catalog, image_root)
+        j = load_judgments(spec, catalog, image_root, index_base)
         return JudgmentSource(j, j.test, "the release's test_seqs trials")
     from probescope.core.demo.judgments import ensure_demo_judgments
 
@@ -46,8 +49,9 @@ def open_judgments(
     return JudgmentSource(j, coarse, "randomly assembled trials", np.load(paths.truth))
 
 
-def load_features(path: str | Path, n_stimuli: int) -> np.ndarray:
-    """F.npy with row i = stimulus i (2-D; higher-rank arrays are flattened per row), read as a memmap."""
+def load_features(path: str | Path, judgments: Judgments) -> np.ndarray:
+    """F.npy with row i = stimulus i (2-D; higher-rank arrays are flattened per row), read as a memmap: one row per
+    catalog stimulus, or (without a catalog) at least one per stimulus id the trials use; finite values only."""
     path = Path(path)
     try:
         features = np.load(path, mmap_mode="r", allow_pickle=False)
@@ -56,9 +60,19 @@ def load_features(path: str | Path, n_stimuli: int) -> np.ndarray:
     if features.ndim < 2 or not np.issubdtype(features.dtype, np.number):
         raise InputError(f"features must be a numeric (stimuli, features) array, got {features.dtype} "
                          f"{features.shape}", path)
-    if len(features) != n_stimuli:
-        raise InputError(f"features have {len(features)} rows but the catalog has {n_stimuli} stimuli", path)
-    return features.reshape(len(features), -1)
+    n = judgments.n_stimuli
+    if judgments.catalog is not None and len(features) != n:
+        raise InputError(f"features have {len(features)} rows but the catalog has {n} stimuli", path)
+    if len(features) < n:
+        raise InputError(f"features have {len(features)} rows but the trials use stimulus ids up to {n - 1} (row i "
+                         "holds stimulus i)", path)
+    flat = features.reshape(len(features), -1)
+    for start in range(0, len(flat), FINITE_CHECK_ROWS):
+        finite = np.isfinite(flat[start:start + FINITE_CHECK_ROWS]).all(axis=1)
+        if not finite.all():
+            raise InputError(f"features of stimulus {start + int(np.argmin(finite))} are not finite (NaN or Inf)",
+                             path)
+    return flat
 
 
 class CatalogImages:
@@ -71,14 +85,9 @@ class CatalogImages:
         return len(self.catalog)
 
     def __getitem__(self, i: int) -> np.ndarray:
-        from PIL import Image
+        from probescope.core.data.images import read_rgb
 
-        path = self.catalog.image_path(i)
-        try:
-            with Image.open(path) as im:
-                return np.asarray(im.convert("RGB"))
-        except OSError as exc:
-            raise InputError(f"cannot read stimulus {i}'s image ({exc})", path) from None
+        return read_rgb(self.catalog.image_path(i))
 
     def thumbnail(self, i: int, size: int) -> np.ndarray:
         """Image i shrunk to fit in size x size pixels (aspect kept), for views."""
@@ -92,14 +101,17 @@ class CatalogImages:
 def model_features(
     catalog: Catalog, spec: str, layer: str, *, pool: str = "avg", device: str = "cpu",
     cache_dir: str | Path | None = None, progress: ProgressCallback | None = None, cancel: CancelCheck | None = None,
+    trust: Trust = NO_TRUST, preprocess: Preprocess | None = None,
 ) -> np.ndarray:
-    """(n, F) features of every catalog image from a model layer: global-average pooled ('avg') or flattened."""
+    """(n, F) features of every catalog image from a model layer: global-average pooled ('avg') or flattened; with
+    `preprocess` in place of the model's own (images of several sizes need one that resizes)."""
     from probescope.core.models.loading import load_model
 
     if pool not in ("avg", "flatten"):
         raise InputError(f"pooling must be 'avg' or 'flatten', got '{pool}'")
-    return loaded_model_features(load_model(spec, device=device), catalog, layer, pool=pool, cache_dir=cache_dir,
-                                 progress=progress, cancel=cancel)
+    model = load_model(spec, trust=trust, device=device, preprocess=preprocess)
+    return loaded_model_features(model, catalog, layer, pool=pool, cache_dir=cache_dir, progress=progress,
+                                 cancel=cancel)
 
 
 def loaded_model_features(

@@ -1,0 +1,69 @@
+"""Advisory locks that a running process holds on an open file: the operating system drops them when the process
+ends, however it ends (SIGKILL included), so a lock left behind by a killed run never blocks the next one.
+
+Two uses: an output folder that one run writes at a time (`folder_lock`), and temporary files a writer is still
+filling (`try_lock` tells a cleaner whether anybody holds one).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import socket
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+from probescope.core.errors import InputError
+
+LOCK_FILE = ".probescope.lock"
+_WINDOWS_LOCK_OFFSET = 2**40  # msvcrt locks byte ranges: one far past the data never blocks the holder's writes
+
+if sys.platform == "win32":
+    import msvcrt
+
+    def try_lock(fd: int) -> bool:
+        """Take the exclusive lock of the open file `fd` without waiting; False when another process holds it."""
+        os.lseek(fd, _WINDOWS_LOCK_OFFSET, os.SEEK_SET)
+        try:
+            msvcrt.locking(fd, msvcrt.LK_NBLCK, 1)
+        except OSError:
+            return False
+        return True
+else:
+    import fcntl
+
+    def try_lock(fd: int) -> bool:
+        """Take the exclusive lock of the open file `fd` without waiting; False when another process holds it."""
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            return False
+        return True
+
+
+@contextlib.contextmanager
+def folder_lock(folder: Path, holder: str) -> Iterator[None]:
+    """Hold `folder`'s lock while the block runs (the folder is created if needed). A second holder is refused with
+    an InputError naming the one that has it (`holder` text, process id, host, start time)."""
+    path = folder / LOCK_FILE
+    if folder.exists() and not folder.is_dir():
+        raise InputError("is a file, not a folder", folder)
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o666)
+    except OSError as exc:
+        raise InputError(f"cannot use the output folder ({exc.strerror or exc})", folder) from None
+    try:
+        if not try_lock(fd):
+            with open(path, encoding="utf-8", errors="replace") as fh:
+                who = fh.read().strip() or "another process"
+            raise InputError(f"in use by {who}: wait until it finishes, or choose another output folder", folder)
+        os.ftruncate(fd, 0)
+        stamp = time.strftime("%Y-%m-%d %H:%M:%S")
+        os.lseek(fd, 0, os.SEEK_SET)
+        os.write(fd, f"{holder} (process {os.getpid()} on {socket.gethostname()}, since {stamp})\n".encode())
+        yield
+    finally:
+        os.close(fd)  # releases the lock; the file stays (removing it would race with the next holder)
