@@ -9,6 +9,8 @@ content, in every format.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -109,6 +111,45 @@ def export_widget(widget: QWidget, path: str | Path, *, width: int | None = None
     data = svg_bytes(widget, source, title) if fmt == "svg" else pdf_bytes(widget, source, title)
     write_bytes(path, data)
     return path
+
+
+@dataclass(frozen=True)
+class Preset:
+    """A figure of a given physical width: the view is laid out at that width (so its fonts print at their point
+    size, readable) and a PNG is rendered at `dpi`."""
+
+    name: str
+    width_in: float
+    dpi: int = 300
+
+
+PRESETS = (Preset("Paper column (3.5 in)", 3.5), Preset("Full page width (7 in)", 7.0))
+
+
+@contextmanager
+def laid_out_at(widget: QWidget, width: int) -> Iterator[None]:
+    """`widget` laid out `width` pixels wide (as tall as it needs at that width, or 3/4 of the width) while
+    exporting; its size and size limits are put back afterwards."""
+    from PySide6.QtWidgets import QApplication
+
+    saved = widget.size(), widget.minimumSize(), widget.maximumSize()
+    height = widget.heightForWidth(width) if widget.hasHeightForWidth() else round(width * 0.75)
+    widget.setFixedSize(width, max(height, 1))
+    QApplication.sendPostedEvents()  # layouts (pyqtgraph's included) settle at the new size
+    try:
+        yield
+    finally:
+        widget.setMinimumSize(saved[1])
+        widget.setMaximumSize(saved[2])
+        widget.resize(saved[0])
+        QApplication.sendPostedEvents()
+
+
+def export_preset(widget: QWidget, path: str | Path, preset: Preset) -> Path:
+    """Write `widget` as a figure of `preset`'s width: PNG at its dpi, or SVG/PDF of that physical width."""
+    dpi = widget.logicalDpiX()
+    with laid_out_at(widget, round(preset.width_in * dpi)):
+        return export_widget(widget, path, scale=preset.dpi / dpi)
 
 
 def write_png(image: QImage, path: str | Path) -> Path:

@@ -32,7 +32,8 @@ class ExportDialog(QDialog):
     exported = Signal(str)
     failed = Signal(str)
 
-    def __init__(self, targets: list[ExportTarget], settings: Settings, parent: QWidget | None = None):
+    def __init__(self, targets: list[ExportTarget], settings: Settings, parent: QWidget | None = None,
+                 current: int = 0):
         super().__init__(parent)
         self.setWindowTitle("Export figure")
         self.targets = targets
@@ -62,7 +63,8 @@ class ExportDialog(QDialog):
         path_row.addWidget(self.path, 1)
         path_row.addWidget(browse)
         folder = Path(defaults.folder) if defaults.folder else Path.home()
-        self.path.setText(str(folder / f"{targets[0].name.lower().replace(' ', '_')}.{defaults.format}"))
+        self.path.setText(str(folder / f"{file_stem(targets[current].name)}.{defaults.format}"))
+        self.target.setCurrentIndex(current)
         buttons = QDialogButtonBox(QDialogButtonBox.StandardButton.Save | QDialogButtonBox.StandardButton.Cancel)
         form = QFormLayout(self)
         form.addRow("View", self.target)
@@ -73,6 +75,7 @@ class ExportDialog(QDialog):
         form.addRow(buttons)
         browse.clicked.connect(self._browse)
         self.format.currentTextChanged.connect(self._format_changed)
+        self.target.currentIndexChanged.connect(self._target_changed)
         buttons.accepted.connect(self.save)
         buttons.rejected.connect(self.reject)
         self._format_changed(self.format.currentText())
@@ -83,6 +86,11 @@ class ExportDialog(QDialog):
             w.setEnabled(fmt == "png")
         path = Path(self.path.text())
         self.path.setText(str(path.with_suffix(f".{fmt}")))
+
+    def _target_changed(self, index: int) -> None:
+        """The file is named after the view (in the folder chosen)."""
+        path = Path(self.path.text())
+        self.path.setText(str(path.with_name(f"{file_stem(self.targets[index].name)}{path.suffix}")))
 
     def _browse(self) -> None:
         path, _ = QFileDialog.getSaveFileName(self, "Export figure", self.path.text(),
@@ -110,3 +118,8 @@ class ExportDialog(QDialog):
         self.exported.emit(str(path))
         self.accept()
         return path
+
+
+def file_stem(view: str) -> str:
+    """'IoU and DA of the explanations' -> 'iou_and_da_of_the_explanations'."""
+    return "".join(c if c.isalnum() else "_" for c in view.lower()).strip("_")

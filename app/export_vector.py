@@ -184,7 +184,7 @@ def svg_bytes(widget: QWidget, source: QRect, title: str) -> bytes:
                 continue
             placed.append(((origin.x(), origin.y()), rect, _svg_document(
                 piece.widget.size(), dpi, lambda p, x=piece: paint_piece(x, p, QPoint(0, 0)))))
-    return compose_svg(placed, (source.width(), source.height()), title)
+    return compose_svg(placed, (source.width(), source.height()), title, dpi)
 
 
 def pdf_bytes(widget: QWidget, source: QRect, title: str) -> bytes:

@@ -13,12 +13,15 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from PySide6.QtCore import QTimer, Signal
+from PySide6.QtCore import Qt, QTimer, Signal
 from PySide6.QtGui import QAction, QCloseEvent, QDragEnterEvent, QDropEvent, QGuiApplication
-from PySide6.QtWidgets import QApplication, QMainWindow, QTabWidget, QVBoxLayout, QWidget
+from PySide6.QtWidgets import QApplication, QDockWidget, QFileDialog, QMainWindow, QTabWidget, QVBoxLayout, QWidget
 
-from probescope.app.export import copy_to_clipboard
-from probescope.app.export_dialog import ExportDialog
+from probescope.app.activity import Activity
+from probescope.app.export import ExportTarget, Preset, copy_to_clipboard, export_preset
+from probescope.app.export_dialog import ExportDialog, file_stem
+from probescope.app.figure_menu import install_figure_menu
+from probescope.app.help import GuideWindow, ShortcutsDialog
 from probescope.app.menus import Menus
 from probescope.app.open_dialogs import ask_request
 from probescope.app.settings import RecentItem, Settings, TrustedFile
@@ -35,6 +38,7 @@ from probescope.core.errors import InputError
 from probescope.core.trust import NO_TRUST, Trust, UntrustedFile
 from probescope.widgets.command_palette import CommandPalette
 from probescope.widgets.notification import Notification
+from probescope.widgets.task_panel import TaskPanel
 from probescope.widgets.task_progress import TaskProgress
 
 
@@ -61,6 +65,7 @@ class MainWindow(QMainWindow):
         self._asking: dict[str, list[TaskHandle]] = {}  # tasks waiting for the answer about a file, by its hash
         self._update_trust()
         self._palette: CommandPalette | None = None
+        self._guide: GuideWindow | None = None
         self._opened: dict[str, OpenRequest] = {}  # what each loaded input was opened from
 
         self.source_bar = SourceBar(self.state, settings, self)
@@ -76,6 +81,9 @@ class MainWindow(QMainWindow):
             self.workspaces[workspace.name] = workspace
             self.tabs.addTab(workspace, workspace.title)
             workspace.load_state(self.state)
+            for view in workspace.export_targets()[1:]:  # right click: the view's figure menu
+                if view.widget.contextMenuPolicy() != Qt.ContextMenuPolicy.CustomContextMenu:  # (or its own)
+                    install_figure_menu(view, self.figure_request)
         self.notification = Notification()
         central = QWidget()
         layout = QVBoxLayout(central)
@@ -87,7 +95,19 @@ class MainWindow(QMainWindow):
         self.progress = TaskProgress()
         self.statusBar().addPermanentWidget(self.progress)
         self.progress.cancel_requested.connect(self._cancel_shown_task)
+        self.progress.details_requested.connect(lambda: self.tasks_dock.show())
         self._shown_task: TaskHandle | None = None
+        self.activity = Activity()
+        self.tasks = TaskPanel()
+        self.tasks_dock = QDockWidget("Tasks", self)
+        self.tasks_dock.setObjectName("window/tasks")
+        self.tasks_dock.setWidget(self.tasks)
+        self.addDockWidget(Qt.DockWidgetArea.BottomDockWidgetArea, self.tasks_dock)
+        self.tasks_dock.hide()  # opened from the status bar's Tasks button or View > Tasks
+        self.tasks.cancel_requested.connect(self._cancel_task)
+        self._tick = QTimer(self)  # rates and times left move on while a task says nothing new
+        self._tick.setInterval(1000)
+        self._tick.timeout.connect(self._update_progress)
         self.pool.started.connect(self._update_progress)
         self.pool.progress.connect(self._update_progress)
         self.pool.finished.connect(self._update_progress)
@@ -139,7 +159,7 @@ class MainWindow(QMainWindow):
 
     def browse(self, kind: str) -> None:
         """Ask for a file or folder of `kind` and open it."""
-        request = ask_request(kind, self)
+        request = ask_request(kind, self, self.settings)
         if request is not None:
             self.open(request)
 
@@ -162,11 +182,37 @@ class MainWindow(QMainWindow):
         self.tabs.setCurrentWidget(self.workspaces[name])
 
     # -- export ---------------------------------------------------------------------------------------------------
-    def export_figure(self) -> None:
-        dialog = ExportDialog(self.current_workspace().export_targets(), self.settings, self)
+    def export_figure(self, view: ExportTarget | None = None) -> None:
+        """The export dialog, on `view` or else on the view that has the keyboard focus (the panel in use)."""
+        targets = self.current_workspace().export_targets()
+        focus = view.widget if view is not None else QApplication.focusWidget()
+        current = next((k for k, target in reversed(list(enumerate(targets)))
+                        if focus is not None and (focus is target.widget or target.widget.isAncestorOf(focus))), 0)
+        dialog = ExportDialog(targets, self.settings, self, current)
         dialog.exported.connect(lambda path: self.statusBar().showMessage(f"Exported {path}", 5000))
         dialog.failed.connect(self.notify)
         dialog.show()
+
+    def figure_request(self, view: ExportTarget, preset: Preset | None, copy: bool) -> None:
+        """A view's figure menu: the export dialog, a paper preset (asks where), or the clipboard."""
+        if copy:
+            copy_to_clipboard(view.widget, margin_free=self.settings.export_defaults().margin_free)
+            self.statusBar().showMessage(f"Copied {view.name} to the clipboard", 5000)
+        elif preset is None:
+            self.export_figure(view)
+        else:
+            defaults = self.settings.export_defaults()
+            folder = Path(defaults.folder) if defaults.folder else Path.home()
+            name = f"{file_stem(view.name)}_{preset.width_in:g}in.{defaults.format}"
+            path, _ = QFileDialog.getSaveFileName(self, f"Export {view.name} for a {preset.name.lower()}",
+                                                  str(folder / name), "PNG (*.png);;SVG (*.svg);;PDF (*.pdf)")
+            if path:
+                try:
+                    export_preset(view.widget, path, preset)
+                except (InputError, OSError) as exc:
+                    self.notify(str(exc))
+                    return
+                self.statusBar().showMessage(f"Exported {path}", 5000)
 
     def copy_figure(self) -> None:
         target = self.current_workspace().export_targets()[0]
@@ -213,17 +259,30 @@ class MainWindow(QMainWindow):
         self._update_trust()
         self.statusBar().showMessage("Trusted files forgotten: files that run code are asked about again", 5000)
 
-    def _update_progress(self, *_args) -> None:
+    def _update_progress(self, *args) -> None:
+        if args and isinstance(args[0], TaskHandle) and args[0].done:
+            self.activity.forget(args[0].id)
         active = [h for h in self.pool.active() if not h.cancelled]
+        rows = [self.activity.row(h.id, h.name, h.progress) for h in active]
+        self.tasks.show_rows([(r.key, r.name, r.stage, r.fraction, r.done, r.rate, r.left) for r in rows])
         if not active:
             self._shown_task = None
             self.progress.clear()
+            self._tick.stop()
             return
-        handle = active[-1]
+        if not self._tick.isActive():
+            self._tick.start()
+        handle, row = active[-1], rows[-1]
         self._shown_task = handle
-        message = handle.progress.message if handle.progress and handle.progress.message else handle.name
-        more = f"  (+{len(active) - 1} more)" if len(active) > 1 else ""
-        self.progress.show_progress(message + more, handle.progress.fraction if handle.progress else None)
+        left = f" · {row.left} left" if row.left else ""
+        self.progress.show_progress(row.stage + left, row.fraction, len(active))
+
+    def _cancel_task(self, key: int) -> None:
+        for handle in self.pool.active():
+            if handle.id == key:
+                handle.cancel()
+                self.statusBar().showMessage(f"Cancelled {handle.name}", 3000)
+        self._update_progress()
 
     def _cancel_shown_task(self) -> None:
         if self._shown_task is not None:
@@ -239,10 +298,21 @@ class MainWindow(QMainWindow):
     def recent_menu(self):
         return self.menus.recent
 
+    def show_guide(self, page: str = "README.md") -> GuideWindow:
+        if self._guide is None:
+            self._guide = GuideWindow(self)
+        self._guide.show_page(page)
+        return self._guide
+
+    def show_shortcuts(self) -> ShortcutsDialog:
+        dialog = ShortcutsDialog(self.command_actions(), self)
+        dialog.show()
+        return dialog
+
     def show_command_palette(self) -> CommandPalette:
         if self._palette is not None:
             self._palette.close()
-        self._palette = CommandPalette(self.command_actions(), self)
+        self._palette = CommandPalette(self.command_actions(), self, self.current_workspace().palette_items)
         self._palette.show()
         self._palette.search.setFocus()
         return self._palette

@@ -1,7 +1,7 @@
 """The main window's menus: every action in one place, so the command palette can list them all.
 
 File (open anything, recent items, exports, quit), View (workspaces, the current workspace's panels and their reset,
-next/previous item, theme, compute device, command palette) and Help (about).
+next/previous item, theme, compute device, command palette) and Help (the user guide, shortcuts, about).
 """
 
 from __future__ import annotations
@@ -52,6 +52,7 @@ class Menus:
         self.panels = view.addMenu("&Panels")
         self.panels.aboutToShow.connect(self._fill_panels)
         self.add(view, "&Reset Layout", w.reset_layout, "Ctrl+Shift+R")
+        self.add(view, "&Tasks", lambda: w.tasks_dock.show(), "Ctrl+Shift+T")
         view.addSeparator()
         self.add(view, "&Next Item", lambda: w.current_workspace().next_item(), "Ctrl+]")
         self.add(view, "&Previous Item", lambda: w.current_workspace().previous_item(), "Ctrl+[")
@@ -64,6 +65,11 @@ class Menus:
         self.add(view, "Command &Palette…", w.show_command_palette, "Ctrl+Shift+P")
 
         help_menu = bar.addMenu("&Help")
+        self.add(help_menu, "User &Guide", lambda: w.show_guide(), QKeySequence.StandardKey.HelpContents)
+        self.add(help_menu, "Guide to This &Workspace", lambda: w.show_guide(f"{w.current_workspace().name}.md"),
+                 "Shift+F1")
+        self.add(help_menu, "&Keyboard Shortcuts", lambda: w.show_shortcuts(), "Ctrl+/")
+        help_menu.addSeparator()
         self.add(help_menu, "&About probescope", lambda: about_box(w))
 
     def add(self, menu: QMenu, text: str, slot: Callable, shortcut: str | QKeySequence.StandardKey | None = None

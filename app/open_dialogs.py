@@ -17,6 +17,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from probescope.app.settings import Settings
 from probescope.app.sources import OpenRequest
 from probescope.widgets.controls import spin_box
 
@@ -91,6 +92,18 @@ class OpenModelDialog(QDialog):
     def _update(self) -> None:
         self.arch.setEnabled(self.kind.currentData() in ("torchvision", "places365"))
 
+    def choices(self) -> dict[str, str]:
+        """What the dialog was set to, to offer again next time."""
+        return {"kind": str(self.kind.currentData()), "arch": self.arch.currentText(), "file": self.file.text()}
+
+    def restore(self, choices: dict) -> None:
+        index = self.kind.findData(choices.get("kind"))
+        if index >= 0:
+            self.kind.setCurrentIndex(index)
+        if self.arch.findText(str(choices.get("arch", ""))) >= 0:
+            self.arch.setCurrentText(str(choices["arch"]))
+        self.file.edit.setText(str(choices.get("file", "")))
+
     def request(self) -> OpenRequest:
         kind, path = self.kind.currentData(), self.file.text()
         spec = {"auto": path, "torchscript": f"torchscript:{path}", "torchvision": f"{self.arch.currentText()}:{path}",
@@ -153,13 +166,18 @@ class OpenSamplesDialog(QDialog):
         return OpenRequest("samples", self.folder.text()) if self.folder.text() else None
 
 
-def ask_request(kind: str, parent: QWidget) -> OpenRequest | None:
-    """Ask for a file or folder of `kind` ('model', 'dataset', 'samples', 'judgments'); None when cancelled."""
+def ask_request(kind: str, parent: QWidget, settings: Settings) -> OpenRequest | None:
+    """Ask for a file or folder of `kind` ('model', 'dataset', 'samples', 'judgments'); None when cancelled. The
+    model dialog opens with the kind, architecture and file chosen last time."""
     if kind == "model":
         from probescope.core.models.checkpoint import torchvision_archs
 
         dialog = OpenModelDialog(torchvision_archs(), parent)
-        return dialog.request() if dialog.exec() and dialog.file.text() else None
+        dialog.restore(settings.dialog_choices("open_model"))
+        if not (dialog.exec() and dialog.file.text()):
+            return None
+        settings.set_dialog_choices("open_model", dialog.choices())
+        return dialog.request()
     if kind == "judgments":
         dialog = OpenJudgmentsDialog(parent)
         return dialog.request() if dialog.exec() and dialog.file.text() else None

@@ -120,5 +120,6 @@ class PanelArea(QMainWindow):
             dock.show()
         if self.default_state is not None:
             self.restoreState(self.default_state)
+            self._apply_proportions()  # the default shares of the area as large as it is now
         else:
             self._saved = None

@@ -70,6 +70,17 @@ class Settings:
     def set_geometry(self, geometry: QByteArray) -> None:
         self._qs.setValue("window/geometry", geometry)
 
+    def dialog_choices(self, dialog: str) -> dict:
+        """What a dialog was set to when last accepted ({} before)."""
+        try:
+            value = json.loads(str(self._qs.value(f"dialogs/{dialog}", "{}")))
+        except ValueError:
+            return {}
+        return value if isinstance(value, dict) else {}
+
+    def set_dialog_choices(self, dialog: str, choices: dict) -> None:
+        self._qs.setValue(f"dialogs/{dialog}", json.dumps(choices))
+
     def panel_layout(self, workspace: str) -> QByteArray | None:
         """The arrangement of a workspace's panels (QMainWindow.saveState), None before the first run."""
         value = self._qs.value(f"layout/{workspace}")

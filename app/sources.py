@@ -85,9 +85,14 @@ def open_task(request: OpenRequest, device: str = "cpu"):
 
 
 def _load_model(request: OpenRequest, ctx: TaskContext, device: str) -> Iterator[Progress]:
-    from probescope.core.models.loading import list_layers, load_model
+    from probescope.core.models.loading import UnknownArchitecture, list_layers, load_model
 
-    model = load_model(request.spec, trust=ctx.trust, device=device)
+    try:
+        model = load_model(request.spec, trust=ctx.trust, device=device)
+    except UnknownArchitecture as exc:  # said in the dialog's words, not the command line's
+        raise InputError("cannot tell the architecture of this state dict: open it with File > Open Model, Kind "
+                         "'torchvision state dict' or 'Places365 checkpoint', and choose its Architecture",
+                         exc.path) from None
     yield Progress(0.7, f"listing the layers of {model.name}")
     model.module.eval()
     layers = tuple(list_layers(model))

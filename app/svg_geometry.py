@@ -167,13 +167,15 @@ def _rename_ids(element: ET.Element, prefix: str) -> None:
 
 
 def compose_svg(pieces: list[tuple[tuple[float, float], tuple[float, float, float, float], bytes]],
-                size: tuple[float, float], title: str) -> bytes:
-    """One SVG of `size` from SVG pieces, each (origin, shown rectangle x, y, w, h, document): a piece's drawing is
-    moved to its origin and clipped to its rectangle; ids are made unique per piece."""
+                size: tuple[float, float], title: str, dpi: float = 96.0) -> bytes:
+    """One SVG of `size` (user units: pixels at `dpi`, so its width and height are given in inches) from SVG
+    pieces, each (origin, shown rectangle x, y, w, h, document): a piece's drawing is moved to its origin and clipped
+    to its rectangle; ids are made unique per piece."""
     ET.register_namespace("", SVG_NS)
     ET.register_namespace("xlink", XLINK_NS)
     width, height = size
-    root = ET.Element(f"{{{SVG_NS}}}svg", {"version": "1.1", "width": _fmt(width), "height": _fmt(height),
+    root = ET.Element(f"{{{SVG_NS}}}svg", {"version": "1.1", "width": f"{width / dpi:.4f}in",
+                                            "height": f"{height / dpi:.4f}in",
                                             "viewBox": f"0 0 {_fmt(width)} {_fmt(height)}"})
     ET.SubElement(root, f"{{{SVG_NS}}}title").text = title
     defs = ET.SubElement(root, f"{{{SVG_NS}}}defs")

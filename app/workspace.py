@@ -50,6 +50,10 @@ class Workspace(QWidget):
         """Exportable views, the whole workspace first."""
         return [ExportTarget(self.title, self)]
 
+    def palette_items(self, query: str) -> list[tuple[str, object]]:
+        """The command palette's entries of this workspace matching `query` (title, what choosing it does)."""
+        return []
+
     def next_item(self) -> None:
         self.step(1)
 

@@ -17,7 +17,8 @@ ROOT = Path(__file__).resolve().parent.parent
 
 
 def stage(out: Path, root: Path = ROOT) -> list[str]:
-    """Copy every package of pyproject.toml's package-dir under `out`; returns the package names staged."""
+    """Copy every package of pyproject.toml's package-dir under `out`, and the user guide (docs/) into the assets;
+    returns the package names staged."""
     config = tomllib.loads((root / "pyproject.toml").read_text(encoding="utf-8"))
     package_dir: dict[str, str] = config["tool"]["setuptools"]["package-dir"]
     if out.exists():
@@ -31,6 +32,9 @@ def stage(out: Path, root: Path = ROOT) -> list[str]:
         shutil.copytree(source, out / package.replace(".", "/"), dirs_exist_ok=True,
                         ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
         staged.append(package)
+    guide = out / "probescope" / "assets" / "guide"  # the user guide, for the app's Help menu (app/help.py)
+    shutil.copytree(root / "docs", guide, dirs_exist_ok=True,
+                    ignore=shutil.ignore_patterns("*.svg", "*.pdf"))  # (the vector screenshots: not needed there)
     return staged
 
 

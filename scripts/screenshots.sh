@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# The user guide's screenshots (docs/*.md): each workspace on the demo world, and the Dissection workspace's Batch
+# The user guide's screenshots (docs/*.md): each workspace on the demo world (PNG, and SVG/PDF vector exports),
+# and the Dissection workspace's Batch
 # tab on a small batch, rendered offscreen at a fixed size.
 # Usage: scripts/screenshots.sh [OUT_DIR (default docs/screenshots)] [WxH (default 1600x1000)]
 # Runs `probescope gui --screenshot`, which waits until the workspace has finished its first work, so the images
@@ -10,8 +11,14 @@ size="${2:-1600x1000}"
 python="${PYTHON:-python}"
 mkdir -p "$out"
 for workspace in dissection gallery similarity; do
+    for format in png svg pdf; do  # the vector exports are checked against the PNG by tests/test_app_export_vector.py
+        QT_QPA_PLATFORM="${QT_QPA_PLATFORM:-offscreen}" "$python" -m probescope gui \
+            --workspace "$workspace" --size "$size" --theme light --screenshot "$out/$workspace.$format"
+    done
+done
+for format in png svg pdf; do  # the unit card: the figure researchers put in papers
     QT_QPA_PLATFORM="${QT_QPA_PLATFORM:-offscreen}" "$python" -m probescope gui \
-        --workspace "$workspace" --size "$size" --theme light --screenshot "$out/$workspace.png"
+        --workspace dissection --view "Unit card" --size "$size" --theme light --screenshot "$out/unit_card.$format"
 done
 
 # The Batch tab (docs/cluster.md): a small batch of the demo model's layer3 and layer4 and a random-activations

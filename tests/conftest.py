@@ -150,3 +150,13 @@ def answer_trust(qtbot):
 
     yield start
     timer.stop()
+
+
+@pytest.fixture
+def window(qtbot, settings_path):
+    """A shown main window with its own settings file (closed after the test)."""
+    from windows import make_window
+
+    w = make_window(qtbot, settings_path)
+    yield w
+    w.close()

@@ -29,6 +29,23 @@ def test_screenshot_of_a_workspace(qtbot, small_world, tmp_path):
     assert len({small.pixel(x, y) for x in range(90) for y in range(70)}) > 50  # pictures, not a blank window
 
 
+def test_vector_screenshot_of_the_unit_card(qtbot, small_world, tmp_path, capsys):
+    """--screenshot OUT.svg (or .pdf) writes the vector export; --view picks one view of the workspace."""
+    from PySide6.QtPdf import QPdfDocument
+
+    out = tmp_path / "card.pdf"
+    code = main(["gui", "--workspace", "dissection", "--view", "unit card", "--screenshot", str(out), "--size",
+                 "1100x800", "--settings", str(tmp_path / "s.ini"), *world_args(small_world)])
+    assert code == 0, capsys.readouterr().err
+    doc = QPdfDocument()
+    assert doc.load(str(out)) == QPdfDocument.Error.None_ and doc.pageCount() == 1
+    assert doc.pagePointSize(0).width() < 1100 * 0.75  # the card, not the window
+    doc.close()
+    code = main(["gui", "--workspace", "dissection", "--view", "no such view", "--screenshot",
+                 str(tmp_path / "x.svg"), "--settings", str(tmp_path / "s.ini"), *world_args(small_world)])
+    assert code == 2 and "its views: Dissection, Unit images" in capsys.readouterr().err
+
+
 def test_screenshot_fails_cleanly(qtbot, small_world, tmp_path, capsys):
     bad = tmp_path / "bad.pt"
     bad.write_bytes(b"junk")

@@ -7,47 +7,14 @@ import numpy as np
 import pytest
 from PySide6.QtCore import QMimeData, QPointF, Qt, QUrl
 from PySide6.QtGui import QDropEvent, QImage
+from windows import WAIT_MS, make_window, open_all, world_requests
 
 from probescope.app import sources
-from probescope.app.main_window import MainWindow
-from probescope.app.settings import Settings
 from probescope.app.sources import OpenRequest, classify_path
 from probescope.app.tasks import Progress
 from probescope.core.errors import InputError
 
 pytestmark = pytest.mark.usefixtures("isolated_cache")
-WAIT_MS = 60_000
-
-
-def make_window(qtbot, settings_path) -> MainWindow:
-    window = MainWindow(Settings(settings_path), device="cpu")
-    qtbot.addWidget(window)
-    window.show()
-    return window
-
-
-@pytest.fixture
-def window(qtbot, settings_path):
-    w = make_window(qtbot, settings_path)
-    yield w
-    w.close()
-
-
-def world_requests(world) -> list[OpenRequest]:
-    return [
-        OpenRequest("model", world["model"]),
-        OpenRequest("dataset", str(world["dataset"])),
-        OpenRequest("samples", str(world["samples"])),
-        OpenRequest("judgments", str(world["judgments"]), str(world["catalog"]), str(world["image_root"])),
-    ]
-
-
-def open_all(qtbot, window, requests, workspaces=("dissection", "gallery", "similarity")) -> None:
-    for request in requests:
-        with qtbot.waitSignal(window.opened, timeout=WAIT_MS):
-            window.open(request)
-    qtbot.waitUntil(lambda: all(window.workspaces[name].is_initial_work_done for name in workspaces) and
-                    not window.pool.active(), timeout=WAIT_MS)
 
 
 def test_window_opens_on_the_demo_world(qtbot, window, monkeypatch):

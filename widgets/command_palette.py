@@ -1,6 +1,9 @@
-"""A searchable list of commands (Ctrl+Shift+P): type words, Enter runs the highlighted action."""
+"""A searchable list of commands (Ctrl+Shift+P): type words, Enter runs the highlighted one. Besides the menu
+actions, the current workspace offers its own items (units, concepts, trials, sort orders) for what was typed."""
 
 from __future__ import annotations
+
+from collections.abc import Callable
 
 from PySide6.QtCore import Qt
 from PySide6.QtGui import QAction, QKeyEvent
@@ -13,15 +16,23 @@ def matches(query: str, text: str) -> bool:
     return all(word in lowered for word in query.lower().split())
 
 
+Entry = tuple[str, Callable[[], None]]  # (what the list says, what choosing it does)
+MAX_ITEMS = 200  # workspace items listed at most (a layer has up to thousands of units)
+
+
 class CommandPalette(QDialog):
-    def __init__(self, actions: list[QAction], parent: QWidget | None = None):
+    """`items(query)` gives the workspace's entries matching `query` (beyond the menu actions)."""
+
+    def __init__(self, actions: list[QAction], parent: QWidget | None = None,
+                 items: Callable[[str], list[Entry]] | None = None):
         super().__init__(parent)
+        self._items = items
         self.setWindowTitle("Commands")
         self.setModal(False)
         self.resize(460, 340)
         self._actions = [a for a in actions if a.text() and not a.menu()]
         self.search = QLineEdit()
-        self.search.setPlaceholderText("Type a command…")
+        self.search.setPlaceholderText("Type a command, a unit, a concept, a trial…")
         self.list = QListWidget()
         layout = QVBoxLayout(self)
         layout.addWidget(self.search)
@@ -42,22 +53,30 @@ class CommandPalette(QDialog):
         self.list.clear()
         for action in self._actions:
             if action.isEnabled() and matches(query, action.text().replace("&", "")):
-                item = QListWidgetItem(self._title(action))
-                item.setData(Qt.ItemDataRole.UserRole, action)
-                self.list.addItem(item)
+                self._add(self._title(action), action.trigger, action.text())
+        if self._items is not None and query.strip():
+            for title, run in self._items(query)[:MAX_ITEMS]:
+                self._add(title, run)
         if self.list.count():
             self.list.setCurrentRow(0)
 
+    def _add(self, title: str, run: Callable[[], None], name: str = "") -> None:
+        item = QListWidgetItem(title)
+        item.setData(Qt.ItemDataRole.UserRole, run)
+        item.setData(Qt.ItemDataRole.UserRole + 1, name or title)
+        self.list.addItem(item)
+
     def visible_commands(self) -> list[str]:
-        return [self.list.item(i).data(Qt.ItemDataRole.UserRole).text() for i in range(self.list.count())]
+        """The entries listed: a menu action's text, a workspace item's title."""
+        return [self.list.item(i).data(Qt.ItemDataRole.UserRole + 1) for i in range(self.list.count())]
 
     def run_current(self) -> None:
         item = self.list.currentItem()
         if item is None:
             return
-        action = item.data(Qt.ItemDataRole.UserRole)
+        run = item.data(Qt.ItemDataRole.UserRole)
         self.accept()
-        action.trigger()
+        run()
 
     def eventFilter(self, obj, event) -> bool:  # noqa: N802 - arrow keys move the list while typing
         if obj is self.search and isinstance(event, QKeyEvent) and event.type() == QKeyEvent.Type.KeyPress:

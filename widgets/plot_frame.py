@@ -1,18 +1,61 @@
-"""The look every pyqtgraph plot in the app shares: white background, black axes and labels, no SI prefixes."""
+"""The look every pyqtgraph plot in the app shares: the theme's background and text (light or dark, following the
+application palette as it changes), axes without SI prefixes, no context menu."""
 
 from __future__ import annotations
 
 import pyqtgraph as pg
+from PySide6.QtCore import QEvent
+from PySide6.QtGui import QPalette
 
 
-def titled_plot(title: str, left: str, bottom: str) -> pg.PlotWidget:
-    """A plot ready for figures: title, axis labels, black text on white, no context menu."""
-    plot = pg.PlotWidget(background="w")
-    plot.setTitle(title, color="k", size="10pt")
-    for axis, text in (("left", left), ("bottom", bottom)):
-        plot.setLabel(axis, text, color="k")
-        plot.getAxis(axis).setPen("k")
-        plot.getAxis(axis).setTextPen("k")
-        plot.getAxis(axis).enableAutoSIPrefix(False)
-    plot.setMenuEnabled(False)
-    return plot
+class FigurePlot(pg.PlotWidget):
+    """A plot ready for figures. `set_title` and `add_legend` keep title and legend in the theme's text colour."""
+
+    def __init__(self, title: str, left: str, bottom: str):
+        self._ready = False  # (palette changes arrive while pyqtgraph builds the plot)
+        super().__init__()
+        self._title = title
+        self._labels = {"left": left, "bottom": bottom}
+        self._legends: list[pg.LegendItem] = []
+        for axis in self._labels:
+            self.getAxis(axis).enableAutoSIPrefix(False)
+        self.setMenuEnabled(False)
+        self._ready = True
+        self.apply_palette()
+
+    def set_title(self, title: str) -> None:
+        self._title = title
+        self.setTitle(title, color=self._text().name(), size="10pt")
+
+    def add_legend(self, **options) -> pg.LegendItem:
+        legend = self.addLegend(labelTextColor=self._text(), **options)
+        self._legends.append(legend)
+        return legend
+
+    def _text(self):
+        return self.palette().color(QPalette.ColorRole.Text)
+
+    def apply_palette(self) -> None:
+        """Background, axes, labels, title and legends in the palette's colours."""
+        text = self._text()
+        self.setBackground(self.palette().color(QPalette.ColorRole.Base))
+        self.setTitle(self._title, color=text.name(), size="10pt")
+        for axis, label in self._labels.items():
+            item = self.getAxis(axis)
+            item.setPen(text)
+            item.setTextPen(text)
+            self.setLabel(axis, label, color=text.name())
+        for legend in self._legends:
+            legend.setLabelTextColor(text)
+            for _sample, label in legend.items:
+                label.setText(label.text, color=text)
+
+    def changeEvent(self, event: QEvent) -> None:  # noqa: N802  (Qt override)
+        super().changeEvent(event)
+        if event.type() == QEvent.Type.PaletteChange and self._ready:
+            self.apply_palette()
+
+
+def titled_plot(title: str, left: str, bottom: str) -> FigurePlot:
+    """A plot with its title and axis labels in the theme's colours."""
+    return FigurePlot(title, left, bottom)

@@ -18,13 +18,16 @@ CURVE_COLOR = QColor("#3574f0")
 BAND_COLOR = QColor("#f28e2b")
 
 
-def nice_ticks(low: float, high: float, count: int = 5) -> np.ndarray:
-    """About `count` round tick values (1, 2, 5 x 10^k steps) covering [low, high]."""
+def nice_ticks(low: float, high: float, count: int = 5, integer: bool = False) -> np.ndarray:
+    """About `count` round tick values (1, 2, 5 x 10^k steps) covering [low, high]; whole numbers only when
+    `integer` (a count of images has no tick at 0.2)."""
     if not math.isfinite(low) or not math.isfinite(high) or high <= low:
         return np.array([low])
     raw = (high - low) / max(count, 1)
     magnitude = 10.0 ** math.floor(math.log10(raw))
     step = next(m * magnitude for m in (1, 2, 5, 10) if m * magnitude >= raw)
+    if integer:
+        step = max(step, 1.0)
     start = math.ceil(low / step - 1e-9) * step
     return np.arange(start, high + step * 1e-9, step)
 
@@ -109,7 +112,7 @@ class CurvePlot(QWidget):
             painter.setPen(text)
             painter.drawText(QRectF(0, py(t) - fm.height() / 2, left - 6, fm.height()),
                              Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter, f"{t:g}")
-        for t in nice_ticks(x0, x1):
+        for t in nice_ticks(x0, x1, integer=True):
             painter.setPen(grid)
             painter.drawLine(QPointF(px(t), plot.top()), QPointF(px(t), plot.bottom()))
             painter.setPen(text)

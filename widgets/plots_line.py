@@ -19,7 +19,7 @@ class LinePlot(QWidget):
     def __init__(self, title: str, left: str, bottom: str, parent: QWidget | None = None):
         super().__init__(parent)
         self.plot = titled_plot(title, left, bottom)
-        self.legend = self.plot.addLegend(labelTextColor="k", offset=(-10, 10))
+        self.legend = self.plot.add_legend(offset=(-10, 10))
         layout = QVBoxLayout(self)
         layout.setContentsMargins(0, 0, 0, 0)
         layout.addWidget(self.plot)

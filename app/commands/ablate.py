@@ -10,6 +10,8 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from probescope.app.cli import add_trust_arguments, trust_from_args
+
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--model", required=True, help="model spec (see `probescope info`)")
@@ -41,7 +43,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--label-map", type=Path, help="CSV label,class: dataset scene label -> model class name")
     parser.add_argument("--device", default="cpu", help="torch device (default cpu)")
     parser.add_argument("--batch-size", type=int, default=64, help="images per batch (default %(default)s)")
-    parser.add_argument("--trust-pickle", action="store_true", help="allow whole-model pickles (runs their code)")
+    add_trust_arguments(parser)
     parser.add_argument("--out", type=Path, required=True, help="output folder")
 
 
@@ -110,7 +112,7 @@ def run(args: argparse.Namespace) -> int:
         if not torch.cuda.is_available():
             raise InputError("--device cuda: no CUDA device available")
     dataset, dataset_info = open_dataset(args.dataset, args.index, args.source or "")
-    model = load_model(args.model, trust_pickle=args.trust_pickle, device=args.device, class_names=args.class_names)
+    model = load_model(args.model, trust=trust_from_args(args), device=args.device, class_names=args.class_names)
     layer = args.layer or model.default_layer
     if not layer:
         raise InputError(f"{model.name}: no default layer; name one with --layer (see `probescope info`)")

@@ -1,8 +1,9 @@
 """`probescope gui`: open the desktop application, on the demo world unless told to open something else.
 
-With `--screenshot OUT.png` the window loads, waits until the chosen workspace's initial work is done, renders at
-`--size`, writes the PNG and exits 0 (non-zero with a message when loading fails or times out). Screenshot runs
-use a throwaway settings file and the offscreen platform unless `QT_QPA_PLATFORM` says otherwise.
+With `--screenshot OUT.png` (or `.svg`, `.pdf`: the vector export) the window loads, waits until the chosen
+workspace's initial work is done, renders at `--size`, writes the file and exits 0 (non-zero with a message when
+loading fails or times out). Screenshot runs use a throwaway settings file and the offscreen platform unless
+`QT_QPA_PLATFORM` says otherwise.
 """
 
 from __future__ import annotations
@@ -36,8 +37,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="how a psiz .hdf5 judgments file numbers its stimuli, when neither it nor a catalog tells")
     parser.add_argument("--device", help="compute device (cpu, cuda, cuda:1, mps); default: the saved setting")
     parser.add_argument("--theme", choices=("system", "light", "dark"), help="colour theme for this run")
-    parser.add_argument("--screenshot", metavar="OUT.png", type=Path,
-                        help="render the window to OUT.png once the workspace has loaded, then exit")
+    parser.add_argument("--screenshot", metavar="OUT.png|svg|pdf", type=Path,
+                        help="render the window to OUT (PNG, or SVG/PDF vectors) once the workspace has loaded, "
+                        "then exit")
+    parser.add_argument("--view", metavar="NAME", help="with --screenshot: export this view of the workspace instead "
+                        "of the window (a name from File > Export Figure, e.g. 'Unit card')")
     parser.add_argument("--size", default=DEFAULT_SIZE, metavar="WxH", help=f"window size (default {DEFAULT_SIZE})")
     parser.add_argument("--timeout", type=float, default=600.0, metavar="S",
                         help="longest wait for --screenshot (seconds, default 600)")
@@ -90,6 +94,9 @@ def run(args: argparse.Namespace) -> int:
     trust = trust_from_args(args)
     if args.screenshot is not None:
         os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
+    from probescope.app import splash
+
+    launch = splash.start() if args.screenshot is None else None  # on screen while torch loads
     import torch  # before Qt, and the thread count once, early
 
     from probescope.app.workers import compute_threads, keep_gui_responsive
@@ -119,6 +126,7 @@ def run(args: argparse.Namespace) -> int:
     if args.batch is not None:
         window.open_batch(args.batch)
     window.show()
+    splash.close(launch)
     _close_on_signals(window)
     _notify_uncaught(window)
     return app.exec()
@@ -166,16 +174,14 @@ def _screenshot(app, args: argparse.Namespace, size: tuple[int, int], to_open: l
 
     from PySide6.QtCore import QEventLoop, QTimer
 
-    from probescope.app.export import render_image, write_png
+    from probescope.app.export import export_widget, format_of
     from probescope.app.main_window import MainWindow
     from probescope.app.settings import Settings
     from probescope.app.theme import apply_theme
     from probescope.app.workers import keep_gui_responsive
-    from probescope.core.errors import InputError
 
     out = Path(args.screenshot)
-    if out.suffix.lower() != ".png":
-        raise InputError("the screenshot is written as PNG: give a .png file name", out)
+    format_of(out)  # .png, .svg or .pdf, else one line before any window opens
     with tempfile.TemporaryDirectory(prefix="probescope-screenshot-") as tmp:
         settings = Settings(args.settings or Path(tmp) / "settings.ini")
         apply_theme(app, args.theme or "light")
@@ -211,9 +217,20 @@ def _screenshot(app, args: argparse.Namespace, size: tuple[int, int], to_open: l
                 return 1
             for _ in range(5):  # let the last results lay themselves out
                 app.processEvents()
-            image = render_image(window, scale=1.0)
-            write_png(image, out)
-            print(f"wrote {out} ({image.width()}x{image.height()})", file=sys.stderr)
+            widget = window if args.view is None else _view(workspace, args.view)
+            export_widget(widget, out)
+            print(f"wrote {out} ({widget.width()}x{widget.height()})", file=sys.stderr)
             return 0
         finally:
             window.close()
+
+
+def _view(workspace, name: str):
+    """The workspace's export target called `name` (any case)."""
+    from probescope.core.errors import InputError
+
+    targets = {t.name.lower(): t.widget for t in workspace.export_targets()}
+    if name.lower() not in targets:
+        raise InputError(f"--view: the {workspace.title} workspace has no view {name!r} (its views: "
+                         f"{', '.join(t.name for t in workspace.export_targets())})")
+    return targets[name.lower()]

@@ -14,9 +14,11 @@ from PySide6.QtWidgets import QLabel, QTableWidget, QTableWidgetItem, QVBoxLayou
 from probescope.app.dissection import rows as r
 from probescope.app.dissection.layer import LayerData
 from probescope.widgets.dissection.plots import GroupedBars, UnitScatter
+from probescope.widgets.ink import ink
 from probescope.widgets.plots_bars import class_color
 
 CORRELATION_COLUMNS = ("method", "image set", "r (IoU)", "r (DA)", "units", "mean accuracy")
+CEILING = 0.98  # a mean accuracy from which the correlation has no variation left to explain
 
 
 def integer_ticks(plot, top: int) -> None:
@@ -85,7 +87,7 @@ class LayerViews(QWidget):
         self.scatter.set_points(units, np.array([e.iou if e else 0.0 for e in comp]),
                                 np.array([e.da if e else 0.0 for e in comp]),
                                 np.array([r.is_specialised(rows[u]) for u in units]))
-        self.scatter.plot.setTitle("Compositional explanations (orange: specialised units)", color="k", size="10pt")
+        self.scatter.plot.set_title("Compositional explanations (orange: specialised units)")
         self.scatter.select(self._unit)
         hist = r.length_histogram(result, self._data.settings.max_length)
         self.lengths.set_series(hist)
@@ -106,7 +108,11 @@ class LayerViews(QWidget):
                 text = "—" if v is None else f"{v:.3f}" if isinstance(v, float) else str(v)
                 self.correlation.setItem(k, c, QTableWidgetItem(text))
         self.correlation.resizeColumnsToContents()
+        accuracy = max((x["mean_accuracy"] for x in shown if x["mean_accuracy"] is not None), default=None)
+        ceiling = (f"<br><span style='color:{ink('warning')}'>The model is right on almost every image (mean "
+                   f"accuracy up to {accuracy:.3f}): at this ceiling the accuracies hardly vary between units, so "
+                   "these correlations say little.</span>" if accuracy is not None and accuracy >= CEILING else "")
         self.correlation_caption.setText(
             "<b>Accuracy correlation</b> (Pearson r over units: explanation score against the model's top-1 accuracy "
-            "on the images where the unit fires or the explanation is present)" if shown else
+            "on the images where the unit fires or the explanation is present)" + ceiling if shown else
             "<b>Accuracy correlation</b>: needs the model's predictions and a finished dissection")

@@ -26,9 +26,10 @@ from probescope.app.dissection.batch import JOB_COLUMNS, JOB_LEGEND, BatchView, 
 from probescope.app.dissection.layer import DEFAULT_SETTINGS
 from probescope.app.dissection.overlays import OverlayOptions
 from probescope.app.dissection.rows import INTERPRETABLE_IOU, METHOD_NAMES, METHODS
-from probescope.core.dissection.settings import DissectionSettings
+from probescope.core.dissection.settings import SEARCH_MODES, DissectionSettings
 from probescope.widgets.controls import spin_box
 from probescope.widgets.dissection.table import UnitTable
+from probescope.widgets.ink import ink
 from probescope.widgets.plots_bars import ClassBars
 
 ALL = "all categories"
@@ -75,6 +76,13 @@ class FilterBar(QWidget):
         for box in (self.interpretable, self.specialised):
             box.toggled.connect(self.changed)
         self.iou_min.valueChanged.connect(self.changed)
+
+    def clear(self) -> None:
+        """Every unit listed again."""
+        self.search.clear()
+        self.category.setCurrentText(ALL)
+        self.interpretable.setChecked(False)
+        self.specialised.setChecked(False)
 
     def set_categories(self, categories: list[str]) -> None:
         current = self.category.currentText()
@@ -127,7 +135,30 @@ class UnitControls(QWidget):
             s.valueChanged.connect(lambda _v, s=s: None if s.isSliderDown() else self.changed.emit())
 
     def method(self) -> str:
+        """One of METHODS, or 'trace' while a formula clicked in the beam trace is shown."""
         return str(self.explanation.currentData())
+
+    def show_trace_formula(self, label: str) -> None:
+        """Name a formula clicked in the beam trace as what the overlays show (without signalling a change)."""
+        index = self.explanation.findData("trace")
+        if index < 0:
+            self.explanation.addItem("", "trace")
+            index = self.explanation.count() - 1
+        self.explanation.setItemText(index, f"trace: {label}")
+        self.explanation.setItemData(index, label, Qt.ItemDataRole.ToolTipRole)
+        self.explanation.blockSignals(True)
+        self.explanation.setCurrentIndex(index)
+        self.explanation.blockSignals(False)
+
+    def forget_trace_formula(self) -> None:
+        """Back to the methods only (a new unit, or a method chosen)."""
+        index = self.explanation.findData("trace")
+        if index >= 0:
+            self.explanation.blockSignals(True)
+            if self.explanation.currentIndex() == index:
+                self.explanation.setCurrentIndex(METHODS.index("iou"))
+            self.explanation.removeItem(index)
+            self.explanation.blockSignals(False)
 
     def present(self) -> bool:
         return self.mode.currentText() == PRESENT
@@ -154,10 +185,18 @@ class RunsPanel(QWidget):
         self.quantile.setSingleStep(0.001)
         self.quantile.setValue(s.quantile)
         self.beam_size = spin_box(1, 50, s.beam_size)
-        self.beam_limit = spin_box(1, 5000, s.beam_limit)
+        self.beam_limit = spin_box(0, 5000, s.beam_limit, "candidate atoms: the top N by IoU, or all labels (0)")
+        self.beam_limit.setSpecialValueText("all labels")
         self.max_length = spin_box(1, 10, s.max_length)
         self.min_samples = spin_box(1, 1000, s.min_samples)
         self.sweep = spin_box(0, 10, s.sweep_length)
+        self.da_limit = spin_box(1, 50, s.da_limit, "safety cap on atoms for da-select / da-stop")
+        self.search_boxes = {mode: QCheckBox(METHOD_NAMES.get(mode, mode)) for mode in SEARCH_MODES}
+        self.search_boxes["iou"].setEnabled(False)  # the compositional explanation is always searched
+        searches = QHBoxLayout()
+        for box in self.search_boxes.values():
+            searches.addWidget(box)
+        searches.addStretch(1)
         form = QFormLayout()
         form.addRow("quantile (top share of activations)", self.quantile)
         form.addRow("beam size", self.beam_size)
@@ -165,6 +204,9 @@ class RunsPanel(QWidget):
         form.addRow("max explanation length", self.max_length)
         form.addRow("minimum concept images", self.min_samples)
         form.addRow("length sweep up to", self.sweep)
+        form.addRow("searches", searches)
+        form.addRow("DA search atoms at most", self.da_limit)
+        self.show_settings(s)
         self.run = QPushButton("Dissect with these settings")
         self.cancel = QPushButton("Cancel")
         self.cancel.setEnabled(False)
@@ -196,9 +238,11 @@ class RunsPanel(QWidget):
 
     def settings(self) -> DissectionSettings:
         """The settings shown last, with the fields' values (the settings this panel has no field for stay)."""
+        searches = tuple(mode for mode, box in self.search_boxes.items() if box.isChecked())
         return replace(self._shown, quantile=self.quantile.value(), beam_size=self.beam_size.value(),
                        beam_limit=self.beam_limit.value(), max_length=self.max_length.value(),
-                       min_samples=self.min_samples.value(), sweep_length=self.sweep.value())
+                       min_samples=self.min_samples.value(), sweep_length=self.sweep.value(), searches=searches,
+                       da_limit=self.da_limit.value())
 
     def show_settings(self, s: DissectionSettings) -> None:
         self._shown = s
@@ -208,6 +252,9 @@ class RunsPanel(QWidget):
         self.max_length.setValue(s.max_length)
         self.min_samples.setValue(s.min_samples)
         self.sweep.setValue(s.sweep_length)
+        self.da_limit.setValue(s.da_limit)
+        for mode, box in self.search_boxes.items():
+            box.setChecked(mode == "iou" or mode in s.searches)
 
     def set_runs(self, runs: list[tuple[str, str]], current: str) -> None:
         """(key, label) of every kept result; `current` is shown selected."""
@@ -280,7 +327,7 @@ class BatchPanel(QWidget):
         age = max(0.0, time.time() - o.updated)
         when = f"{age:.0f} s" if age < 120 else f"{age / 60:.0f} min" if age < 7200 else f"{age / 3600:.0f} h"
         merged = sum(c is not None for c in view.counts)
-        error = f"<br><span style='color:#d62728'>{o.error}</span>" if o.error else ""
+        error = f"<br><span style='color:{ink('warning')}'>{o.error}</span>" if o.error else ""
         self.caption.setText(f"<b>Batch {o.folder.name}</b>: {o.state}, {o.chunks_done}/{o.chunks_total} chunks, "
                              f"{merged} of {len(o.jobs)} layers merged; status written {when} ago<br>"
                              f"<small>{o.folder.resolve()}</small>{error}")

@@ -15,6 +15,7 @@ from probescope.app.dissection.panels import UnitControls
 from probescope.core.dissection.results import UnitResult
 from probescope.widgets.dissection.plots import ActivationHistogram
 from probescope.widgets.dissection.trace import TraceEntry, TraceStep, TraceTree
+from probescope.widgets.ink import ink
 from probescope.widgets.plots_bars import ClassBars
 from probescope.widgets.plots_line import LinePlot
 from probescope.widgets.thumbnail_grid import ThumbnailGrid
@@ -44,8 +45,8 @@ class UnitView(QWidget):
     def show_title(self, u: UnitResult) -> None:
         self.title.setText(f"<b>Unit {u.unit}</b>: threshold {u.threshold:.3g}, fires on {u.fired_images} images"
                            f" ({u.mask_pixels:,} mask pixels). Overlays: heat map = activation, "
-                           f"<span style='color:#c9a400'>yellow outline = unit mask</span>, "
-                           f"<span style='color:#0a9fd8'>cyan = explanation</span>")
+                           f"<span style='color:{ink('unit')}'>yellow outline = unit mask</span>, "
+                           f"<span style='color:{ink('concept')}'>cyan = explanation</span>")
 
     def set_caption(self, caption: str) -> None:
         self.caption.setText(caption + " (double-click an image for a large view)")

@@ -20,7 +20,8 @@ from dataclasses import replace
 from pathlib import Path
 
 from PySide6.QtCore import Qt
-from PySide6.QtWidgets import QFileDialog, QLabel, QVBoxLayout, QWidget
+from PySide6.QtGui import QAction
+from PySide6.QtWidgets import QFileDialog, QHBoxLayout, QLabel, QMenu, QPushButton, QVBoxLayout, QWidget
 
 from probescope.app.dissection import rows as r
 from probescope.app.dissection.batch_browser import BatchBrowser
@@ -28,19 +29,22 @@ from probescope.app.dissection.layer import DEFAULT_SETTINGS, LayerData, layer_t
 from probescope.app.dissection.layer_views import LayerViews
 from probescope.app.dissection.overlays import image_labels, image_overlay
 from probescope.app.dissection.panels import BatchPanel, FilterBar, RunsPanel
+from probescope.app.dissection.role import RolePanel
 from probescope.app.dissection.unit_images import UnitImages
 from probescope.app.dissection.unit_view import UnitCharts, UnitView, show_trace
-from probescope.app.export import ExportTarget, export_widget
+from probescope.app.export import PRESETS, ExportTarget, export_widget
+from probescope.app.figure_menu import figure_menu
 from probescope.app.panel_area import scrolled
 from probescope.app.tasks import IO, TaskError
 from probescope.app.workspace import Workspace
 from probescope.core.dissection.formula import Formula
 from probescope.core.dissection.results import Explanation
 from probescope.core.dissection.settings import DissectionSettings
+from probescope.widgets.command_palette import matches
 from probescope.widgets.dissection.card import CardLine, UnitCard
-from probescope.widgets.dissection.detail import ImageDetail
 from probescope.widgets.dissection.table import UnitTable
 from probescope.widgets.dissection.trace import TraceTree
+from probescope.widgets.image_detail import ImageDetail
 from probescope.widgets.images import to_qimage
 
 # The explanations and their IoU first (what a narrow panel shows without scrolling), then DA, lengths, the rest.
@@ -74,6 +78,7 @@ class DissectionWorkspace(Workspace):
         self.filters, self.units, self.view = FilterBar(), UnitTable(), UnitView()
         self.charts, self.trace, self.layer_views, self.card = UnitCharts(), TraceTree(), LayerViews(), UnitCard()
         self.runs, self.batch, self.detail = RunsPanel(), BatchPanel(), ImageDetail(self)
+        self.role = RolePanel(pool, self.task_key)
         self.unit_images = UnitImages(pool, self.task_key, self.view.images, self.view.controls,
                                       self._neighbours, self)
         self.browser = BatchBrowser(pool, self.task_key, self.batch, self._reusable_inputs, self._showing_saved,
@@ -105,12 +110,34 @@ class DissectionWorkspace(Workspace):
         area.add("units", "Units", units, "left", 0.33)
         area.add("charts", "Unit numbers", self.charts, "bottom", 0.30, Qt.Orientation.Vertical)
         area.add("trace", "Beam trace", self.trace, "right", 0.29)
-        for key, title, widget in (("layer", "Layer", self.layer_views), ("card", "Unit card", scrolled(self.card)),
+        for key, title, widget in (("role", "Role", self.role), ("layer", "Layer", self.layer_views),
+                                   ("card", "Unit card", self._card_panel()),
                                    ("settings", "Settings", self.runs), ("batch", "Batch", self.batch)):
             area.add(key, title, widget, "right")
             area.tab(key, "trace")
         area.raise_panel("trace")
         area.panels["layer"].visibilityChanged.connect(self.layer_views.set_on_screen)
+        area.panels["role"].visibilityChanged.connect(lambda shown: shown and self._show_role())
+
+    def _card_panel(self) -> QWidget:
+        """The unit card under its export buttons: the dialog, and the paper presets."""
+        buttons = QHBoxLayout()
+        for text, preset in (("Export…", None), *((p.name, p) for p in PRESETS)):
+            button = QPushButton(text)
+            button.clicked.connect(lambda _=False, p=preset: self._export_card(p))
+            buttons.addWidget(button)
+        buttons.addStretch(1)
+        panel = QWidget()
+        layout = QVBoxLayout(panel)
+        layout.setContentsMargins(0, 0, 0, 0)
+        layout.addLayout(buttons)
+        layout.addWidget(scrolled(self.card), 1)
+        return panel
+
+    def _export_card(self, preset) -> None:
+        window = self.window()
+        if hasattr(window, "figure_request"):
+            window.figure_request(ExportTarget("Unit card", self.card), preset, False)
 
     def _connect(self) -> None:
         self.filters.changed.connect(self._apply_filters)
@@ -121,6 +148,9 @@ class DissectionWorkspace(Workspace):
         self.trace.formula_clicked.connect(self._trace_clicked)
         self.layer_views.unit_clicked.connect(lambda u: self.units.select_unit(u))
         self.unit_images.shown.connect(self._overlays_shown)
+        self.role.ablated.connect(lambda _result: self._update_card())
+        self.units.setContextMenuPolicy(Qt.ContextMenuPolicy.CustomContextMenu)
+        self.units.customContextMenuRequested.connect(self._table_menu)
         self.runs.run_requested.connect(self.run_settings)
         self.runs.cancel_requested.connect(lambda: self.pool.cancel(self.task_key("layer")))
         self.runs.run_chosen.connect(self._switch_run)
@@ -145,6 +175,25 @@ class DissectionWorkspace(Workspace):
     def step(self, offset: int) -> None:
         self.units.step(offset)
 
+    def palette_items(self, query: str) -> list[tuple[str, object]]:
+        """Units (by number or explanation), concepts (filter the table to them) and sort orders."""
+        items: list[tuple[str, object]] = []
+        for name in COLUMNS:
+            items.append((f"Sort units by {name}", lambda c=COLUMNS.index(name): self.units.sortByColumn(
+                c, Qt.SortOrder.AscendingOrder if COLUMNS[c] in ("unit", "NetDissect", "category")
+                else Qt.SortOrder.DescendingOrder)))
+        concepts = sorted({c for row in self.rows.values() for c in row.concepts()})
+        items += [(f"Concept {c}: list its units", lambda c=c: self.filters.search.setText(c)) for c in concepts]
+        for u, row in sorted(self.rows.items()):
+            comp = row.explanations.get("iou")
+            items.append((f"Unit {u}: {comp.label if comp else '—'}", lambda u=u: self._go_to_unit(u)))
+        return [(title, run) for title, run in items if matches(query, title)]
+
+    def _go_to_unit(self, unit: int) -> None:
+        if unit not in self.units.visible_units():
+            self.filters.clear()
+        self.units.select_unit(unit)
+
     def refresh(self) -> None:
         inputs = (self.state.get("model"), self.state.layer, self.state.dataset)
         shown = self.data is not None or self.pool.is_running(self.task_key("layer"))
@@ -153,16 +202,14 @@ class DissectionWorkspace(Workspace):
         if inputs != self._inputs:
             self._inputs, self._kept = inputs, {}
             self.unit_images.forget()
-            model, layer, _ = inputs
-            self.clear(f"<b>Units of {layer}</b> of {model.label} (computing…)")
+            self.clear()
         self.run_settings(self.settings)
 
-    def clear(self, header: str) -> None:
+    def clear(self) -> None:
         """Nothing on screen belongs to the previous inputs: every view empty until the first units arrive."""
         self.pool.cancel_group(self.task_key("overlays"))
         self.pool.cancel(self.task_key("prefetch"))
         self.data, self.rows, self.unit, self.formula, self.formula_label = None, {}, -1, None, ""
-        self.header.setText(header)
         self.units.set_rows(COLUMNS, [])
         self.view.title.setText("")
         self.view.caption.setText("")
@@ -175,6 +222,7 @@ class DissectionWorkspace(Workspace):
         self.trace.clear()
         self.card.clear()
         self.layer_views.clear()
+        self.role.set_layer(None, None)
 
     # -- the layer's dissection -----------------------------------------------------------------------------------
     def run_settings(self, settings: DissectionSettings) -> None:
@@ -186,7 +234,7 @@ class DissectionWorkspace(Workspace):
         self.runs.show_settings(settings)
         store = self._store[1] if self._store is not None and self._store[0] is dataset else None
         self._layer_done = False
-        self.header.setText(f"<b>Units of {layer}</b> (dissecting…)")
+        self.header.setText(f"<b>Units of {layer}</b> of {loaded.label} (computing…)")
         self.runs.set_running(True, "dissecting " + settings_label(settings))
 
         def shown(d: LayerData) -> None:
@@ -222,7 +270,7 @@ class DissectionWorkspace(Workspace):
         self.rows = {u: r.unit_row(result, x) for u, x in result.units.items()}
         rows = [self.rows[u] for u in sorted(self.rows)]
         first = self.units.rowCount() == 0
-        self.units.set_rows(COLUMNS, [row_cells(x) for x in rows])
+        self.units.set_rows(COLUMNS, [row_cells(x) for x in rows], resort=result.complete)
         if first:
             self.units.sortByColumn(COLUMNS.index("comp IoU"), Qt.SortOrder.DescendingOrder)
         self.filters.set_categories(sorted({x.category for x in rows if x.category}))
@@ -232,6 +280,7 @@ class DissectionWorkspace(Workspace):
         self.header.setText(f"<b>Units of {d.layer}</b>{where}: {r.summary(rows, self.filters.iou_min.value())}"
                             f"{progress}")
         self.layer_views.set_layer(d, self.rows, self.unit)
+        self.role.set_layer(d, self._model_of(d))
         if self.unit in self.rows:
             self._show_unit(self.unit, force=True)
         elif rows:
@@ -277,20 +326,61 @@ class DissectionWorkspace(Workspace):
             return
         self.unit = unit
         self.layer_views.select(unit)
+        self.view.controls.forget_trace_formula()
         chosen = self.explanation()
         self.formula = chosen.formula if chosen else None
         self.formula_label = chosen.label if chosen else ""
         self._show_overlays()  # first: from the cache it is on screen before the charts below are drawn
         self.view.show_title(self.data.result.units[unit])
         self.charts.show_numbers(self.data, unit)
+        self._show_role()
         show_trace(self.trace, self.data, self.data.result.units[unit])
+
+    def _model_of(self, d: LayerData):
+        """The model a result was dissected from, when it is the loaded one (ablation needs its modules)."""
+        loaded = self._inputs[0] if self._inputs is not None else None
+        return loaded.value if loaded is not None and not d.origin else None
+
+    def _show_role(self) -> None:
+        if self.role.model is not None and self.unit >= 0:
+            self.role.show_units([self.unit], self.area.on_screen("role"))
+
+    def _table_menu(self, position) -> None:
+        """Right click on the table: ablate the selected units together, or the table as a figure."""
+        units = self.units.selected_units()
+        window = self.window()
+        if hasattr(window, "figure_request"):
+            menu = figure_menu(ExportTarget("Unit table", self.units), window.figure_request, self)
+        else:
+            menu = QMenu(self)
+        first = menu.actions()[0] if menu.actions() else None
+        ablate = QAction(f"Ablate {'unit ' + str(units[0]) if len(units) == 1 else f'the {len(units)} selected units'}"
+                         " (Role panel)", menu)
+        ablate.setEnabled(bool(units))
+        ablate.triggered.connect(lambda: self._ablate_selection(units))
+        menu.insertAction(first, ablate)
+        menu.insertSeparator(first)
+        menu.exec(self.units.viewport().mapToGlobal(position))
+
+    def _ablate_selection(self, units: list[int]) -> None:
+        self.area.raise_panel("role")
+        if self.role.model is None:
+            self.role.title.setText("<b>Role</b>: ablation needs the loaded model's own dissection (not a saved "
+                                    "result of another model)")
+            return
+        self.role.show_units(units, True)
 
     def _trace_clicked(self, step: int, position: int) -> None:
         e = self.data.result.units[self.unit].trace[step][position]
         self.formula, self.formula_label = e.formula, e.label
+        self.view.controls.show_trace_formula(e.label)  # the overlay box names what the overlays show
         self._show_overlays()
 
     def _controls_changed(self) -> None:
+        if self.view.controls.method() == "trace":  # display settings changed: the trace formula stays
+            self._show_overlays()
+            return
+        self.view.controls.forget_trace_formula()
         chosen = self.explanation()
         self.formula = chosen.formula if chosen else None
         self.formula_label = chosen.label if chosen else ""
@@ -320,9 +410,11 @@ class DissectionWorkspace(Workspace):
         u = d.result.units[self.unit]
         lines = [CardLine(r.METHOD_NAMES[m], e.label, e.length, e.iou, e.da)
                  for m in r.METHODS if (e := self.explanation(m)) is not None]
+        role = self.role.card_line(self.unit)
         self.card.set_card(f"Unit {self.unit} · {d.layer}",
                            f"{d.model_label}; threshold {u.threshold:.3g} (top {d.settings.quantile:g}); "
-                           f"fires on {u.fired_images} images; {self.unit_images.caption}",
+                           f"fires on {u.fired_images} images; {self.unit_images.caption}"
+                           + (f"; {role}" if role else ""),
                            [i.thumbnail.image for i in self.overlays[:CARD_IMAGES]], lines,
                            "heat map: activation · yellow outline: unit mask at T · cyan: "
                            f"{self.formula_label or 'explanation'}")
@@ -411,11 +503,15 @@ class DissectionWorkspace(Workspace):
         return export_widget(self.card, path, width=width)
 
     def export_results(self, kind: str, path: str | Path) -> Path:
-        """'tally' writes tally.csv, 'json' the dissection JSON, of the result shown."""
+        """'tally' writes tally.csv of the units the table shows (its filters apply), 'json' the whole dissection
+        JSON, of the result shown."""
         if self.data is None:
             raise ValueError("nothing dissected yet")
         if kind == "tally":
-            self.data.result.write_tally(path, self.data.settings.searches)
+            shown = self.units.visible_units()
+            self.data.result.write_tally(path, self.data.settings.searches, shown)
+            self.runs.set_running(False, f"wrote {len(shown)} of {len(self.data.result.units)} units (the table's "
+                                         f"filters) to {Path(path).name}")
         else:
             self.data.result.save(path)
         return Path(path)

@@ -64,12 +64,13 @@ class SampleImages(QObject):
             self.pool.submit(lambda ctx: thumbnail_task(jobs, ctx), name="thumbnails", key=f"{self.group}:thumbs",
                              executor=IO, on_partial=show)
 
-    def load_image(self, k: int, show: Callable[[QImage], None]) -> bool:
-        """The large view of image k, delivered to `show`; False when it cannot be read again."""
+    def load_image(self, k: int, show: Callable[[QImage], None], view: str = "detail") -> bool:
+        """Image k at full size for `view` (the detail panel, the large view), delivered to `show`; False when it
+        cannot be read again."""
         read = self.reader(k)
         if read is None:
             return False
         if not self.pool.is_shut_down:
-            self.pool.submit(lambda ctx: image_task(read, ctx), name="detail image", key=f"{self.group}:detail",
+            self.pool.submit(lambda ctx: image_task(read, ctx), name="detail image", key=f"{self.group}:{view}",
                              executor=IO, on_result=show)
         return True

@@ -11,7 +11,7 @@ from collections.abc import Sequence
 
 import numpy as np
 from PySide6.QtCore import Qt
-from PySide6.QtGui import QFont, QImage, QPixmap
+from PySide6.QtGui import QFont, QImage, QPalette, QPixmap
 from PySide6.QtWidgets import QFrame, QLabel, QPushButton, QSizePolicy, QVBoxLayout, QWidget
 
 from probescope.app.gallery.scores import Decomposition
@@ -49,10 +49,10 @@ class ScorePanel(QFrame):
         self.n_label = _label("no images scored yet")
         self.split_label = _label()
         self.classifier_label = _label()
-        self.classifier_label.setStyleSheet("color: palette(placeholder-text);")
+        self.classifier_label.setForegroundRole(QPalette.ColorRole.PlaceholderText)  # follows the theme as it changes
         self.run_label = _label()  # what the scored set is: its source and the knobs it was drawn with
         self.notice = _label()  # a change that waits for the user (knobs for the next run, a new model)
-        self.notice.setStyleSheet("color: palette(link);")
+        self.notice.setForegroundRole(QPalette.ColorRole.Link)
         self.notice_button = QPushButton()
         self.notice_button.hide()
         self.decomposition_label = _label()
@@ -121,9 +121,11 @@ class ScorePanel(QFrame):
             self.split_label.setText(f"Split protocol ({splits} splits): needs N ≥ {splits} (N = {n})")
             self.curve.set_band(None)
             return
+        size, extra = divmod(split.n, split.splits)
+        sizes = f"{size:,}" + (f" or {size + 1:,}" if extra else "")
         self.split_label.setText(
-            f"Split protocol: <b>{split.mean:.2f} ± {split.std:.2f}</b> — {split.splits} splits of N={split.n}, "
-            + (f"shuffle seed {split.seed}" if split.shuffle else "no shuffle")
+            f"Split protocol: <b>{split.mean:.2f} ± {split.std:.2f}</b> — N={split.n:,} in {split.splits} splits of "
+            f"{sizes}, " + (f"shuffle seed {split.seed}" if split.shuffle else "no shuffle")
             + f", std ddof=0, classifier {classifier}")
         self.curve.set_band(split.mean, split.std, f"split protocol {split.mean:.2f} ± {split.std:.2f}")
 
@@ -136,7 +138,8 @@ class DetailPanel(QFrame):
         self.image = QLabel()
         self.image.setFixedSize(DETAIL_IMAGE, DETAIL_IMAGE)
         self.image.setAlignment(Qt.AlignmentFlag.AlignCenter)
-        self.image.setStyleSheet("background: palette(alternate-base);")
+        self.image.setBackgroundRole(QPalette.ColorRole.AlternateBase)
+        self.image.setAutoFillBackground(True)
         self.title = _label("Select an image", bold=True)
         self.numbers = _label()
         self.bars = ClassBars(f"p(y|x): top {DETAIL_TOP} classes")

@@ -24,7 +24,7 @@ TOP_K = 3  # classes drawn under each thumbnail
 
 # Sort keys: what the user sees, and whether "largest first" is the natural direction.
 SORT_KEYS: dict[str, str] = {
-    "index": "sample order",
+    "index": "sample",
     "kl": "KL contribution",
     "entropy": "H(p(y|x))",
     "class": "predicted class",

@@ -12,6 +12,7 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
+import numpy as np
 from PySide6.QtCore import Qt, QTimer
 from PySide6.QtGui import QImage
 from PySide6.QtWidgets import QFileDialog, QLabel, QVBoxLayout, QWidget
@@ -19,7 +20,7 @@ from PySide6.QtWidgets import QFileDialog, QLabel, QVBoxLayout, QWidget
 from probescope.app.export import ExportTarget
 from probescope.app.gallery.controls import GalleryControls
 from probescope.app.gallery.images import SampleImages
-from probescope.app.gallery.panels import DetailPanel, ScorePanel
+from probescope.app.gallery.panels import DetailPanel, ScorePanel, class_name
 from probescope.app.gallery.scores import SORT_KEYS, GalleryScores
 from probescope.app.gallery.stream import DemoStream, ResumedSource, load_classifier_task, stream_task
 from probescope.app.panel_area import scrolled
@@ -30,7 +31,9 @@ from probescope.core.scoring.classifiers import classifier_of_model
 from probescope.core.scoring.examples import CLASS_NAMES as EXAMPLE_CLASSES
 from probescope.core.scoring.examples import worked_example
 from probescope.core.scoring.protocol import DEFAULT_SEED, DEFAULT_SPLITS, splittable
+from probescope.widgets.command_palette import matches
 from probescope.widgets.gallery.grid import ContactSheet, GalleryGrid
+from probescope.widgets.image_detail import ImageDetail
 
 UPDATE_MS = 40  # the live IS redraws at most this often (25 Hz), at least once per arriving batch
 SLOW_UPDATE_S = 0.25  # the marginal and the curve: at most 4 times a second while streaming
@@ -64,6 +67,7 @@ class GalleryWorkspace(Workspace):
         self.caption = QLabel()
         self.score_panel = ScorePanel()
         self.detail = DetailPanel()
+        self.large = ImageDetail(self)
         self._update_timer = QTimer(self)
         self._update_timer.setSingleShot(True)
         self._update_timer.setInterval(UPDATE_MS)
@@ -105,6 +109,8 @@ class GalleryWorkspace(Workspace):
         c.csv_button.clicked.connect(self._export_csv_dialog)
         self.score_panel.notice_button.clicked.connect(self._notice_clicked)
         self.grid.current_image_changed.connect(self._show_detail)
+        self.grid.doubleClicked.connect(lambda index: self.open_image(self.grid.thumbnails.image_index(index.row())))
+        self.grid.activated.connect(lambda index: self.open_image(self.grid.thumbnails.image_index(index.row())))
         self.grid.thumbnails_wanted.connect(self._load_thumbnails)
 
     def export_targets(self) -> list[ExportTarget]:
@@ -113,6 +119,15 @@ class GalleryWorkspace(Workspace):
 
     def step(self, offset: int) -> None:
         self.grid.step(offset)
+
+    def palette_items(self, query: str) -> list[tuple[str, object]]:
+        """Sort orders and the class filter's classes."""
+        c = self.controls
+        items = [(f"Sort samples by {c.sort.itemText(k)}", lambda k=k: c.sort.setCurrentIndex(k))
+                 for k in range(c.sort.count())]
+        items += [(f"Show class {c.class_filter.itemText(k)}", lambda k=k: c.class_filter.setCurrentIndex(k))
+                  for k in range(1, c.class_filter.count())]
+        return [(title, run) for title, run in items if matches(query, title)]
 
     # -- inputs -----------------------------------------------------------------------------------------------------
     @property
@@ -123,6 +138,8 @@ class GalleryWorkspace(Workspace):
         """New samples (or a classifier from a new model): score the opened samples from the start."""
         self._kept = None
         self._offer(None)
+        loaded = self.state.get("samples")
+        self.controls.source.setItemText(0, f"Samples: {loaded.label}" if loaded is not None else "Opened samples")
         if self.controls.classifier_box.currentData() == "model":
             self._set_classifier(classifier_of_model(self.state.model))
         source = self.samples_source
@@ -443,6 +460,24 @@ class GalleryWorkspace(Workspace):
         self._show_numbers(i)
         if not self.images.load_image(i, self.detail.set_image):
             self.detail.set_image(self.grid.thumbnails.kept_thumbnail(i))
+
+    def open_image(self, i: int) -> None:
+        """The large view of image i (double-click or Enter), with its top classes."""
+        scores = self.scores
+        if not 0 <= i < scores.n:
+            return
+        p = scores.probabilities(i)
+        top = np.argsort(-p)[:10]
+        names = [class_name(self.class_names, int(k)) for k in top]
+        classes = [f"{name}: {p[k]:.3f}" for name, k in zip(names, top)]
+        notes = (f"image {i} of {scores.n:,}; H(p(y|x)) = {float(scores.entropy[i]):.3f} nats; KL against the "
+                 f"marginal {scores.kl_of(i):.3f} nats")
+
+        def show(image) -> None:
+            self.large.show_image(image, f"Sample #{i}", notes, classes, "Top classes p(y|x)")
+
+        if not self.images.load_image(i, show, "large"):
+            show(self.grid.thumbnails.kept_thumbnail(i))
 
     def _show_numbers(self, i: int) -> None:
         scores = self.scores

@@ -42,7 +42,7 @@ class EmbeddingFits(QObject):
             ensemble, cached, self.coarse, coarse_name, measures = result
             how = "quick fit, read from the cache" if cached else "quick fit"
             self._set(ensemble, measures, f"{how}: {ensemble.dims}-D, {ensemble.n_members} members", coarse_name,
-                      judgments.simulated)
+                      judgments)
 
         self.pool.submit(lambda ctx: jobs.quick_embedding_task(trialset, judgments, spec, cache_dir(), ctx),
                          name="quick embedding", key=self._key("embedding"), executor=COMPUTE, on_result=done)
@@ -54,7 +54,7 @@ class EmbeddingFits(QObject):
         def done(result) -> None:
             fit, measures = result
             chosen = f"refit: {fit.ensemble.dims}-D chosen of {sorted(fit.dims_loss)}, {fit.ensemble.n_members} members"
-            self._set(fit.ensemble, measures, chosen, self.panel.coarse_name, judgments.simulated)
+            self._set(fit.ensemble, measures, chosen, self.panel.coarse_name, judgments)
 
         self.panel.set_running(True)
         self.pool.submit(lambda ctx: jobs.refit_task(trialset, judgments, dims, n_members, previous, warm, coarse,
@@ -67,10 +67,11 @@ class EmbeddingFits(QObject):
                          key=self._key("hover"), executor=IO,
                          on_result=lambda item: self.panel.view.set_thumbnail(index, *item))
 
-    def _set(self, ensemble, measures: data.Convergence, how: str, coarse_name: str, simulated: bool) -> None:
+    def _set(self, ensemble, measures: data.Convergence, how: str, coarse_name: str, judgments) -> None:
         self.ensemble = ensemble
         self.history.append(measures)
         xy, projection = data.projection_2d(ensemble)
-        note = " — SIMULATED judgments" if simulated else ""
-        self.panel.show_embedding(xy, f"{how}; {projection}{note}", self.history, coarse_name)
+        note = " — SIMULATED judgments" if judgments.simulated else ""
+        self.panel.show_embedding(xy, f"{how}; {projection}{note}", self.history, coarse_name,
+                                  lambda k: data.stimulus_name(judgments, k))
         self.fitted.emit(ensemble)

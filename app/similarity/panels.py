@@ -147,9 +147,10 @@ class EmbeddingPanel(QWidget):
         if running:
             self.info.setText("Refitting the embedding (progress in the status bar)…")
 
-    def show_embedding(self, xy: np.ndarray, how: str, history: list[data.Convergence], coarse_name: str) -> None:
+    def show_embedding(self, xy: np.ndarray, how: str, history: list[data.Convergence], coarse_name: str,
+                       name_of: Callable[[int], str] | None = None) -> None:
         self.coarse_name = coarse_name
-        self.view.set_points(xy, "Psychological embedding (hover a point for its image)")
+        self.view.set_points(xy, "Psychological embedding (hover a point for its image)", name_of=name_of)
         last = history[-1]
         parts = [how, f"fitted on {last.n_trials} trials", f"within-ensemble correlation {last.within:.3f}"]
         if last.coarse_loss is not None:

@@ -9,6 +9,7 @@ from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QComboBox, QHBoxLayout, QLabel, QScrollArea, QVBoxLayout, QWidget
 
 from probescope.app.similarity import analysis as data
+from probescope.widgets.ink import ink
 from probescope.widgets.similarity.trial_grid import ModelView, TrialGrid
 
 CELL = 124
@@ -97,7 +98,7 @@ class TrialView(QWidget):
             names = self.grid.captions()
             items = [f"ref {a + 1} ({_short(names[a])}) closer than ref {b + 1} ({_short(names[b])})"
                      for a, b in wrong]
-            text += ("<br><span style='color:#c0392b'>Disagreeing triplets (participant's order): "
+            text += (f"<br><span style='color:{ink('warning')}'>Disagreeing triplets (participant's order): "
                      + "; ".join(items) + "</span>")
         self.summary.setText(text)
 

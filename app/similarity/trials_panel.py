@@ -58,6 +58,14 @@ class TrialsPanel(QWidget):
         self.kept_only.toggled.connect(self.changed)
         self.query_button.clicked.connect(self.query_cleared)
 
+    def clear(self) -> None:
+        """Every trial listed again (the one-query filter is the workspace's)."""
+        for box in (self.grade_filter, self.catch_filter, self.class_filter):
+            box.setCurrentIndex(0)
+        self.agree_min.setValue(0)
+        self.agree_max.setValue(self.agree_max.maximum())
+        self.kept_only.setChecked(False)
+
     def set_classes(self, classes: list[str]) -> None:
         self.class_filter.blockSignals(True)
         self.class_filter.clear()

@@ -28,6 +28,8 @@ from probescope.app.similarity.trial_view import CELL, TrialView
 from probescope.app.similarity.trials_panel import TrialsPanel
 from probescope.app.tasks import COMPUTE, IO, TaskContext
 from probescope.app.workspace import Workspace
+from probescope.widgets.command_palette import matches
+from probescope.widgets.ink import ink
 from probescope.widgets.similarity.sheet import SheetTrial, TrialSheet
 from probescope.widgets.similarity.tables import TrialColumns
 
@@ -125,8 +127,8 @@ class SimilarityWorkspace(Workspace):
         self.query_filter = -1
         self._trial_shown = False
         judgments = self.loaded.value
-        simulated = ("<b style='color:#c0392b'>SIMULATED judgments: not human data.</b> " if judgments.simulated
-                     else "")
+        simulated = (f"<b style='color:{ink('warning')}'>SIMULATED judgments: not human data.</b> "
+                     if judgments.simulated else "")
         notes = "; ".join(judgments.notes)
         self.header.setText(f"{simulated}{self.loaded.label}, {judgments.format}, {judgments.n_stimuli} stimuli"
                              + (f" ({notes})" if notes else ""))
@@ -134,6 +136,28 @@ class SimilarityWorkspace(Workspace):
         classes = sorted(set(data.stimulus_classes(judgments)) - {""})
         self.trials.set_classes(classes)
         self._run_analysis()
+
+    def palette_items(self, query: str) -> list[tuple[str, object]]:
+        """Trials by number (type it), query classes (filter the list to them), the model rows."""
+        if self.trialset is None:
+            return []
+        items: list[tuple[str, object]] = []
+        n = len(self.trialset.trials)
+        for word in query.split():
+            if word.isdigit() and 1 <= int(word) <= n:
+                items.append((f"Trial {word}", lambda t=int(word) - 1: self._go_to_trial(t)))
+        box = self.trials.class_filter
+        items += [(f"Query class {box.itemText(k)}: list its trials", lambda k=k: box.setCurrentIndex(k))
+                  for k in range(1, box.count())]
+        items += [(f"Model view {self.view.model.itemText(k)}", lambda k=k: self.view.model.setCurrentIndex(k))
+                  for k in range(self.view.model.count())]
+        return [(title, run) for title, run in items if matches(query, title) or title.startswith("Trial ")]
+
+    def _go_to_trial(self, t: int) -> None:
+        if not self.trials.trial_list.select_trial(t):  # not listed under the filters: list every trial
+            self.trials.clear()
+            self.set_query_filter(-1)
+            self.trials.trial_list.select_trial(t)
 
     def step(self, offset: int) -> None:
         row = self.trials.trial_list.currentIndex().row()

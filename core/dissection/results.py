@@ -9,7 +9,7 @@ from __future__ import annotations
 import csv
 import io
 import json
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -148,8 +148,9 @@ class DissectionResult:
         except (ValueError, KeyError, TypeError, IndexError) as exc:
             raise InputError(f"damaged dissection file ({type(exc).__name__}: {exc})", path) from None
 
-    def tally_csv(self, searches: tuple[str, ...]) -> str:
-        """tally.csv text: one row per unit; the netdissect and comp columns, then one group per extra search."""
+    def tally_csv(self, searches: tuple[str, ...], units: Iterable[int] | None = None) -> str:
+        """tally.csv text: one row per unit (of `units`, default all); the netdissect and comp columns, then one
+        group per extra search."""
         header = ["unit", "threshold", "netdissect_label", "netdissect_category", "netdissect_iou", "netdissect_da"]
         modes = ["iou"] + [m for m in searches if m != "iou"]
         for m in modes:
@@ -158,7 +159,7 @@ class DissectionResult:
         buf = io.StringIO()
         w = csv.writer(buf, lineterminator="\n")
         w.writerow(header)
-        for u in sorted(self.units):
+        for u in sorted(self.units if units is None else set(units) & set(self.units)):
             r = self.units[u]
             nd = r.netdissect
             row: list = [u, repr(r.threshold)]
@@ -169,5 +170,5 @@ class DissectionResult:
             w.writerow(row)
         return buf.getvalue()
 
-    def write_tally(self, path: str | Path, searches: tuple[str, ...]) -> None:
-        write_text(path, self.tally_csv(searches))
+    def write_tally(self, path: str | Path, searches: tuple[str, ...], units: Iterable[int] | None = None) -> None:
+        write_text(path, self.tally_csv(searches, units))

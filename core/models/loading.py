@@ -263,11 +263,16 @@ def _load_auto(path: Path, trust: Trust) -> LoadedModel:
         return _torchvision_model(arch, state_dict, meta, path, places365=path.name.endswith("places365.pth.tar"))
     if "layer4.conv.weight" in state_dict and "fc.weight" in state_dict:
         return _load_demo(path)
-    raise InputError(
+    raise UnknownArchitecture(
         "cannot tell the architecture of this state dict: write the spec as '<arch>:<file>' "
         "(e.g. resnet18:...) or 'places365:<arch>:<file>'",
         path,
     )
+
+
+class UnknownArchitecture(InputError):
+    """A state dict that names no architecture: the user must say which (on the command line, in the spec; in the
+    app, in the Open Model dialog)."""
 
 
 def list_layers(model: LoadedModel, input_size: tuple[int, int] | None = None) -> list[LayerInfo]:

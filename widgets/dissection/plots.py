@@ -115,7 +115,7 @@ class GroupedBars(QWidget):
         super().__init__(parent)
         self.plot = titled_plot(title, left, bottom)
         self.plot.setMouseEnabled(False, False)
-        self.legend = self.plot.addLegend(labelTextColor="k", offset=(-10, 10))
+        self.legend = self.plot.add_legend(offset=(-10, 10))
         self.colors = tuple(colors)
         layout = QVBoxLayout(self)
         layout.setContentsMargins(0, 0, 0, 0)

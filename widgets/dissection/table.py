@@ -72,13 +72,23 @@ class _Rows(QAbstractTableModel):
         self._arrange()
         self.layoutChanged.emit()
 
-    def replace(self, columns: Sequence[str], rows: Sequence[Sequence[object]]) -> None:
+    def replace(self, columns: Sequence[str], rows: Sequence[Sequence[object]], resort: bool = True) -> None:
+        """New content; with `resort` False the rows already listed keep their places and new ones come last (in
+        the sort order among themselves), so rows do not move under the pointer while more arrive."""
         self.beginResetModel()
         if tuple(columns) != self.columns:
             self.columns = tuple(columns)
             self.sort_column = min(self.sort_column, len(self.columns) - 1)
+            resort = True
+        before = [self.rows[i][0] for i in self.ordered]
         self.rows = [tuple(r) for r in rows]
         self._arrange()
+        if not resort:
+            at = {row[0]: i for i, row in enumerate(self.rows)}
+            kept = [at[key] for key in before if key in at]
+            old = set(kept)
+            self.ordered = kept + [i for i in self.ordered if i not in old]
+            self._filter()
         self.endResetModel()
 
     def filter(self, keep: set | None) -> None:
@@ -100,7 +110,10 @@ class _Rows(QAbstractTableModel):
             present.sort(key=key, reverse=self.sort_order == Qt.SortOrder.DescendingOrder)
             order = present + [i for i in order if self.rows[i][c] is None]
         self.ordered = order
-        self.shown = order if self.keep is None else [i for i in order if self.rows[i][0] in self.keep]
+        self._filter()
+
+    def _filter(self) -> None:
+        self.shown = self.ordered if self.keep is None else [i for i in self.ordered if self.rows[i][0] in self.keep]
 
 
 class UnitTable(QTableView):
@@ -118,7 +131,7 @@ class UnitTable(QTableView):
         self.verticalHeader().setVisible(False)
         self.setEditTriggers(QAbstractItemView.EditTrigger.NoEditTriggers)
         self.setSelectionBehavior(QAbstractItemView.SelectionBehavior.SelectRows)
-        self.setSelectionMode(QAbstractItemView.SelectionMode.SingleSelection)
+        self.setSelectionMode(QAbstractItemView.SelectionMode.ExtendedSelection)  # Shift/Ctrl: several units
         self.setAlternatingRowColors(True)
         self.verticalHeader().setDefaultSectionSize(self.fontMetrics().height() + 6)
         self.horizontalHeader().setSectionResizeMode(QHeaderView.ResizeMode.Interactive)
@@ -127,10 +140,14 @@ class UnitTable(QTableView):
         self.selectionModel().currentRowChanged.connect(self._moved)
         self._rows.layoutChanged.connect(self._reselect)
 
-    def set_rows(self, columns: Sequence[str], rows: Sequence[Sequence[object]]) -> None:
-        """Replace the content, keeping the sort column, its order, the filter and the selected unit."""
-        self._rows.replace(columns, rows)
-        self.fit_columns()
+    def set_rows(self, columns: Sequence[str], rows: Sequence[Sequence[object]], resort: bool = True) -> None:
+        """Replace the content, keeping the sort column, its order, the filter and the selected unit. While rows
+        still arrive (`resort` False) the listed rows stay where they are and the column widths as the user set
+        them; the final content is sorted and fitted."""
+        first = self._rows.rowCount() == 0
+        self._rows.replace(columns, rows, resort)
+        if resort or first:
+            self.fit_columns()
         self._reselect()
 
     def fit_columns(self) -> None:
@@ -157,6 +174,13 @@ class UnitTable(QTableView):
     def units(self) -> list[int]:
         """Units in the sort order, filtered out ones included."""
         return [int(self._rows.rows[i][0]) for i in self._rows.ordered]
+
+    def selected_units(self) -> list[int]:
+        """The units of the selected rows (the current one at least), in table order."""
+        rows = sorted({index.row() for index in self.selectionModel().selectedRows()})
+        units = [int(self._rows.rows[self._rows.shown[r]][0]) for r in rows if r < len(self._rows.shown)]
+        current = self.current_unit()
+        return units or ([current] if current >= 0 else [])
 
     def visible_units(self) -> list[int]:
         return [int(self._rows.rows[i][0]) for i in self._rows.shown]

@@ -7,10 +7,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from PySide6.QtCore import Qt, Signal
-from PySide6.QtGui import QBrush, QColor, QFont
+from PySide6.QtGui import QBrush, QFont
 from PySide6.QtWidgets import QAbstractItemView, QHeaderView, QTreeWidget, QTreeWidgetItem, QWidget
 
-PICK_COLOR = QColor("#1f6fb2")
+from probescope.widgets.ink import ink_color
+
 COLUMNS = ("formula", "IoU", "DA", "picked by")
 
 
@@ -65,7 +66,7 @@ class TraceTree(QTreeWidget):
                 if e.picked_by:
                     for c in range(len(COLUMNS)):
                         leaf.setFont(c, bold)
-                        leaf.setForeground(c, QBrush(PICK_COLOR))
+                        leaf.setForeground(c, QBrush(ink_color("pick", self.palette())))
                 top.addChild(leaf)
             top.setExpanded(expanded is None or s < expanded)
         for c in (1, 2, 3):

@@ -7,7 +7,7 @@ decoded the image in a worker, so hovering never blocks the GUI thread.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import numpy as np
 import pyqtgraph as pg
@@ -37,7 +37,8 @@ class EmbeddingView(QWidget):
         self.plot = titled_plot("", "", "")
         self.plot.setAspectLocked(True)
         self.points = pg.ScatterPlotItem(size=7, pen=pg.mkPen("#ffffff", width=0.5), brush=pg.mkBrush("#7f8c8d"),
-                                         hoverable=True, hoverSize=11, hoverBrush=pg.mkBrush("#f1c40f"))
+                                         hoverable=True, hoverSize=11, hoverBrush=pg.mkBrush("#f1c40f"), tip=self._tip)
+        self.name_of: Callable[[int], str] | None = None  # what a point's tooltip says: the stimulus and its class
         self.marks = pg.ScatterPlotItem(size=15, brush=pg.mkBrush(0, 0, 0, 0))
         self.plot.addItem(self.points)
         self.plot.addItem(self.marks)
@@ -52,11 +53,14 @@ class EmbeddingView(QWidget):
         self._xy = np.empty((0, 2))
         self._hover = -1
 
-    def set_points(self, xy: np.ndarray, title: str, colors: Sequence[str] | None = None) -> None:
+    def set_points(self, xy: np.ndarray, title: str, colors: Sequence[str] | None = None,
+                   name_of: Callable[[int], str] | None = None) -> None:
+        """`name_of(i)` is point i's tooltip (the stimulus and its class); without it the tooltip says 'stimulus i'."""
         self._xy = np.asarray(xy, dtype=np.float64)
+        self.name_of = name_of
         brushes = [pg.mkBrush(c) for c in colors] if colors is not None else None
         self.points.setData(pos=self._xy, data=np.arange(len(self._xy)), **({"brush": brushes} if brushes else {}))
-        self.plot.setTitle(title, color="k", size="10pt")
+        self.plot.set_title(title)
         self.marks.setData([])
         self.plot.autoRange()
 
@@ -85,6 +89,9 @@ class EmbeddingView(QWidget):
         self.thumbnail.adjustSize()
         self.thumbnail.move(self.plot.width() - self.thumbnail.width() - 8, 8)
         self.thumbnail.show()
+
+    def _tip(self, x: float, y: float, data: object) -> str:
+        return self.name_of(int(data)) if self.name_of is not None else f"stimulus {int(data)}"
 
     def _hovered(self, _item, points, _event) -> None:
         index = int(points[0].data()) if len(points) else -1

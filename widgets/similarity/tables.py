@@ -10,8 +10,10 @@ from dataclasses import dataclass
 
 import numpy as np
 from PySide6.QtCore import QAbstractTableModel, QModelIndex, QPersistentModelIndex, Qt
-from PySide6.QtGui import QBrush, QColor
+from PySide6.QtGui import QBrush
 from PySide6.QtWidgets import QAbstractItemView, QHeaderView, QTableView, QTableWidget, QTableWidgetItem, QWidget
+
+from probescope.widgets.ink import ink_color
 
 TRIAL_COLUMNS = ("#", "session", "grade", "catch", "agree", "QC", "query")
 AGREE, QC, QUERY = 4, 5, 6
@@ -73,7 +75,7 @@ class TrialListModel(QAbstractTableModel):
                 return "kept" if c.kept[t] else "dropped"
             return c.query_name[t]
         if role == Qt.ItemDataRole.ForegroundRole and col == QC and not c.kept[t]:
-            return QBrush(QColor("#c0392b"))
+            return QBrush(ink_color("warning"))
         return None
 
     def set_trials(self, columns: TrialColumns) -> None:

@@ -13,6 +13,8 @@ from PySide6.QtCore import Qt, Signal
 from PySide6.QtGui import QImage, QMouseEvent, QPixmap
 from PySide6.QtWidgets import QGridLayout, QLabel, QSizePolicy, QVBoxLayout, QWidget
 
+from probescope.widgets.ink import ink
+
 # grid cells (row, col) for references 0..7, clockwise from the top left; the centre (1, 1) is the query
 _CELLS = ((0, 0), (0, 1), (0, 2), (1, 2), (2, 2), (2, 1), (2, 0), (1, 0))
 WRONG_COLOR = "#c0392b"
@@ -31,6 +33,13 @@ class ModelView:
     total: int
 
 
+def _set_wrapped(label: QLabel, text: str) -> None:
+    """Text under a tile, as tall as its wrapped lines need: the cell grows, nothing runs over the next tile."""
+    label.setText(text)
+    label.setMinimumHeight(label.heightForWidth(label.width()) if text else 0)
+    label.updateGeometry()
+
+
 class _Cell(QWidget):
     clicked = Signal()
 
@@ -41,11 +50,12 @@ class _Cell(QWidget):
         self.picture.setAlignment(Qt.AlignmentFlag.AlignCenter)
         self.caption = QLabel()
         self.caption.setAlignment(Qt.AlignmentFlag.AlignCenter)
-        self.caption.setMaximumWidth(size + 40)
+        self.caption.setFixedWidth(size + 40)
         self.caption.setWordWrap(True)
         self.model = QLabel()
         self.model.setAlignment(Qt.AlignmentFlag.AlignCenter)
-        self.model.setMaximumWidth(size + 40)
+        self.model.setFixedWidth(size + 40)
+        self.model.setWordWrap(True)
         self.model.setTextFormat(Qt.TextFormat.RichText)
         self.model.hide()
         layout = QVBoxLayout(self)
@@ -65,10 +75,10 @@ class _Cell(QWidget):
         self.picture.setPixmap(pixmap)
         self._border = border
         self._style(False)
-        self.caption.setText(caption)
+        _set_wrapped(self.caption, caption)
 
     def set_model(self, text: str, wrong: bool) -> None:
-        self.model.setText(text)
+        _set_wrapped(self.model, text)
         self.model.setVisible(bool(text))
         self._style(wrong)
 
@@ -138,7 +148,7 @@ class TrialGrid(QWidget):
                 cell.set_model("", False)
                 continue
             wrong = position in involved
-            color = f' style="color:{WRONG_COLOR}"' if wrong else ""
+            color = f' style="color:{ink("warning")}"' if wrong else ""
             cell.set_model(f"<span{color}>model rank {view.ranks[position]} · d {view.distances[position]:.3g}"
                            "</span>", wrong)
         self._cells[8].set_model(f"<b>{view.correct} of {view.total}</b> triplets agree" if view else "", False)

@@ -1,4 +1,4 @@
-"""The large view of one image: the picture with its overlays, scaled up, and the concepts labelled in it."""
+"""The large view of one image, scaled up, with notes and a list (the concepts labelled in it, the top classes)."""
 
 from __future__ import annotations
 
@@ -26,14 +26,17 @@ class ImageDetail(QDialog):
         self.labels.setMinimumWidth(220)
         side = QVBoxLayout()
         side.addWidget(self.notes)
-        side.addWidget(QLabel("<b>Labels in this image</b>"))
+        self.list_title = QLabel("<b>Labels in this image</b>")
+        side.addWidget(self.list_title)
         side.addWidget(self.labels, 1)
         layout = QHBoxLayout(self)
         layout.addWidget(self.picture, 1)
         layout.addLayout(side)
 
-    def show_image(self, image: QImage, title: str, notes: str, labels: Sequence[str]) -> None:
+    def show_image(self, image: QImage, title: str, notes: str, labels: Sequence[str],
+                   list_title: str = "Labels in this image") -> None:
         self.setWindowTitle(title)
+        self.list_title.setText(f"<b>{list_title}</b>")
         pixmap = QPixmap.fromImage(image).scaled(self.SIZE, self.SIZE, Qt.AspectRatioMode.KeepAspectRatio,
                                                  Qt.TransformationMode.FastTransformation)
         self.picture.setPixmap(pixmap)

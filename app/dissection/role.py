@@ -1,0 +1,187 @@
+"""What a unit does for the model, beside what it detects: the Role panel of the Dissection workspace.
+
+Removing the selected unit (zero or mean ablation, Bau et al. 2020) shows which classes lose accuracy and
+probability of the true class on the labelled probing images; the layer view ablates every unit and shows units x
+classes, the units ordered by their explanation's concept; a table selection is ablated as one group. The network
+after the layer runs on the cached activations (`core.ablation`), so a unit costs a tail pass, not a forward; the
+ablation of a layer is built once per result and kept in the compute thread.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import numpy as np
+import pyqtgraph as pg
+from PySide6.QtCore import Signal
+from PySide6.QtWidgets import QComboBox, QHBoxLayout, QLabel, QPushButton, QVBoxLayout, QWidget
+
+from probescope.app.dissection import rows as r
+from probescope.app.dissection.layer import LayerData
+from probescope.app.tasks import COMPUTE, Progress, TaskContext, TaskError
+from probescope.app.workers import WorkerPool
+from probescope.core.ablation.results import AblationResult
+from probescope.widgets.plot_frame import titled_plot
+from probescope.widgets.plots_bars import ClassBars
+
+TOP = 8  # classes in the unit's bars
+_ABLATIONS: dict[tuple, object] = {}  # (result key, mode) -> LayerAblation, used in the compute thread only
+
+
+def ablation_of(d: LayerData, model, mode: str, ctx: TaskContext) -> Iterator[Progress]:
+    """The layer's LayerAblation for this result and mode (built once: it checks the tail with a forward pass)."""
+    from probescope.core.ablation.ablate import LayerAblation
+    from probescope.core.dissection.correlation import scene_truth
+    from probescope.core.errors import InputError
+
+    key = (d.key, mode)
+    if key not in _ABLATIONS:
+        if not getattr(model, "class_names", None):
+            raise InputError(f"{model.name} names no classes: ablation measures each class's accuracy")
+        yield Progress(None, f"preparing the ablation of {d.layer}")
+        truth = scene_truth(d.store, model.class_names)
+        _ABLATIONS.clear()  # one layer at a time: each holds its activations' means and a batch buffer
+        _ABLATIONS[key] = LayerAblation(model, d.layer, d.activations, d.dataset, truth, model.class_names,
+                                        mode=mode)
+    return _ABLATIONS[key]
+
+
+def ablate_task(d: LayerData, model, mode: str, groups: list, ctx: TaskContext) -> Iterator[Progress]:
+    """The AblationResult of `groups` (core.ablation UnitGroups) at the layer of `d`."""
+    ablation = yield from ablation_of(d, model, mode, ctx)
+    return ablation.run(groups, ctx.progress, ctx.cancelled)
+
+
+def concept_order(d: LayerData) -> list[int]:
+    """The layer's units ordered by their compositional explanation's first concept (then IoU), so units that
+    detect the same thing sit together in the layer view."""
+    def key(u: int) -> tuple:
+        e = d.result.units[u].explanations.get("iou") or d.result.units[u].netdissect
+        return ("~", 0.0, u) if e is None else (e.label.strip("()").split(" ")[0], -e.iou, u)
+
+    return sorted(d.result.units, key=key)
+
+
+class RolePanel(QWidget):
+    """`ablated(result)` after each ablation (the workspace puts the unit's top classes on its card)."""
+
+    ablated = Signal(object)
+
+    def __init__(self, pool: WorkerPool, key, parent: QWidget | None = None):
+        super().__init__(parent)
+        self.pool, self._key = pool, key
+        self.mode = QComboBox()
+        self.mode.addItem("zero (the paper's)", "zero")
+        self.mode.addItem("mean activation", "mean")
+        self.mode.setToolTip("zero: the units output 0; mean: their mean over the dataset (keeps the layer's level)")
+        self.title = QLabel("<b>Role</b>: select a unit")
+        self.title.setWordWrap(True)
+        self.bars = ClassBars("p(true class) lost without the unit: the classes most hurt")
+        self.note = QLabel()
+        self.note.setWordWrap(True)
+        self.layer_button = QPushButton("Ablate every unit of the layer")
+        self.matrix = titled_plot("Δ accuracy, units × classes (units by concept)", "class", "unit")
+        self.image = pg.ImageItem()
+        self.matrix.addItem(self.image)
+        self.matrix.hide()
+        top = QHBoxLayout()
+        top.addWidget(QLabel("ablation"))
+        top.addWidget(self.mode)
+        top.addStretch(1)
+        top.addWidget(self.layer_button)
+        layout = QVBoxLayout(self)
+        layout.setContentsMargins(4, 0, 4, 0)
+        layout.addLayout(top)
+        layout.addWidget(self.title)
+        layout.addWidget(self.bars)
+        layout.addWidget(self.note)
+        layout.addWidget(self.matrix, 1)
+        self.data: LayerData | None = None
+        self.model = None
+        self.results: dict[tuple, AblationResult] = {}  # (result key, mode, units) -> its ablation
+        self.layer_button.clicked.connect(self.ablate_layer)
+        self.mode.currentIndexChanged.connect(lambda _i: self.results.clear())
+
+    def set_layer(self, d: LayerData | None, model) -> None:
+        """A new result on screen: what was ablated belonged to the previous one."""
+        if d is None or self.data is None or d.key != self.data.key:
+            self.results.clear()
+            self.matrix.hide()
+            self.bars.clear()
+        self.data, self.model = d, model
+
+    def show_units(self, units: list[int], on_screen: bool) -> None:
+        """Ablate `units` as one group (the selected unit, or a table selection) when the panel is on screen."""
+        d = self.data
+        if d is None or not units or not on_screen:
+            return
+        from probescope.core.ablation.groups import hand_picked
+
+        group = hand_picked(units, f"unit {units[0]}" if len(units) == 1 else "")
+        mode = self.mode.currentData()
+        key = (d.key, mode, group.units)
+        if key in self.results:
+            self._show(self.results[key])
+            return
+        self.title.setText(f"<b>Role of {group.name}</b>: ablating…")
+        model = self.model
+
+        def done(result: AblationResult) -> None:
+            self.results[key] = result
+            self._show(result)
+
+        self.pool.submit(lambda ctx: ablate_task(d, model, mode, [group], ctx), name=f"ablate {group.name}",
+                         key=self._key("role"), executor=COMPUTE, on_result=done, on_error=self._failed)
+
+    def _show(self, result: AblationResult) -> None:
+        hurt = result.most_hurt(0, TOP, by="probability")
+        self.bars.set_bars([e.name for e in hurt], np.array([max(-e.delta_p_true, 0.0) for e in hurt]),
+                           classes=[result.classes.index(e.name) for e in hurt])
+        changed = [e for e in hurt if e.delta_accuracy != 0]
+        accuracy = ("; accuracy changes in " + ", ".join(f"{e.name} {e.delta_accuracy:+.1%}" for e in changed)
+                    if changed else "; no class's accuracy changes (a unit among many: see the guide)")
+        self.title.setText(f"<b>Role of {result.groups[0].name}</b> ({result.mode} ablation, {result.path} path)"
+                           f"{accuracy}")
+        self.note.setText(f"{int(result.images.sum())} labelled images in {len(result.classes)} classes; "
+                          f"{result.path_note}")
+        self.ablated.emit(result)
+
+    def ablate_layer(self) -> None:
+        """Every unit alone: the units x classes matrix (Δ accuracy), units in concept order."""
+        d, model = self.data, self.model
+        if d is None:
+            return
+        from probescope.core.ablation.groups import each_unit
+
+        order = concept_order(d)
+        mode = self.mode.currentData()
+        self.title.setText(f"<b>Ablating the {len(order)} units of {d.layer}</b>…")
+
+        def done(result: AblationResult) -> None:
+            self.image.setImage(result.delta_accuracy, levels=(-0.5, 0.5), lut=_diverging())
+            self.matrix.show()
+            self.title.setText(f"<b>{d.layer}</b>: Δ accuracy of each class (columns) without each unit (rows, "
+                               f"by concept: {r.METHOD_NAMES['iou']} explanation); blue: hurt, red: helped")
+
+        self.pool.submit(lambda ctx: ablate_task(d, model, mode, each_unit(order), ctx),
+                         name=f"ablate every unit of {d.layer}", key=self._key("role"), executor=COMPUTE,
+                         on_result=done, on_error=self._failed)
+
+    def _failed(self, error: TaskError) -> None:
+        self.title.setText(f"<b>Role</b>: {error.message}")
+
+    def card_line(self, unit: int) -> str:
+        """'without it: village −0.039, street −0.020, garden −0.010 (p of the true class)', or '' unknown."""
+        d = self.data
+        result = self.results.get((d.key, self.mode.currentData(), (unit,))) if d is not None else None
+        if result is None:
+            return ""
+        hurt = result.most_hurt(0, 3, by="probability")
+        return "without it: " + ", ".join(f"{e.name} {e.delta_p_true:+.3f}" for e in hurt) + " (p of the true class)"
+
+
+def _diverging() -> np.ndarray:
+    """Blue (hurt) through white to red (helped): a 256-entry lookup table."""
+    t = np.linspace(-1, 1, 256)[:, None]
+    blue, white, red = np.array([[33, 102, 172]]), np.array([[247, 247, 247]]), np.array([[178, 24, 43]])
+    return np.where(t < 0, white + (blue - white) * -t, white + (red - white) * t).astype(np.uint8)

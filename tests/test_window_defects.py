@@ -1,0 +1,316 @@
+"""The window researchers take figures from: nothing stale, nothing clipped, the device used, readable in both themes.
+
+One test per defect found by driving the real window (the export defects are in test_app_export_vector.py, the
+gallery's frozen runs in test_ws_gallery.py)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+import torch
+from PySide6.QtCore import QPoint, Qt
+from PySide6.QtGui import QColor, QGuiApplication, QImage
+from PySide6.QtWidgets import QApplication, QLabel
+from windows import WAIT_MS, open_all, world_requests
+
+from probescope.app.activity import Activity, counts, duration
+from probescope.app.dissection.workspace import COLUMNS
+from probescope.app.export import render_image
+from probescope.app.sources import OpenRequest
+from probescope.app.tasks import Progress
+from probescope.app.theme import apply_theme
+from probescope.widgets.ink import contrast, ink_color
+from probescope.widgets.plots_curve import nice_ticks
+
+pytestmark = pytest.mark.usefixtures("isolated_cache")
+
+
+@pytest.fixture
+def loaded(qtbot, window, small_world):
+    open_all(qtbot, window, world_requests(small_world))
+    return window
+
+
+def test_the_first_window_fits_the_screen_and_the_explanations_are_in_view(qtbot, loaded):
+    available = loaded.screen().availableGeometry()
+    assert abs(loaded.width() - 0.9 * available.width()) <= 2 and abs(loaded.height() - 0.9 * available.height()) <= 2
+    loaded.resize(1440, 900)  # what it is on a 1600x1000 screen (the offscreen test screen is 800x600)
+    loaded.workspaces["dissection"].area.reset()
+    for _ in range(3):
+        QApplication.processEvents()
+    ws = loaded.workspaces["dissection"]
+    column = COLUMNS.index("compositional")  # the explanation: in view without scrolling
+    assert ws.units.columnViewportPosition(column) + 20 < ws.units.viewport().width()
+    assert ws.trace.columnWidth(0) >= 0.45 * ws.trace.viewport().width()  # the beam trace's formulas have room
+    for key in ("units", "trace", "charts"):
+        assert ws.area.on_screen(key)
+
+
+def test_panels_hide_reset_and_come_back_after_a_restart(qtbot, window, settings_path):
+    from windows import make_window
+
+    area = window.workspaces["dissection"].area
+    area.panels["charts"].close()
+    assert not area.on_screen("charts")
+    window.reset_layout()
+    qtbot.waitUntil(lambda: area.on_screen("charts"), timeout=WAIT_MS)
+    area.panels["units"].close()
+    window.close()
+    again = make_window(qtbot, settings_path)
+    try:
+        qtbot.waitUntil(lambda: again.workspaces["dissection"].area.default_state is not None, timeout=WAIT_MS)
+        assert not again.workspaces["dissection"].area.panels["units"].isVisible()  # the user's arrangement
+    finally:
+        again.close()
+
+
+def test_a_new_model_never_shows_the_previous_models_results(qtbot, loaded):
+    ws = loaded.workspaces["dissection"]
+    before = ws.data.key  # (both models are called demo: the small world's has untrained weights)
+    seen = []
+
+    def on_change(slot: str) -> None:  # what is on screen the moment the new model is in the header
+        if slot == "model":
+            seen.append((ws.units.rowCount(), ws.data, ws.header.text(), len(ws.overlays),
+                         ws.trace.topLevelItemCount()))
+
+    loaded.state.changed.connect(on_change)
+    with qtbot.waitSignal(loaded.opened, timeout=WAIT_MS):
+        loaded.open(OpenRequest("model", "demo"))
+    rows, data, header, overlays, steps = seen[0]
+    assert (rows, data, overlays, steps) == (0, None, 0, 0)
+    assert "demo" in header and "computing" in header
+    qtbot.waitUntil(lambda: ws.data is not None and ws.data.result.complete and not loaded.pool.active(),
+                    timeout=WAIT_MS)
+    assert ws.data.key != before and ws.data.result.model["spec"] == "demo"
+
+
+def test_the_dissection_runs_where_the_model_is(qtbot, loaded, monkeypatch):
+    """The app's device (where models are loaded) is the dissection's, not always the CPU."""
+    from probescope.app.dissection import workspace as module
+
+    ws = loaded.workspaces["dissection"]
+    asked = []
+    monkeypatch.setattr(module, "layer_task", lambda *args: asked.append(args[4].device) or iter(()))
+    monkeypatch.setattr(type(ws._inputs[0].value), "device", property(lambda self: torch.device("cuda", 1)))
+    ws.run_settings(ws.settings)
+    qtbot.waitUntil(lambda: bool(asked), timeout=WAIT_MS)
+    assert asked == ["cuda:1"] and ws.settings.device == "cuda:1"
+
+
+def _label_contrast(label: QLabel) -> float:
+    """The contrast of a label's text with its background, read off the rendered label (at 3x, glyph cores)."""
+    image = render_image(label, scale=3.0).convertToFormat(QImage.Format.Format_RGB888)
+    arr = np.frombuffer(image.constBits(), np.uint8, image.bytesPerLine() * image.height())
+    rgb = arr.reshape(image.height(), image.bytesPerLine())[:, : 3 * image.width()].reshape(-1, 3)
+    colors, number = np.unique(rgb, axis=0, return_counts=True)
+    background = QColor(*colors[number.argmax()].tolist())
+    return max(contrast(QColor(*c.tolist()), background) for c in colors)
+
+
+@pytest.mark.parametrize("theme", ["light", "dark"])
+def test_text_and_plots_follow_the_theme_with_enough_contrast(qtbot, loaded, theme):
+    apply_theme(QApplication.instance(), theme)
+    try:
+        for _ in range(3):
+            QApplication.processEvents()
+        for ws in loaded.workspaces.values():
+            for label in ws.findChildren(QLabel):
+                if label.isVisibleTo(loaded) and label.text().strip() and label.width() > 4:
+                    assert _label_contrast(label) >= 4.5, (ws.name, label.text()[:60])
+        base = loaded.palette().color(loaded.palette().ColorRole.Base)
+        for plot in (loaded.workspaces["dissection"].charts.sweep.plot,
+                     loaded.workspaces["similarity"].embedding.view.plot):
+            assert plot.backgroundBrush().color() == base  # the plots follow the theme
+            assert contrast(plot.getAxis("left").textPen().color(), base) >= 4.5
+        for role in ("unit", "concept", "warning", "pick"):
+            for background in (loaded.palette().color(r) for r in (loaded.palette().ColorRole.Window,
+                                                                  loaded.palette().ColorRole.Base)):
+                assert contrast(ink_color(role), background) >= 4.5, (role, background.name())
+    finally:
+        apply_theme(QApplication.instance(), "light")
+
+
+def test_similarity_captions_never_run_over_the_next_tile(qtbot):
+    from probescope.widgets.similarity.trial_grid import ModelView, TrialGrid
+
+    grid = TrialGrid(124)
+    qtbot.addWidget(grid)
+    image = QImage(100, 100, QImage.Format.Format_RGB32)
+    image.fill(QColor("#336699"))
+    long = "snowy_forest-s #45, the mirrored catch stimulus of the query, with a long caption"
+    grid.set_trial((image, "autumn_forest-s #51"), [(image, long)] * 8, [0, 1])
+    grid.set_model_view(ModelView("demo · layer4", tuple(range(1, 9)), (0.5,) * 8, ((0, 2), (1, 3)), 10, 13))
+    grid.show()
+    qtbot.waitExposed(grid)
+
+    def rect(widget):
+        return widget.geometry().translated(widget.parentWidget().mapTo(grid, QPoint(0, 0)))
+
+    pictures = [rect(cell.picture) for cell in grid._cells]
+    for cell in grid._cells:
+        for text in (cell.caption, cell.model):
+            if text.isVisible():
+                assert not any(rect(text).intersects(p) for p in pictures), text.text()[:40]
+
+
+def test_the_task_panel_says_stage_items_rate_and_time_left(qtbot, window):
+    clock = [0.0]
+    activity = Activity(clock=lambda: clock[0])
+    assert counts("dissecting layer4: unit 17 (18/128)") == (18, 128) and counts("reading") is None
+    first = activity.row(1, "dissect layer4", Progress(0.1, "unit 17 (18/128)"))
+    assert (first.done, first.rate, first.left) == ("18 of 128", "", "")
+    clock[0] = 10.0
+    later = activity.row(1, "dissect layer4", Progress(0.5, "unit 63 (64/128)"))
+    assert (later.done, later.rate, later.left) == ("64 of 128", "4.6 /s", duration(64 / 4.6))
+    # in the window: a running task is listed with a cancel button, and cancelling stops it
+    import threading
+
+    gate = threading.Event()
+
+    def task(ctx):
+        ctx.progress(0.25, "item 5 (5/20)")
+        while not ctx.cancelled():
+            gate.wait(0.01)
+        return None
+
+    handle = window.pool.submit(task, name="a long task", key="test:long")
+    qtbot.waitUntil(lambda: window.tasks.stages() == ["item 5 (5/20)"], timeout=WAIT_MS)
+    assert "Tasks (1)" in window.progress.tasks_button.text()
+    window.progress.tasks_button.click()
+    assert window.tasks_dock.isVisible()
+    window.tasks.table.cellWidget(0, 6).click()
+    qtbot.waitUntil(lambda: handle.done, timeout=WAIT_MS)
+    qtbot.waitUntil(lambda: window.tasks.stages() == [], timeout=WAIT_MS)
+
+
+def test_the_splash_is_on_screen_before_torch_and_closes_with_the_window():
+    env = {"QT_QPA_PLATFORM": "offscreen", "PATH": "/usr/bin:/bin"}
+    code = "import sys; from probescope.app import splash; sys.exit(splash.main())"
+    proc = subprocess.Popen([sys.executable, "-c", code], stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env,
+                            text=True)
+    try:
+        assert proc.stdout.readline().strip() == "shown"
+        proc.stdin.close()  # the window is up
+        assert proc.wait(timeout=30) == 0
+    finally:
+        proc.kill()
+    check = subprocess.run([sys.executable, "-c", "import sys, probescope.app.splash; print('torch' in sys.modules)"],
+                           capture_output=True, text=True, timeout=60)
+    assert check.stdout.strip() == "False"
+
+
+def test_small_things(qtbot, loaded, tmp_path):
+    # the IS-against-N axis has whole-number ticks (after Reset it read 0 0 0 1 1 1)
+    assert nice_ticks(0.0, 1.0, integer=True).tolist() == [0.0, 1.0]
+    gallery = loaded.workspaces["gallery"]
+    assert "sample order —" in gallery.caption.text() and "order order" not in gallery.caption.text()
+    assert gallery.controls.source.itemText(0).startswith("Samples: ")
+    # a formula clicked in the beam trace is named in the overlay box
+    ws = loaded.workspaces["dissection"]
+    ws.trace.click(1, 0)
+    assert ws.view.controls.explanation.currentText().startswith("trace: ")
+    # the command palette also finds units, concepts and sort orders
+    palette = loaded.show_command_palette()
+    palette.search.setText(f"unit {ws.unit}")
+    assert any(c.startswith(f"Unit {ws.unit}:") for c in palette.visible_commands())
+    palette.search.setText("sort comp iou")
+    assert "Sort units by comp IoU" in palette.visible_commands()
+    palette.close()
+    # the export dialog starts on the view in use and names the file after it
+    from probescope.app.export_dialog import ExportDialog
+
+    loaded.activateWindow()
+    qtbot.waitUntil(lambda: loaded.isActiveWindow(), timeout=WAIT_MS)
+    ws.trace.setFocus()
+    qtbot.waitUntil(lambda: QApplication.focusWidget() is ws.trace, timeout=WAIT_MS)
+    loaded.export_figure()
+    dialog = next(w for w in QApplication.topLevelWidgets() if isinstance(w, ExportDialog) and w.isVisible())
+    assert dialog.target.currentText() == "Beam-search trace" and "beam_search_trace" in dialog.path.text()
+    dialog.target.setCurrentIndex(0)
+    assert dialog.path.text().endswith("dissection.png") or "dissection." in dialog.path.text()
+    dialog.close()
+    # every plot and the unit card answer a right click with their figure menu
+    from probescope.app.figure_menu import figure_menu
+
+    assert ws.card.contextMenuPolicy() == Qt.ContextMenuPolicy.CustomContextMenu
+    texts = [a.text() for a in figure_menu(ws.export_targets()[-1], lambda *a: None, ws).actions()]
+    assert texts[0] == "Export Unit card…" and any("paper column" in t for t in texts)
+    # the tally follows the table's filters
+    ws.filters.specialised.setChecked(True)
+    shown = ws.units.visible_units()
+    ws.export_results("tally", tmp_path / "tally.csv")
+    assert len((tmp_path / "tally.csv").read_text().splitlines()) == 1 + len(shown)
+    ws.filters.specialised.setChecked(False)
+    # the runs panel sets every search setting: beam limit 'all', the searches, the DA limit
+    runs = ws.runs
+    runs.beam_limit.setValue(0)
+    runs.search_boxes["da-select"].setChecked(False)
+    runs.da_limit.setValue(7)
+    settings = runs.settings()
+    assert (settings.beam_limit, settings.searches, settings.da_limit) == (0, ("iou", "da-stop"), 7)
+    assert runs.beam_limit.text() == "all labels"
+    # Help: the guide's pages and the shortcuts
+    guide = loaded.show_guide()
+    assert "probescope user guide" in guide.browser.toPlainText()
+    shortcuts = loaded.show_shortcuts()
+    assert any(shortcuts.table.item(k, 1).text() == "Command Palette" for k in range(shortcuts.table.rowCount()))
+    shortcuts.close()
+    guide.close()
+    # the GUI's message for a state dict without its architecture speaks of the dialog, not a spec
+    bad = tmp_path / "weights.pt"
+    torch.save({"conv.weight": torch.zeros(2, 2)}, bad)
+    failures = []
+    loaded.open_failed.connect(lambda _r, error: failures.append(error.message))
+    loaded.open(OpenRequest("model", str(bad)))
+    qtbot.waitUntil(lambda: bool(failures), timeout=WAIT_MS)
+    assert "File > Open Model" in failures[0] and "'<arch>:<file>'" not in failures[0]
+    assert QGuiApplication.clipboard() is not None
+
+
+def test_more_small_things(qtbot, loaded, monkeypatch):
+    # the Open Model dialog offers what was chosen last time
+    from probescope.app.open_dialogs import OpenModelDialog
+
+    loaded.settings.set_dialog_choices("open_model", {"kind": "places365", "arch": "resnet18", "file": "/w/r.pth"})
+    dialog = OpenModelDialog(("alexnet", "resnet18"), loaded)
+    dialog.restore(loaded.settings.dialog_choices("open_model"))
+    assert (dialog.kind.currentData(), dialog.arch.currentText(), dialog.file.text()) == (
+        "places365", "resnet18", "/w/r.pth")
+    assert dialog.request().spec == "places365:resnet18:/w/r.pth"
+    # double-click (or Enter) in the gallery opens the large view
+    gallery = loaded.workspaces["gallery"]
+    gallery.open_image(0)
+    qtbot.waitUntil(lambda: gallery.large.isVisible(), timeout=WAIT_MS)
+    assert gallery.large.windowTitle() == "Sample #0" and gallery.large.labels.count() > 0
+    gallery.large.close()
+    # the embedding's hover names the stimulus
+    view = loaded.workspaces["similarity"].embedding.view
+    assert "#3" in view._tip(0.0, 0.0, 3)
+    # a layer's rows keep their places while its units still arrive; the last block sorts them
+    from probescope.widgets.dissection.table import UnitTable
+
+    table = UnitTable()
+    qtbot.addWidget(table)
+    table.set_rows(("unit", "IoU"), [(1, 0.2), (2, 0.5)])
+    table.sortByColumn(1, Qt.SortOrder.DescendingOrder)
+    assert table.visible_units() == [2, 1]
+    table.set_rows(("unit", "IoU"), [(1, 0.9), (2, 0.5), (3, 0.7)], resort=False)
+    assert table.visible_units() == [2, 1, 3]
+    table.set_rows(("unit", "IoU"), [(1, 0.9), (2, 0.5), (3, 0.7), (4, 0.1)])
+    assert table.visible_units() == [1, 3, 2, 4]
+    # the accuracy correlation warns when the model is at its ceiling
+    from probescope.app.dissection.layer_views import LayerViews
+
+    layer = LayerViews()
+    qtbot.addWidget(layer)
+    rows = [{"method": "iou", "set": "union", "pearson_iou": 0.1, "pearson_da": 0.2, "units": 10,
+             "mean_accuracy": 0.999}]
+    import probescope.core.dissection.correlation as correlation
+
+    monkeypatch.setattr(correlation, "accuracy_correlation", lambda result: rows)
+    layer._show_correlation(type("R", (), {"complete": True})())
+    assert "ceiling" in layer.correlation_caption.text()

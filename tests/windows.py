@@ -1,0 +1,33 @@
+"""Helpers for tests that drive the main window: make one, open the small world in it, wait for the workspaces."""
+
+from __future__ import annotations
+
+from probescope.app.main_window import MainWindow
+from probescope.app.settings import Settings
+from probescope.app.sources import OpenRequest
+
+WAIT_MS = 60_000
+
+
+def make_window(qtbot, settings_path) -> MainWindow:
+    window = MainWindow(Settings(settings_path), device="cpu")
+    qtbot.addWidget(window)
+    window.show()
+    return window
+
+
+def world_requests(world) -> list[OpenRequest]:
+    return [
+        OpenRequest("model", world["model"]),
+        OpenRequest("dataset", str(world["dataset"])),
+        OpenRequest("samples", str(world["samples"])),
+        OpenRequest("judgments", str(world["judgments"]), str(world["catalog"]), str(world["image_root"])),
+    ]
+
+
+def open_all(qtbot, window, requests, workspaces=("dissection", "gallery", "similarity")) -> None:
+    for request in requests:
+        with qtbot.waitSignal(window.opened, timeout=WAIT_MS):
+            window.open(request)
+    qtbot.waitUntil(lambda: all(window.workspaces[name].is_initial_work_done for name in workspaces) and
+                    not window.pool.active(), timeout=WAIT_MS)

@@ -1,0 +1,65 @@
+"""The Tasks panel: every running task with its stage, progress, items done, rate, time left and a cancel button."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from PySide6.QtCore import Signal
+from PySide6.QtWidgets import (
+    QHeaderView,
+    QProgressBar,
+    QTableWidget,
+    QTableWidgetItem,
+    QToolButton,
+    QVBoxLayout,
+    QWidget,
+)
+
+COLUMNS = ("task", "stage", "progress", "done", "rate", "left", "")
+
+
+class TaskPanel(QWidget):
+    """`show_rows(rows)` with rows of (key, name, stage, fraction or None, done, rate, left);
+    `cancel_requested(key)`."""
+
+    cancel_requested = Signal(int)
+
+    def __init__(self, parent: QWidget | None = None):
+        super().__init__(parent)
+        self.table = QTableWidget(0, len(COLUMNS))
+        self.table.setHorizontalHeaderLabels(list(COLUMNS))
+        self.table.verticalHeader().setVisible(False)
+        self.table.setEditTriggers(QTableWidget.EditTrigger.NoEditTriggers)
+        header = self.table.horizontalHeader()
+        header.setSectionResizeMode(QHeaderView.ResizeMode.ResizeToContents)
+        header.setSectionResizeMode(1, QHeaderView.ResizeMode.Stretch)
+        layout = QVBoxLayout(self)
+        layout.setContentsMargins(0, 0, 0, 0)
+        layout.addWidget(self.table)
+        self._keys: list[int] = []
+
+    def show_rows(self, rows: Sequence[Sequence]) -> None:
+        keys = [int(row[0]) for row in rows]
+        if keys != self._keys:  # other tasks: rebuild the rows (and their cancel buttons)
+            self._keys = keys
+            self.table.setRowCount(len(rows))
+            for k, key in enumerate(keys):
+                bar = QProgressBar()
+                bar.setMaximumHeight(16)
+                self.table.setCellWidget(k, 2, bar)
+                cancel = QToolButton()
+                cancel.setText("Cancel")
+                cancel.clicked.connect(lambda _=False, key=key: self.cancel_requested.emit(key))
+                self.table.setCellWidget(k, 6, cancel)
+        for k, (_key, name, stage, fraction, done, rate, left) in enumerate(rows):
+            for column, text in ((0, name), (1, stage), (3, done), (4, rate), (5, left)):
+                self.table.setItem(k, column, QTableWidgetItem(text))
+            bar = self.table.cellWidget(k, 2)
+            if fraction is None:
+                bar.setRange(0, 0)
+            else:
+                bar.setRange(0, 1000)
+                bar.setValue(round(1000 * min(max(fraction, 0.0), 1.0)))
+
+    def stages(self) -> list[str]:
+        return [self.table.item(k, 1).text() for k in range(self.table.rowCount())]
