@@ -74,11 +74,11 @@ def check_kid_protocol(n_generated: int | None, n_real: int | None, subsets: int
     """InputError unless each set has `subset_size` samples (None: not known yet) and the protocol is valid."""
     if subsets < 1 or subset_size < 2:
         raise InputError(f"KID needs at least 1 subset of at least 2 samples, got {subsets} of {subset_size}")
-    known = [n for n in (n_generated, n_real) if n is not None]
-    if known and min(known) < subset_size:
+    known = {what: n for what, n in (("generated", n_generated), ("reference", n_real)) if n is not None}
+    if known and min(known.values()) < subset_size:
+        counts = " and ".join(f"{n} {what}" for what, n in known.items())
         raise InputError(f"KID subsets of {subset_size} need at least {subset_size} samples in each set, got "
-                         f"{n_generated} generated and {n_real} reference: use a subset size of {min(known)} or "
-                         "fewer, or more samples")
+                         f"{counts}: use a subset size of {min(known.values())} or fewer, or more samples")
 
 
 def kernel_inception_distance(
