@@ -27,6 +27,20 @@ from probescope.core.errors import InputError
 CHUNK_ROWS = 4096  # rows per Gram product in gaussian_stats: bounds the float64 working copy (64 MB at d = 2048)
 
 
+def read_npz(path: Path, names: tuple[str, ...] | None = None) -> dict[str, np.ndarray]:
+    """The arrays of a .npz file (only `names` when given, if present), or InputError naming the file."""
+    if not path.is_file():
+        raise InputError("file not found", path)
+    try:
+        loaded = np.load(path, allow_pickle=False)
+        if not isinstance(loaded, np.lib.npyio.NpzFile):
+            raise InputError("expected a .npz archive of named arrays, found a single .npy array", path)
+        with loaded:
+            return {name: loaded[name] for name in loaded.files if names is None or name in names}
+    except (ValueError, OSError, EOFError, zipfile.BadZipFile) as exc:
+        raise InputError(f"cannot read as a NumPy .npz file ({exc})", path) from None
+
+
 def as_features(features: np.ndarray, what: str = "features", source: str | Path | None = None) -> np.ndarray:
     """A finite, non-empty 2-d numeric array (N samples, d features), or InputError."""
     array = np.asarray(features)
@@ -63,16 +77,10 @@ class GaussianStats:
     def load(cls, path: str | Path) -> GaussianStats:
         """Read a pytorch-fid statistics file (arrays 'mu' (d,) and 'sigma' (d, d)), validated."""
         path = Path(path)
-        if not path.is_file():
-            raise InputError("file not found", path)
-        try:
-            with np.load(path, allow_pickle=False) as archive:
-                if not isinstance(archive, np.lib.npyio.NpzFile) or not {"mu", "sigma"} <= set(archive.files):
-                    raise InputError("not a FID statistics file: expected .npz arrays 'mu' and 'sigma'", path)
-                mu, sigma = archive["mu"], archive["sigma"]
-        except (ValueError, OSError, EOFError, zipfile.BadZipFile) as exc:
-            raise InputError(f"cannot read as a NumPy .npz file ({exc})", path) from None
-        return cls.checked(mu, sigma, source=path)
+        arrays = read_npz(path)
+        if not {"mu", "sigma"} <= set(arrays):
+            raise InputError("not a FID statistics file: expected .npz arrays 'mu' and 'sigma'", path)
+        return cls.checked(arrays["mu"], arrays["sigma"], source=path)
 
     @classmethod
     def checked(cls, mu: np.ndarray, sigma: np.ndarray, n: int | None = None,

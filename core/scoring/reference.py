@@ -11,15 +11,16 @@ from __future__ import annotations
 
 import hashlib
 import zipfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TypeVar
 
 import numpy as np
 
 from probescope.core.errors import InputError
 from probescope.core.scoring.classifiers import Classifier
-from probescope.core.scoring.frechet import FrechetReference, GaussianStats, RunningGaussian
+from probescope.core.scoring.frechet import FrechetReference, GaussianStats, RunningGaussian, read_npz
 from probescope.core.scoring.precision_recall import knn_radii
 from probescope.core.scoring.sources import (
     DEFAULT_EXTENSIONS,
@@ -33,6 +34,7 @@ from probescope.core.tasks import CancelCheck, ProgressCallback
 
 CACHE_VERSION = 1
 DEMO = "demo"
+T = TypeVar("T")
 
 
 class BrodenImageSource(SampleSource):
@@ -57,7 +59,12 @@ class BrodenImageSource(SampleSource):
         return [self.dataset.image_path(i) for i in range(self.length)]
 
 
-def reference_source(spec: str | Path, extensions: tuple[str, ...] = DEFAULT_EXTENSIONS) -> SampleSource | Path:
+def reference_source(
+    spec: str | Path,
+    extensions: tuple[str, ...] = DEFAULT_EXTENSIONS,
+    progress: ProgressCallback | None = None,
+    cancel: CancelCheck | None = None,
+) -> SampleSource | Path:
     """The images behind a reference spec, or the path of a mu/sigma statistics file.
 
     'demo' is the demo world's Broden dataset (written to the cache folder first if missing); a folder holding
@@ -67,7 +74,7 @@ def reference_source(spec: str | Path, extensions: tuple[str, ...] = DEFAULT_EXT
     if str(spec) == DEMO:
         from probescope.core.demo.dataset import ensure_demo_dataset
 
-        return BrodenImageSource(ensure_demo_dataset())
+        return BrodenImageSource(ensure_demo_dataset(progress=progress, cancel=cancel))
     path = Path(spec)
     if path.is_dir() and (path / "index.csv").is_file():
         return BrodenImageSource(path)
@@ -77,11 +84,7 @@ def reference_source(spec: str | Path, extensions: tuple[str, ...] = DEFAULT_EXT
 
 
 def _is_statistics_file(path: Path) -> bool:
-    try:
-        with np.load(path, allow_pickle=False) as archive:
-            return {"mu", "sigma"} <= set(archive.files)
-    except (ValueError, OSError, EOFError, zipfile.BadZipFile) as exc:
-        raise InputError(f"cannot read as a NumPy .npz file ({exc})", path) from None
+    return {"mu", "sigma"} <= set(read_npz(path, ("mu", "sigma")))
 
 
 def content_hash(source: SampleSource) -> str:
@@ -150,7 +153,7 @@ class ReferenceSet:
         return f"{self.name} ({size})"
 
 
-def _read_cached(path: Path | None, read):
+def _read_cached(path: Path | None, read: Callable[[Path], T]) -> T | None:
     """A cache entry, or None when there is none or it cannot be read (it is then rebuilt)."""
     if path is None or not path.is_file():
         return None
@@ -206,7 +209,7 @@ def load_reference(
     cancel: CancelCheck | None = None,
 ) -> ReferenceSet:
     """The reference set of a spec (see reference_source) as `classifier` sees it, from the cache when there."""
-    found = reference_source(spec, extensions)
+    found = reference_source(spec, extensions, progress, cancel)
     if isinstance(found, Path):
         return ReferenceSet(f"{found} (mu/sigma statistics)", GaussianStats.load(found),
                             feature_note="unknown: statistics file (its features must be the classifier's)")
