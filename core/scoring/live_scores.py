@@ -154,6 +154,12 @@ class LiveScores:
             reference.class_counts, self.inception.argmax_counts, self.class_names))
 
     @property
+    def kid_reference(self) -> np.ndarray:
+        """The reference samples the running KID compares with (all, or a fixed random subset of a large set)."""
+        self._require_reference("KID").require_features("KID")
+        return self._kid.reference
+
+    @property
     def features(self) -> np.ndarray:
         """The generated samples' features so far (read-only view)."""
         return self._features.values
