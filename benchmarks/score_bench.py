@@ -6,8 +6,15 @@
   3. Images per second through the TF-ported Inception v3 (random weights in the real file layout): our pipeline
      (threaded decode + TF1 resize, BatchNorm folded, channels-last) vs torch-fidelity's own pipeline (its
      DataLoader and extractor) on the same PNG folder with the same weights file; logits and IS compared.
+  4. FID on two sets of N x 2048 features (default 50,000, Inception-like: non-negative, correlated): ours
+     (gaussian_stats + FrechetReference) vs torch-fidelity's fid_features_to_statistics + fid_statistics_to_metric
+     on the float32 features and on the same values in float64 (equal numbers there), and the statistics -> FID
+     step alone (the case of a cached reference and cached generated statistics).
+  5. Live FID + KID (+ IS) per batch with LiveScores against a reference, at the demo classifier's 128-d features
+     and Inception's 2048-d: numbers per second vs recomputing them from all samples after each batch. Small
+     eigenvalue problems suffer from BLAS thread start-up on a busy machine: compare with OPENBLAS_NUM_THREADS=1.
 
-Defaults run in about 2-3 minutes on 2 cores; --full uses 50,000 logits, 10,000 live updates and 1,000 images.
+Defaults run in about 5-8 minutes on 2 cores; --full uses 50,000 logits, 10,000 live updates and 1,000 images.
 """
 
 from __future__ import annotations
@@ -140,6 +147,84 @@ def bench_pipeline(n_images: int, size: int, batch: int, workers: int) -> None:
               f"{rel:.1e} (target <= 1e-4); IS {ours_is.mean:.6f} vs {ref_is['inception_score_mean']:.6f}")
 
 
+def inception_like(seed: int, n: int, d: int, scale: float, shift: float) -> np.ndarray:
+    """Non-negative correlated float32 features (ReLU of a rank-256 map plus noise), like pooled activations."""
+    basis = np.random.default_rng(99).normal(size=(256, d)).astype(np.float32) / 16.0
+    rng = np.random.default_rng(seed)
+    out = np.empty((n, d), np.float32)
+    for start in range(0, n, 5000):
+        m = min(5000, n - start)
+        low = rng.normal(size=(m, 256)).astype(np.float32) @ basis * scale + shift
+        out[start : start + m] = np.maximum(low, 0.0) + 0.05 * rng.random((m, d), dtype=np.float32)
+    return out
+
+
+def bench_fid(n: int, d: int = 2048) -> None:
+    """torch-fidelity twice: on the float32 features as its extractor gives them (it then averages in float32, which
+    moves FID by ~1e-6 at N = 50,000), and on the same values as float64 (its float64 arithmetic: equal numbers)."""
+    from torch_fidelity.metric_fid import fid_features_to_statistics, fid_statistics_to_metric
+
+    from probescope.core.scoring.frechet import FrechetReference, gaussian_stats
+
+    def theirs(sets):
+        start = time.perf_counter()
+        stats = [fid_features_to_statistics(torch.from_numpy(x)) for x in sets]
+        stats_t = time.perf_counter() - start
+        metric_t, fid = timed(lambda: fid_statistics_to_metric(*stats, verbose=False)["frechet_inception_distance"])
+        return stats_t, metric_t, fid
+
+    gen, real = inception_like(1, n, d, 1.1, 0.05), inception_like(2, n, d, 1.0, 0.0)
+    start = time.perf_counter()
+    ours_stats = [gaussian_stats(x) for x in (gen, real)]
+    ours_stats_t = time.perf_counter() - start
+    ours_metric_t, ours = timed(lambda: FrechetReference(ours_stats[1]).distance(ours_stats[0]))
+    ours_t = ours_stats_t + ours_metric_t
+    runs = {"float32 in": theirs((gen, real)), "float64 in": theirs((gen.astype(np.float64), real.astype(np.float64)))}
+    print(f"[4] FID, two sets of {n} x {d} float32 features, torch threads {torch.get_num_threads()}")
+    print(f"    ours                        {ours_t:6.2f} s  (statistics {ours_stats_t:.2f} s + metric "
+          f"{ours_metric_t:.2f} s)  FID {ours:.12f}")
+    for label, (stats_t, metric_t, fid) in runs.items():
+        total = stats_t + metric_t
+        print(f"    torch-fidelity, {label}  {total:6.2f} s  (statistics {stats_t:.2f} s + metric {metric_t:.2f} s)  "
+              f"FID {fid:.12f}  |rel diff| {abs(ours / fid - 1):.1e}")
+        print(f"        speed-up from features {total / ours_t:.2f}x (target >= 3x), from statistics "
+              f"{metric_t / ours_metric_t:.1f}x")
+
+
+def bench_live_fid(d: int, n_reference: int, updates: int, batch: int, naive_updates: int) -> None:
+    from probescope.core.scoring.frechet import frechet_distance, gaussian_stats
+    from probescope.core.scoring.kernel import mmd2_unbiased
+    from probescope.core.scoring.live_scores import LiveScores
+    from probescope.core.scoring.reference import ReferenceSet
+
+    real = inception_like(3, n_reference, d, 1.0, 0.0)
+    gen = inception_like(4, updates * batch, d, 1.1, 0.05)
+    logits = np.random.default_rng(5).normal(scale=3, size=(updates * batch, 14))
+    start = time.perf_counter()
+    live = LiveScores(ReferenceSet("bench", gaussian_stats(real), real, np.ones(14, np.int64)))
+    setup = time.perf_counter() - start
+    start = time.perf_counter()
+    for k in range(updates):
+        rows = slice(k * batch, (k + 1) * batch)
+        live.add(gen[rows], logits[rows])
+        live.fid(), live.kid(), live.is_  # noqa: B018 - the three numbers a redraw shows
+    ours = updates / (time.perf_counter() - start)
+    start = time.perf_counter()
+    for k in range(naive_updates):  # from scratch: the fits of all samples so far, all kernel pairs
+        seen = gen[: (k + 1) * batch]
+        naive_numbers = (frechet_distance(gaussian_stats(seen), live.reference.stats),
+                         mmd2_unbiased(seen, live.kid_reference))
+    naive = naive_updates / (time.perf_counter() - start)
+    check = (abs(naive_numbers[0] / live.history["FID"][naive_updates - 1][1] - 1),
+             abs(naive_numbers[1] / live.history["KID"][naive_updates - 1][1] - 1))
+    print(f"[5] live FID + KID + IS, {d}-d features, reference {n_reference} (KID pool {len(live._kid.reference)}), "
+          f"batches of {batch}, setup {setup:.2f} s")
+    print(f"    ours  {ours:8.1f} updates/s of all three numbers over {updates} updates (N up to {updates * batch}); "
+          f"target >= 10")
+    print(f"    naive {naive:8.1f} updates/s recomputing over the first {naive_updates} updates "
+          f"(ratio {ours / naive:.1f}x, grows with N); |rel diff| FID {check[0]:.0e}, KID {check[1]:.0e}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--full", action="store_true", help="full scale: 50,000 logits, 1,000 images")
@@ -150,7 +235,11 @@ def main() -> None:
     parser.add_argument("--size", type=int, default=128, help="image side for [3] (default 128, the demo size)")
     parser.add_argument("--batch", type=int, default=32)
     parser.add_argument("--workers", type=int, default=2)
-    parser.add_argument("--skip", default="", help="comma-separated parts to skip: 1,2,3")
+    parser.add_argument("--fid-n", type=int, default=50_000, help="features per set for [4] (default 50,000)")
+    parser.add_argument("--live-updates", type=int, default=200, help="live FID/KID updates for [5] (default 200)")
+    parser.add_argument("--fid-batch", type=int, default=4, help="images per live FID/KID update (default 4: the "
+                        "gallery's stream batch)")
+    parser.add_argument("--skip", default="", help="comma-separated parts to skip: 1,2,3,4,5")
     args = parser.parse_args()
     skip = set(args.skip.split(","))
     if "1" not in skip:
@@ -159,6 +248,11 @@ def main() -> None:
         bench_live(args.updates or (10_000 if args.full else 2_000), args.live_batch)
     if "3" not in skip:
         bench_pipeline(args.images or (1_000 if args.full else 64), args.size, args.batch, args.workers)
+    if "4" not in skip:
+        bench_fid(args.fid_n)
+    if "5" not in skip:
+        bench_live_fid(128, 1500, args.live_updates, args.fid_batch, naive_updates=min(args.live_updates, 100))
+        bench_live_fid(2048, 2000, max(10, args.live_updates // 10), args.fid_batch, naive_updates=5)
 
 
 if __name__ == "__main__":

@@ -160,3 +160,24 @@ def window(qtbot, settings_path):
     w = make_window(qtbot, settings_path)
     yield w
     w.close()
+
+
+@pytest.fixture(scope="session")
+def demo_world_features():
+    """The demo classifier's 128-d pool features of 240 demo-world images (real) and 240 demo-sampler images at
+    diversity 7, fidelity 0.6 (generated), with their logits: real features for the FID/KID/PRC comparisons."""
+    import numpy as np
+
+    from probescope.core.demo import world
+    from probescope.core.demo.sampler import DemoSampler
+    from probescope.core.scoring.classifiers import load_classifier
+    from probescope.core.scoring.pipeline import embed_source
+    from probescope.core.scoring.sources import ArraySource
+
+    classifier = load_classifier("demo")
+    real = ArraySource(np.stack([s.image for s in world.render_batch(11, 240)]))
+    generated = DemoSampler(240, diversity=7, fidelity=0.6, seed=5)
+    real_features, real_logits = embed_source(real, classifier, 60, workers=1)
+    gen_features, gen_logits = embed_source(generated, classifier, 60, workers=1)
+    return {"real": real_features, "generated": gen_features, "real_logits": real_logits,
+            "generated_logits": gen_logits}

@@ -124,3 +124,88 @@ def test_cuda_requested_without_cuda(tmp_path, capsys, classifier):
     argv = ["score", "--images", str(tmp_path / "x.npy"), *classifier, "--device", "cuda"]
     assert main(argv) == 2
     assert "CUDA is not available" in capsys.readouterr().err
+    (tmp_path / "g.pt").write_bytes(b"any file")  # the device is checked before the generator is loaded
+    assert main(["score", "--generator", str(tmp_path / "g.pt"), "--device", "cuda"]) == 2
+    assert "CUDA is not available" in capsys.readouterr().err
+
+
+def test_fid_kid_prc_and_infinite_n(small_world, capsys, tmp_path, isolated_cache):
+    from probescope.core.scoring.classifiers import load_classifier
+    from probescope.core.scoring.frechet import gaussian_stats
+    from probescope.core.scoring.kernel import kernel_inception_distance
+    from probescope.core.scoring.pipeline import embed_source
+    from probescope.core.scoring.precision_recall import precision_recall
+    from probescope.core.scoring.reference import load_reference
+    from probescope.core.scoring.sources import open_source
+
+    common = ["--images", str(small_world["samples"]), "--classifier", small_world["model"], "--splits", "2"]
+    r = run_json(capsys, [*common, "--fid", str(small_world["dataset"]), "--kid", "--kid-subsets", "5",
+                          "--kid-subset-size", "8", "--prc", "--fid-inf", "--inf-smallest", "4", "--inf-points", "4",
+                          "--save-stats", str(tmp_path / "gen_stats.npz")])
+    classifier = load_classifier(small_world["model"])
+    features, _ = embed_source(open_source(small_world["samples"]), classifier)
+    reference = load_reference(small_world["dataset"], classifier)
+    assert r["fid"] == pytest.approx(reference.frechet.distance(gaussian_stats(features)), rel=1e-12)
+    kid = kernel_inception_distance(features, reference.features, 5, 8)
+    assert (r["kid_mean"], r["kid_std"]) == pytest.approx((kid.mean, kid.std), rel=1e-12)
+    prc = precision_recall(features, reference.features)
+    assert (r["precision"], r["recall"]) == (prc.precision, prc.recall)
+    assert r["fid_inf_fit"]["sizes"] == [4, 6, 8, 10] and np.isfinite([r["fid_inf"], r["is_inf"]]).all()
+    assert "'fc'" in r["features"] and "12 images" in r["reference"]
+    assert sum(row["generated"] for row in r["coverage"]) == 10
+    assert sum(row["real"] for row in r["coverage"]) == 12
+    # mu/sigma files as pytorch-fid exchanges them: the reference's give the same FID, the generated set's own 0
+    reference.stats.save(tmp_path / "ref_stats.npz")
+    again = run_json(capsys, [*common, "--fid", str(tmp_path / "ref_stats.npz")])
+    assert again["fid"] == pytest.approx(r["fid"], rel=1e-9) and "mu/sigma" in again["reference"]
+    assert run_json(capsys, [*common, "--fid", str(tmp_path / "gen_stats.npz")])["fid"] == pytest.approx(0, abs=1e-9)
+    # ... but KID needs the reference's features
+    assert main(["score", *common, "--fid", str(tmp_path / "gen_stats.npz"), "--kid", "--kid-subset-size", "8"]) == 2
+    assert "holds only mu and sigma" in capsys.readouterr().err
+
+
+def test_text_output_names_features_and_rounds(small_world, capsys, isolated_cache):
+    argv = ["score", "--images", str(small_world["samples"]), "--classifier", small_world["model"], "--splits", "2",
+            "--fid", str(small_world["dataset"]), "--prc"]
+    assert main(argv) == 0
+    out = capsys.readouterr().out
+    assert "features: demo input of the last linear layer 'fc' (8-d)" in out
+    assert "FID: " in out and "precision " in out and "coverage (top predictions" in out
+
+
+def test_rounding_for_display_only(tmp_path, capsys):
+    np.save(tmp_path / "p.npy", np.array([[1.0, 0.0], [1.0, 0.0], [1.0, 0.0]]))  # H(p(y)) = -0.0, IS = 1
+    assert main(["score", "--probs", str(tmp_path / "p.npy"), "--splits", "1"]) == 0
+    out = capsys.readouterr().out
+    assert "-0.0000" not in out and "marginal entropy     0.0000 nats" in out
+    r = run_json(capsys, ["--probs", str(tmp_path / "p.npy"), "--splits", "1"])
+    assert r["marginal_entropy"] == 0.0  # the raw value (-0.0 compares equal) stays in JSON
+
+
+@pytest.mark.parametrize("argv,message", [
+    (["--example", "A", "--device", "cpu"], "--device cpu does nothing"),
+    (["--example", "A", "--fid", "demo"], "need the classifier's features"),
+    (["--images", "demo", "--kid"], "compare with a reference set"),
+    (["--images", "demo", "--n", "5", "--fid", "demo", "--kid"], "KID subsets of 1000 need at least 1000"),
+    (["--images", "demo", "--extensions", ","], "no file extensions"),
+])
+def test_flags_that_would_do_nothing_are_refused(capsys, argv, message):
+    assert main(["score", *argv]) == 2
+    err = capsys.readouterr().err
+    assert message in err and len(err.strip().splitlines()) == 1
+
+
+def test_is_inf_from_logits(tmp_path, capsys):
+    np.save(tmp_path / "l.npy", np.random.default_rng(0).normal(scale=3.0, size=(60, 7)))
+    r = run_json(capsys, ["--logits", str(tmp_path / "l.npy"), "--splits", "2", "--fid-inf", "--inf-points", "3"])
+    assert r["is_inf_fit"]["sizes"] == [30, 45, 60] and "fid" not in r
+
+
+def test_extensions_flag(tmp_path, capsys, classifier):
+    folder = tmp_path / "mixed"
+    folder.mkdir()
+    for k, im in enumerate(colour_images(6, 3)):
+        Image.fromarray(im).save(folder / f"{k}.{'png' if k % 2 else 'bmp'}")
+    common = ["--images", str(folder), *classifier, "--splits", "1"]
+    assert run_json(capsys, common)["n"] == 3  # torch-fidelity's png,jpg,jpeg
+    assert run_json(capsys, [*common, "--extensions", "png,bmp"])["n"] == 6

@@ -37,22 +37,27 @@ def test_tf1_resize_matches_torch_fidelity(size):
     np.testing.assert_allclose(ours.numpy(), ref.numpy(), atol=2e-4)  # pixel values 0..255 in float32
 
 
-def test_logits_match_torch_fidelity_extractor(weights_file):
+def test_logits_and_pool_features_match_torch_fidelity_extractor(weights_file):
+    """One forward pass gives torch-fidelity's unbiased logits and its '2048' pool features."""
     from torch_fidelity.feature_extractor_inceptionv3 import FeatureExtractorInceptionV3
 
     reference = FeatureExtractorInceptionV3(
-        "inception-v3-compat", ["logits_unbiased"], feature_extractor_weights_path=str(weights_file)
+        "inception-v3-compat", ["2048", "logits_unbiased"], feature_extractor_weights_path=str(weights_file)
     )
     classifier = load_classifier(f"inception-tf:{weights_file}")
     rng = np.random.default_rng(2)
     images = rng.integers(0, 256, (2, 40, 56, 3), dtype=np.uint8)
     images[1] = images[1] // 4  # a darker image: different logits
     ours = classifier.classify(list(images))
+    features, logits = classifier.embed(classifier.prepare(list(images)))
     with torch.inference_mode():
-        ref = reference(torch.from_numpy(images).permute(0, 3, 1, 2).contiguous())[0].numpy()
-    assert ours.shape == (2, N_CLASSES)
+        ref_features, ref = (t.numpy() for t in reference(torch.from_numpy(images).permute(0, 3, 1, 2).contiguous()))
+    assert ours.shape == (2, N_CLASSES) and features.shape == (2, 2048) and features.dtype == np.float32
     assert np.abs(ours - ref).max() <= 1e-4 * np.abs(ref).max()
+    assert np.abs(features - ref_features).max() <= 1e-4 * np.abs(ref_features).max()
+    np.testing.assert_array_equal(logits, ours)
     assert classifier.comparable and classifier.class_names is None
+    assert "2048-d pool" in classifier.feature_note and classifier.key.startswith("inception-tf:")
 
 
 def test_mixed_image_sizes_share_a_batch():
@@ -99,3 +104,4 @@ def test_torchvision_inception_from_local_file(tmp_path):
     assert logits.shape == (2, 1000) and np.isfinite(logits).all()
     assert not classifier.comparable and len(classifier.class_names) == 1000
     assert "NOT comparable" in classifier.note
+

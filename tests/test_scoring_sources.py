@@ -16,6 +16,7 @@ from probescope.core.scoring.sources import (
     ImageFolderSource,
     TorchScriptGeneratorSource,
     open_source,
+    parse_extensions,
     quantize_to_uint8,
 )
 from probescope.core.tasks import Cancelled
@@ -153,3 +154,58 @@ def test_demo_sampler_knobs_and_determinism():
         DemoSampler(5, diversity=0)
     with pytest.raises(InputError, match="fidelity"):
         DemoSampler(5, fidelity=1.5)
+
+
+def test_folder_listing_equals_torch_fidelity(tmp_path):
+    """Extensions, case, symbolic links (ordered by their targets), link-to-folder and hidden files as
+    torch-fidelity's glob_samples_paths lists them."""
+    from torch_fidelity.utils import glob_samples_paths
+
+    from probescope.core.scoring.sources import list_image_files
+
+    store, folder = tmp_path / "store", tmp_path / "samples"
+    store.mkdir()
+    folder.mkdir()
+    image = np.zeros((4, 4, 3), np.uint8)
+    for name in ("b.png", "a.jpg", "c.JPEG", "d.bmp", "e.webp", "f.tif", ".hidden.png", "noext"):
+        Image.fromarray(image).save(folder / name, format="PNG")
+    for name in ("zz_target.png", "aa_target.png"):
+        Image.fromarray(image).save(store / name)
+    (folder / "0_link.png").symlink_to(store / "zz_target.png")  # first by name, last by target
+    (folder / "y_link.jpg").symlink_to(store / "aa_target.png")  # last by name, first by target
+    (folder / "sub.png").mkdir()  # a folder named like an image is not a file
+    (folder / "dirlink.png").symlink_to(store)
+    expected = glob_samples_paths(str(folder), False, "png,jpg,jpeg", verbose=False)
+    got = list_image_files(folder)
+    assert [str(p) for p in got] == expected
+    assert len(got) == 6  # torch-fidelity's N, not the 9 image files
+    assert [p.name for p in got[-2:]] == ["aa_target.png", "zz_target.png"]  # links sort by target: y_link first
+    wider = ImageFolderSource(folder, parse_extensions("png,jpg,jpeg,bmp,webp,TIF"))
+    assert [str(p) for p in wider.files] == glob_samples_paths(str(folder), False, "png,jpg,jpeg,bmp,webp,tif",
+                                                               verbose=False)
+
+
+def test_folder_listing_refuses_broken_links_and_special_files(tmp_path):
+    import os
+
+    from probescope.core.scoring.sources import list_image_files
+
+    (tmp_path / "gone.png").symlink_to(tmp_path / "missing.png")
+    with pytest.raises(InputError, match="gone.png: broken symbolic link"):
+        list_image_files(tmp_path)
+    (tmp_path / "gone.png").unlink()
+    os.mkfifo(tmp_path / "pipe.png")  # reading it would hang
+    with pytest.raises(InputError, match="pipe.png: not a regular file"):
+        ImageFolderSource(tmp_path)
+
+
+@pytest.mark.parametrize("text,expected", [("png,jpg,jpeg", ("png", "jpg", "jpeg")),
+                                           (" .PNG, webp ,png", ("png", "webp"))])
+def test_parse_extensions(text, expected):
+    assert parse_extensions(text) == expected
+
+
+@pytest.mark.parametrize("text", ["", ",", " . "])
+def test_parse_extensions_refuses_empty_lists(text):
+    with pytest.raises(InputError, match="no file extensions"):
+        parse_extensions(text)

@@ -1,9 +1,11 @@
-"""`probescope score`: Inception Score of class probabilities, logits, or images through a classifier.
+"""`probescope score`: Inception Score of class probabilities, logits, or images through a classifier; with a
+reference set of real images also FID, KID, precision/recall, class coverage and the infinite-N limits.
 
 Examples:
   probescope score --logits logits.npy --json
   probescope score --images samples/ --classifier inception-tf:weights-inception-2015-12-05-6726825d.pth
-  probescope score --images demo --n 2000 --diversity 3 --fidelity 0.5
+  probescope score --images samples/ --classifier inception-tf:<weights> --fid real/ --kid --prc --fid-inf --json
+  probescope score --images demo --n 2000 --diversity 3 --fidelity 0.5 --fid --kid --prc
   probescope score --example D --splits 1
 """
 
@@ -14,6 +16,7 @@ import sys
 from pathlib import Path
 
 from probescope.app.cli import add_trust_arguments, trust_from_args
+from probescope.core.scoring.sources import DEFAULT_EXTENSIONS
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -22,7 +25,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     src = parser.add_mutually_exclusive_group(required=True)
     src.add_argument("--probs", metavar="P.npy", help="class probabilities (N, n): rows must sum to 1")
     src.add_argument("--logits", metavar="L.npy", help="classifier logits (N, n)")
-    src.add_argument("--images", metavar="PATH", help="a folder of images, a uint8 (N, H, W, 3) .npy/.npz, or 'demo'")
+    src.add_argument("--images", metavar="PATH", help="a folder of images (the files directly in it with --extensions, "
+                     "in the order of their resolved paths, symbolic links followed, as torch-fidelity reads them), "
+                     "a uint8 (N, H, W, 3) .npy/.npz, or 'demo'")
     src.add_argument("--generator", metavar="G.pt", help="a TorchScript generator G(z[, class]) -> (m, 3, H, W)")
     src.add_argument("--example", choices=["A", "B", "C", "D"], help="the seed note's worked example (3 images)")
     parser.add_argument(
@@ -46,10 +51,32 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--batch-size", type=int, default=64,
                         help="images per classifier batch (default 64; the scores do not depend on it)")
     parser.add_argument("--workers", type=int, default=2, help="decode/prefetch threads (default 2)")
-    parser.add_argument("--device", default="cpu", help="cpu or cuda (default cpu)")
+    parser.add_argument("--device", default=None, help="cpu or cuda[:k] for the classifier and a generator (default "
+                        "cpu); refused with --probs, --logits and --example, which run no network")
+    parser.add_argument("--extensions", default=",".join(DEFAULT_EXTENSIONS), metavar="EXT,...",
+                        help="file extensions read from image folders, case-insensitive (default png,jpg,jpeg: "
+                        "torch-fidelity's, so a folder gives the same images as there)")
     parser.add_argument("--bits", action="store_true", help="show entropies in bits (IS is unchanged)")
     parser.add_argument("--json", action="store_true", help="print one JSON object on stdout")
     parser.add_argument("--save-logits", metavar="OUT.npy", help="also save the classifier's logits")
+    real = parser.add_argument_group(
+        "distances to real images (need --images or --generator; each depends on the classifier's features)")
+    real.add_argument("--fid", nargs="?", const="demo", metavar="REF",
+                      help="FID against REF: a folder of real images, a uint8 .npy/.npz, a Broden dataset folder, a "
+                      "pytorch-fid mu/sigma .npz, or 'demo' (the demo world's images; the default without REF). "
+                      "Reference features are cached per classifier and image content. Also reports class coverage")
+    real.add_argument("--kid", action="store_true", help="KID against the --fid reference (torch-fidelity's protocol)")
+    real.add_argument("--prc", action="store_true", help="precision and recall against the --fid reference")
+    real.add_argument("--fid-inf", action="store_true",
+                      help="also FID and IS extrapolated to infinite N (Chong & Forsyth 2020); IS_inf alone without "
+                      "--fid")
+    real.add_argument("--kid-subsets", type=int, default=100, help="KID subsets (default 100)")
+    real.add_argument("--kid-subset-size", type=int, default=1000, help="samples per KID subset (default 1000)")
+    real.add_argument("--prc-k", type=int, default=3, help="nearest neighbours of precision/recall (default 3)")
+    real.add_argument("--inf-points", type=int, default=15, help="subset sizes of the infinite-N fits (default 15)")
+    real.add_argument("--inf-smallest", type=int, default=5000,
+                      help="smallest subset of the infinite-N fits (default 5000; at most N/2 is used)")
+    real.add_argument("--save-stats", metavar="OUT.npz", help="save the generated set's mu/sigma (pytorch-fid format)")
     demo = parser.add_argument_group("demo sampler (--images demo)")
     demo.add_argument("--n", type=int, default=1000, help="number of images (also for --generator; default 1000)")
     demo.add_argument("--diversity", type=int, default=None, help="number of scene classes drawn (default: all)")
@@ -84,7 +111,7 @@ def _load_matrix(path_text: str, kind: str):
         raise InputError(f"cannot read as a NumPy array file ({exc})", path) from None
 
 
-def _image_source(args: argparse.Namespace, trust):
+def _image_source(args: argparse.Namespace, extensions: tuple[str, ...], trust):
     from probescope.core.errors import InputError
     from probescope.core.scoring.sources import TorchScriptGeneratorSource, open_source
 
@@ -100,7 +127,7 @@ def _image_source(args: argparse.Namespace, trust):
             num_classes=args.gen_classes,
             output_range=(low, high),
             seed=args.sample_seed,
-            device=args.device,
+            device=args.device or "cpu",
             trust=trust,
         )
     if args.images == "demo":
@@ -109,18 +136,39 @@ def _image_source(args: argparse.Namespace, trust):
 
         diversity = len(SCENES) if args.diversity is None else args.diversity
         return DemoSampler(args.n, diversity, args.fidelity, seed=args.sample_seed)
-    return open_source(args.images)
+    return open_source(args.images, extensions)
+
+
+def _check_flags(args: argparse.Namespace) -> None:
+    """Refuse flag combinations that would do nothing, before anything is loaded."""
+    from probescope.core.errors import InputError
+    from probescope.core.scoring.classifiers import check_device
+
+    runs_network = bool(args.images or args.generator)
+    if args.device is not None and not runs_network:
+        raise InputError(f"--device {args.device} does nothing with --probs, --logits or --example (no network runs)")
+    if not runs_network and (args.fid or args.kid or args.prc or args.save_stats):
+        raise InputError("--fid, --kid, --prc and --save-stats need the classifier's features: use --images or "
+                         "--generator")
+    if (args.kid or args.prc) and not args.fid:
+        raise InputError("--kid and --prc compare with a reference set: give it with --fid REF (or --fid for the "
+                         "demo world's images)")
+    if runs_network:
+        check_device(args.device or "cpu")  # before a generator is loaded onto it
 
 
 def run(args: argparse.Namespace) -> int:
     import json
 
     from probescope.core.atomic import save_npy
+    from probescope.core.scoring.distances import DistanceSettings, distance_report
     from probescope.core.scoring.distributions import ClassScores
     from probescope.core.scoring.report import score_report
 
+    _check_flags(args)
     header: dict[str, object] = {}
     class_names = None
+    features = reference = None
     if args.example:
         from probescope.core.scoring import examples
 
@@ -135,20 +183,39 @@ def run(args: argparse.Namespace) -> int:
         from probescope.app.cli import end_progress_line, stderr_progress
         from probescope.core.data.images import set_max_pixels
         from probescope.core.scoring.classifiers import load_classifier
-        from probescope.core.scoring.pipeline import classify_source
+        from probescope.core.scoring.pipeline import classify_source, embed_source
+        from probescope.core.scoring.sources import parse_extensions
 
         if args.max_pixels is not None:
             set_max_pixels(args.max_pixels)
         trust = trust_from_args(args)
-        source = _image_source(args, trust)
-        classifier = load_classifier(args.classifier, args.device, trust, args.resize)
-        print(f"scoring {source.describe()} with {classifier.name}", file=sys.stderr)
+        extensions = parse_extensions(args.extensions)
+        source = _image_source(args, extensions, trust)
+        if args.kid:
+            from probescope.core.scoring.kernel import check_kid_protocol
 
-        logits = classify_source(source, classifier, args.batch_size, workers=args.workers,
-                                 progress=stderr_progress())
+            check_kid_protocol(source.length, None, args.kid_subsets, args.kid_subset_size)  # before any network runs
+        classifier = load_classifier(args.classifier, args.device or "cpu", trust, args.resize)
+        run_options = dict(workers=args.workers, progress=stderr_progress())
+        if args.fid:
+            from probescope.core.scoring.reference import load_reference
+
+            print(f"reference {args.fid} through {classifier.name}", file=sys.stderr)
+            reference = load_reference(args.fid, classifier, extensions=extensions, batch_size=args.batch_size,
+                                       **run_options)
+            end_progress_line()
+        print(f"scoring {source.describe()} with {classifier.name}", file=sys.stderr)
+        if args.fid or args.save_stats:
+            features, logits = embed_source(source, classifier, args.batch_size, **run_options)
+        else:
+            logits = classify_source(source, classifier, args.batch_size, **run_options)
         end_progress_line()
         if args.save_logits:
             save_npy(args.save_logits, logits)
+        if args.save_stats:
+            from probescope.core.scoring.frechet import gaussian_stats
+
+            gaussian_stats(features).save(args.save_stats)
         scores = ClassScores(logits, "logits", source.name)
         class_names = classifier.class_names
         header.update(
@@ -160,10 +227,19 @@ def run(args: argparse.Namespace) -> int:
         )
     unit = "bits" if args.bits else "nats"
     report = score_report(scores, args.splits, not args.no_shuffle, args.seed, unit=unit, class_names=class_names)
+    settings = DistanceSettings(kid=args.kid, prc=args.prc, infinite=args.fid_inf, kid_subsets=args.kid_subsets,
+                                kid_subset_size=args.kid_subset_size, prc_k=args.prc_k, inf_points=args.inf_points,
+                                inf_smallest=args.inf_smallest, seed=args.seed)
+    distances = None
+    if reference is not None or args.fid_inf:
+        distances = distance_report(features, scores, reference, settings, class_names)
     if args.json:
-        print(json.dumps({**header, **report.to_dict()}, allow_nan=False))
+        print(json.dumps({**header, **report.to_dict(), **(distances.to_dict() if distances else {})},
+                         allow_nan=False))
     else:
         for key, value in header.items():
             print(f"{key.replace('_', ' ')}: {value}")
         print(report.summary())
+        if distances is not None:
+            print(distances.summary())
     return 0

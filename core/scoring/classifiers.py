@@ -1,7 +1,9 @@
-"""Classifiers that turn uint8 RGB images into logits for the Inception Score.
+"""Classifiers that turn uint8 RGB images into logits (Inception Score) and features (FID, KID, precision/recall).
 
 A Classifier splits the work in two: `prepare` (decode-side CPU work: resize, normalise; runs in prefetch
-threads) and `logits` (the network on the chosen device). Specs:
+threads) and `logits` / `embed` (the network on the chosen device; `embed` returns the features beside the logits
+from the same forward pass). Features: the TF port's 2048-d pool (torch-fidelity's '2048'); for any other model
+the input of its last linear layer (the demo CNN's 128-d average pool). Specs:
   'inception-tf:<file>'  TF-ported Inception v3, 1008 classes: the classifier of published scores
   'inception-tv:<file>'  torchvision's ImageNet Inception v3: 1000 named classes, NOT comparable with published IS
   'demo' or any other load_model spec: that model's own classes and preprocessing.
@@ -14,8 +16,9 @@ sizes are classified one size at a time, so the logits never depend on how the i
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -43,6 +46,7 @@ class SizeGroups:
 
 
 Prepared = torch.Tensor | SizeGroups
+Embedder = Callable[[torch.Tensor], tuple[torch.Tensor, torch.Tensor]]  # prepared batch on device -> (features, logits)
 
 
 @dataclass
@@ -54,6 +58,9 @@ class Classifier:
     device: str
     comparable: bool  # True only for the TF-ported Inception: numbers comparable with published scores
     note: str
+    embedder: Embedder | None = None  # None: this classifier gives no features (e.g. TorchScript, no hooks)
+    feature_note: str = ""  # which features `embed` returns, said in every output that uses them
+    key: str = ""  # identity of weights + preprocessing + feature layer for caches ('' = never cached)
 
     def logits(self, prepared: Prepared) -> np.ndarray:
         """Run the network; float32 (m, n_classes) logits on the CPU, in the batch's order."""
@@ -73,13 +80,72 @@ class Classifier:
                              "size with --resize N") from None
         if isinstance(out, (tuple, list)):  # e.g. models that also return auxiliary outputs
             out = out[0]
-        if not isinstance(out, torch.Tensor) or out.dim() != 2:
-            shape = tuple(out.shape) if isinstance(out, torch.Tensor) else type(out).__name__
-            raise InputError(f"classifier {self.name} returned {shape}, not (batch, classes) logits")
-        return out.float().cpu().numpy()
+        return self._matrix(out, "logits")
+
+    def embed(self, prepared: Prepared) -> tuple[np.ndarray, np.ndarray]:
+        """Features and logits of one forward pass, float32 (m, d) and (m, n_classes) on the CPU, in the batch's
+        order (images of several sizes run one size at a time)."""
+        if isinstance(prepared, SizeGroups):
+            parts = [(positions, self.embed(x)) for positions, x in prepared.groups]
+            features = np.empty((prepared.n, parts[0][1][0].shape[1]), dtype=np.float32)
+            logits = np.empty((prepared.n, parts[0][1][1].shape[1]), dtype=np.float32)
+            for positions, (f, lg) in parts:
+                features[positions], logits[positions] = f, lg
+            return features, logits
+        if self.embedder is None:
+            raise InputError(
+                f"classifier {self.name} gives no features (FID, KID and precision/recall need them): use a model "
+                "whose last layer is a linear classifier, or inception-tf:<weights file>"
+            )
+        with torch.inference_mode():
+            features, logits = self.embedder(prepared.to(self.device, non_blocking=True))
+        return self._matrix(features.flatten(1), "features"), self._matrix(logits, "logits")
 
     def classify(self, images: Sequence[np.ndarray]) -> np.ndarray:
         return self.logits(self.prepare(images))
+
+    def _matrix(self, out: object, what: str) -> np.ndarray:
+        if not isinstance(out, torch.Tensor) or out.dim() != 2:
+            shape = tuple(out.shape) if isinstance(out, torch.Tensor) else type(out).__name__
+            raise InputError(f"classifier {self.name} returned {shape}, not (batch, {what}) {what}")
+        return out.float().cpu().numpy()
+
+
+@dataclass
+class _LastLinearInput:
+    """(features, logits) of a module in one pass: the features are the input of its last nn.Linear, read with a
+    forward pre-hook attached for that pass only (under `lock`: one hooked pass at a time on a shared module)."""
+
+    module: nn.Module
+    layer: nn.Linear
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def __call__(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        seen: list[torch.Tensor] = []
+        with self.lock:
+            handle = self.layer.register_forward_pre_hook(lambda _m, inputs: seen.append(inputs[0]))
+            try:
+                out = self.module(x)
+            finally:
+                handle.remove()
+        if isinstance(out, (tuple, list)):
+            out = out[0]
+        if not seen:
+            raise InputError("the classifier's last linear layer did not run: no features")
+        return seen[-1], out
+
+
+def last_linear_embedder(module: nn.Module, lock: threading.Lock | None = None) -> tuple[Embedder | None, str]:
+    """An embedder reading the input of the module's last nn.Linear, and its description ('' when there is none:
+    TorchScript modules run no hooks)."""
+    if isinstance(module, torch.jit.ScriptModule):
+        return None, ""
+    linear = [(name, m) for name, m in module.named_modules() if isinstance(m, nn.Linear)]
+    if not linear:
+        return None, ""
+    name, layer = linear[-1]
+    embedder = _LastLinearInput(module, layer, lock or threading.Lock())
+    return embedder, f"input of the last linear layer '{name}' ({layer.in_features}-d)"
 
 
 def check_device(device: str) -> str:
@@ -103,14 +169,20 @@ def tf_inception_classifier(weights: str | Path, device: str = "cpu") -> Classif
         _check_images(images)
         return inception_tf.prepare_tf_inception(images)
 
+    from probescope.core.models.loading import file_identity
+
+    module = inception_tf.load_inception_tf(weights, device)
     return Classifier(
         name="Inception v3 (TF 2015-12-05 port)",
-        module=inception_tf.load_inception_tf(weights, device),
+        module=module,
         prepare=prepare,
         class_names=None,
         device=device,
         comparable=True,
         note="1008-class TF Inception, unbiased logits, TF1 bilinear resize to 299, (x-128)/128 (torch-fidelity)",
+        embedder=module.features_and_logits,
+        feature_note="Inception v3 (TF port) 2048-d pool features (torch-fidelity's '2048', as published FID/KID)",
+        key=f"inception-tf:{file_identity(Path(weights))}",
     )
 
 
@@ -151,6 +223,9 @@ def tv_inception_classifier(weights: str | Path, device: str = "cpu") -> Classif
             out.append(x)
         return (torch.cat(out) - mean) / std
 
+    from probescope.core.models.loading import file_identity
+
+    embedder, where = last_linear_embedder(module)
     return Classifier(
         name="Inception v3 (torchvision ImageNet)",
         module=module,
@@ -159,6 +234,9 @@ def tv_inception_classifier(weights: str | Path, device: str = "cpu") -> Classif
         device=device,
         comparable=False,
         note="torchvision ImageNet weights, antialiased bilinear resize to 299: NOT comparable with published IS",
+        embedder=embedder,
+        feature_note=f"Inception v3 (torchvision ImageNet) {where}: NOT comparable with published FID/KID",
+        key=f"inception-tv:{file_identity(path)}",
     )
 
 
@@ -184,7 +262,7 @@ def classifier_of_model(model: LoadedModel, resize: int | None = None) -> Classi
             positions = np.array([i for i, s in enumerate(shapes) if s == shape])
             groups.append((positions, preprocess([images[i] for i in positions])))
         return SizeGroups(tuple(groups), len(images))
-
+    embedder, where = last_linear_embedder(model.module, model.lock)
     return Classifier(
         name=model.name,
         module=model.module,
@@ -193,6 +271,9 @@ def classifier_of_model(model: LoadedModel, resize: int | None = None) -> Classi
         device=str(model.device),
         comparable=False,
         note=f"{model.name} with {preprocess.describe()}: its own classes, not comparable with published IS",
+        embedder=embedder,
+        feature_note=f"{model.name} {where}: not comparable with published FID/KID" if embedder else "",
+        key=f"model:{model.source_key}:{preprocess.key()}",
     )
 
 

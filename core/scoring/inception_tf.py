@@ -261,7 +261,7 @@ class InceptionV3TF(nn.Module):
         self.fc = nn.Linear(2048, N_CLASSES)
 
     def features(self, x: torch.Tensor) -> torch.Tensor:
-        """The 2048-d pool features (FID's layer)."""
+        """The 2048-d pool features (torch-fidelity's '2048', FID's layer)."""
         x = (tf1_resize(x.float()) - 128.0) / 128.0
         x = x.contiguous(memory_format=torch.channels_last)  # NHWC convolutions: about 1.8x faster on CPU
         x = _chain(x, [self.Conv2d_1a_3x3, self.Conv2d_2a_3x3, self.Conv2d_2b_3x3])
@@ -274,7 +274,12 @@ class InceptionV3TF(nn.Module):
         return torch.flatten(F.adaptive_avg_pool2d(x, 1), 1)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.features(x) @ self.fc.weight.T  # IS uses the logits without the fc bias
+        return self.features_and_logits(x)[1]
+
+    def features_and_logits(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """One pass: the 2048-d pool features (FID, KID, precision/recall) and the unbiased logits (IS)."""
+        features = self.features(x)
+        return features, features @ self.fc.weight.T  # IS uses the logits without the fc bias
 
     def fold_batchnorm(self) -> InceptionV3TF:
         for module in self.modules():

@@ -87,30 +87,38 @@ class ScoreReport:
         return out
 
     def summary(self, top_k: int = 5) -> str:
-        """A readable multi-line summary for the terminal."""
+        """A readable multi-line summary for the terminal (rounded: the raw values are in `to_dict`)."""
         u = self.unit
         s = self.split
         lines = [
-            f"Inception Score (split protocol): {s.mean:.4f} ± {s.std:.4f}   [{s.protocol}]",
-            f"Inception Score (all {self.n} images, one marginal): {self.is_all:.4f}",
-            f"H(p(y))            marginal entropy     {self.in_unit(self.marginal_entropy):.4f} {u}"
-            f"   (max log n = {self.in_unit(math.log(self.n_classes)):.4f})",
-            f"E_x H(p(y|x))      conditional entropy  {self.in_unit(self.conditional_entropy):.4f} {u}",
-            f"I(X;Y) = log IS    mutual information   {self.in_unit(self.mutual_information):.4f} {u}",
+            f"Inception Score (split protocol): {shown(s.mean)} ± {shown(s.std)}   [{s.protocol}]",
+            f"Inception Score (all {self.n} images, one marginal): {shown(self.is_all)}",
+            f"H(p(y))            marginal entropy     {shown(self.in_unit(self.marginal_entropy))} {u}"
+            f"   (max log n = {shown(self.in_unit(math.log(self.n_classes)))})",
+            f"E_x H(p(y|x))      conditional entropy  {shown(self.in_unit(self.conditional_entropy))} {u}",
+            f"I(X;Y) = log IS    mutual information   {shown(self.in_unit(self.mutual_information))} {u}",
         ]
         never = self.classes_never_predicted
-        shown = ", ".join(self.class_name(k) for k in never[:20]) + (" ..." if len(never) > 20 else "")
-        listed = f": {shown}" if len(never) else ""
+        names = ", ".join(self.class_name(k) for k in never[:20]) + (" ..." if len(never) > 20 else "")
+        listed = f": {names}" if len(never) else ""
         lines.append(f"classes never predicted: {len(never)} of {self.n_classes}{listed}")
         top = np.argsort(-self.argmax_counts, kind="stable")[: min(top_k, self.n_classes)]
         lines.append("most predicted: " + ", ".join(f"{self.class_name(k)} ({self.argmax_counts[k]})" for k in top))
         most, least = self.ranked_images(top_k)
-        lines.append("most contributing images: " + ", ".join(f"#{i} ({self.contributions[i]:.3f})" for i in most))
-        lines.append("least contributing images: " + ", ".join(f"#{i} ({self.contributions[i]:.3f})" for i in least))
+        for label, images in (("most", most), ("least", least)):
+            kls = ", ".join(f"#{i} ({shown(self.contributions[i], 3)})" for i in images)
+            lines.append(f"{label} contributing images: {kls}")
         lines.append(
-            "IS vs N: " + ", ".join(f"{n}:{v:.3f}" for n, v in zip(self.curve_n[-6:], self.curve_is[-6:], strict=True))
+            "IS vs N: " + ", ".join(f"{n}:{shown(v, 3)}" for n, v in zip(self.curve_n[-6:], self.curve_is[-6:],
+                                                                         strict=True))
         )
         return "\n".join(lines)
+
+
+def shown(x: float, digits: int = 4) -> str:
+    """`x` rounded for display: IS 0.9999999999999976 shows as 1.0000 and rounding noise below zero never as
+    -0.0000 (JSON output keeps the raw values)."""
+    return f"{round(float(x), digits) + 0.0:.{digits}f}"
 
 
 def curve_checkpoints(n: int, points: int = CURVE_POINTS) -> np.ndarray:

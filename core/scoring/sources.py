@@ -7,8 +7,10 @@ classifier works, and the GUI can simply call them in order (`batches`). `length
 
 from __future__ import annotations
 
+import os
+import stat
 import zipfile
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
 import numpy as np
@@ -19,8 +21,9 @@ from probescope.core.trust import NO_TRUST, Trust
 
 BatchTask = Callable[[], list[np.ndarray]]
 
-IMAGE_EXTENSIONS = (".png", ".jpg", ".jpeg", ".bmp", ".webp", ".tif", ".tiff")
-LOSSY_EXTENSIONS = (".jpg", ".jpeg")
+# torch-fidelity's `samples_find_ext` and `samples_ext_lossy`: the same folder gives the same N as the reference.
+DEFAULT_EXTENSIONS = ("png", "jpg", "jpeg")
+LOSSY_EXTENSIONS = ("jpg", "jpeg")
 
 
 class SampleSource:
@@ -48,19 +51,57 @@ def _check_batch_size(batch_size: int) -> None:
         raise InputError(f"batch size must be at least 1, got {batch_size}")
 
 
-class ImageFolderSource(SampleSource):
-    """The image files directly inside a folder, in sorted name order (like torch-fidelity, not recursive)."""
+def parse_extensions(text: str) -> tuple[str, ...]:
+    """'png,JPG, .webp' -> ('png', 'jpg', 'webp'): lower case, without dots; InputError when none is left."""
+    extensions = tuple(dict.fromkeys(part.strip().lstrip(".").lower() for part in text.split(",") if part.strip()))
+    if not all(extensions) or not extensions:
+        raise InputError(f"no file extensions in {text!r} (expected a comma-separated list such as png,jpg,jpeg)")
+    return extensions
 
-    def __init__(self, root: str | Path):
+
+def list_image_files(root: str | Path, extensions: Sequence[str] = DEFAULT_EXTENSIONS) -> list[Path]:
+    """The files directly inside `root` whose name ends in one of `extensions`, as torch-fidelity lists them.
+
+    torch-fidelity's rule: the extension is read from the entry's own name (case-insensitive), not recursive,
+    each entry replaced by its resolved path (symbolic links followed), sorted by that resolved path. A link to a
+    folder is not a file; a broken link or a special file (FIFO, device) is an error here rather than a crash or a
+    hang when it is read.
+    """
+    root = Path(root)
+    wanted = {e.lower().lstrip(".") for e in extensions}
+    try:
+        entries = list(os.scandir(root))
+    except OSError as exc:
+        raise InputError(f"cannot list the folder ({exc.strerror or exc})", root) from None
+    files = []
+    for entry in entries:
+        if os.path.splitext(entry.name)[1].lower().lstrip(".") not in wanted or entry.is_dir():
+            continue
+        resolved = os.path.realpath(entry.path)
+        try:
+            mode = os.stat(resolved).st_mode
+        except OSError:
+            raise InputError("broken symbolic link (its target does not exist)", entry.path) from None
+        if not stat.S_ISREG(mode):
+            raise InputError("not a regular file", entry.path)
+        files.append(resolved)
+    return [Path(p) for p in sorted(files)]
+
+
+class ImageFolderSource(SampleSource):
+    """The image files directly inside a folder, listed and ordered as torch-fidelity does (`list_image_files`)."""
+
+    def __init__(self, root: str | Path, extensions: Sequence[str] = DEFAULT_EXTENSIONS):
         self.root = Path(root)
         if not self.root.is_dir():
             raise InputError("not a folder", self.root)
-        self.files = sorted(p for p in self.root.iterdir() if p.is_file() and p.suffix.lower() in IMAGE_EXTENSIONS)
+        self.extensions = tuple(extensions)
+        self.files = list_image_files(self.root, self.extensions)
         if not self.files:
-            raise InputError(f"no image files ({', '.join(IMAGE_EXTENSIONS)}) in the folder", self.root)
+            raise InputError(f"no image files with extensions {','.join(self.extensions)} in the folder", self.root)
         self.name = str(self.root)
         self.length = len(self.files)
-        self.lossy = any(p.suffix.lower() in LOSSY_EXTENSIONS for p in self.files)
+        self.lossy = any(p.suffix.lower().lstrip(".") in LOSSY_EXTENSIONS for p in self.files)
 
     def batch_tasks(self, batch_size: int) -> Iterator[BatchTask]:
         _check_batch_size(batch_size)
@@ -182,11 +223,12 @@ class TorchScriptGeneratorSource(SampleSource):
         return list(images)
 
 
-def open_source(spec: str | Path) -> SampleSource:
-    """A folder or a .npy/.npz file. (The demo sampler and generators take settings: build them directly.)"""
+def open_source(spec: str | Path, extensions: Sequence[str] = DEFAULT_EXTENSIONS) -> SampleSource:
+    """A folder (its files with `extensions`) or a .npy/.npz file. (The demo sampler and generators take settings:
+    build them directly.)"""
     path = Path(spec)
     if path.is_dir():
-        return ImageFolderSource(path)
+        return ImageFolderSource(path, extensions)
     if path.suffix.lower() in (".npy", ".npz"):
         return ArraySource.open(path)
     if not path.exists():

@@ -1,0 +1,165 @@
+"""Every score of a stream of generated samples against a reference set, updated one batch at a time.
+
+The gallery feeds each batch's features and logits (one forward pass) to `LiveScores.add` and redraws from its
+readers. An update costs O(m d^2) for the running Gaussian fits (the features, and the features whitened by the
+reference fit, so FID needs no covariance product), O(m (N + M) d) for the running KID over all pairs (N samples so
+far, M reference samples in its pool) and O(m n_classes) for IS. Readers are cached until the next batch:
+fid O(r^3) (one symmetric eigenvalue problem, r <= d the reference's rank), kid and IS O(1) after the update,
+precision_recall O((N^2 + N M) d), the infinite-N fits a few FID/IS evaluations on random subsets, coverage O(n).
+
+The live values are single estimates over everything seen so far: KID over all pairs rather than the subset
+protocol's mean, IS with one marginal rather than the split protocol; front ends label them apart.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import TypeVar
+
+import numpy as np
+
+from probescope.core.errors import InputError
+from probescope.core.scoring import extrapolate
+from probescope.core.scoring.coverage import ClassCoverage, class_coverage
+from probescope.core.scoring.distributions import ClassScores
+from probescope.core.scoring.frechet import RunningGaussian, as_features
+from probescope.core.scoring.growing import GrowingRows
+from probescope.core.scoring.kernel import RunningKernelDistance
+from probescope.core.scoring.live import LiveInceptionScore
+from probescope.core.scoring.precision_recall import DEFAULT_K, PrecisionRecall, precision_recall
+from probescope.core.scoring.reference import ReferenceSet
+
+LIVE_KID_REFERENCE = 2000  # reference samples in the running KID's pool (a fixed random subset when there are more)
+T = TypeVar("T")
+
+
+class LiveScores:
+    """IS, FID, KID, precision/recall, class coverage and the infinite-N fits of the samples added so far.
+
+    `reference` None scores IS only; a reference read from a mu/sigma file scores FID but not KID, precision/recall
+    or coverage (those need the reference images' features and predictions): their readers raise InputError.
+    """
+
+    def __init__(
+        self,
+        reference: ReferenceSet | None = None,
+        *,
+        class_names: Sequence[str] | None = None,
+        prc_k: int = DEFAULT_K,
+        kid_reference_size: int = LIVE_KID_REFERENCE,
+        seed: int = extrapolate.DEFAULT_SEED,
+    ):
+        self.reference = reference
+        self.class_names = tuple(class_names) if class_names is not None else None
+        self.prc_k, self.seed = prc_k, seed
+        self.inception = LiveInceptionScore(keep_rows=False)
+        self.gaussian = RunningGaussian()  # of the features: mean, trace and the covariance to export
+        self._whitened = RunningGaussian()  # of the features whitened by the reference fit: FID's eigenvalues
+        self._features = GrowingRows()
+        self._logits = GrowingRows()
+        self._kid: RunningKernelDistance | None = None
+        if reference is not None and reference.features is not None:
+            pool = reference.features
+            if len(pool) > kid_reference_size:
+                keep = np.random.RandomState(seed).choice(len(pool), kid_reference_size, replace=False)
+                pool = pool[np.sort(keep)]
+            self._kid = RunningKernelDistance(pool)
+        self._cache: dict[tuple, object] = {}
+        self.history: dict[str, list[tuple[int, float]]] = {"IS": [], "FID": [], "KID": []}
+
+    @property
+    def n(self) -> int:
+        return self.inception.n
+
+    def add(self, features: np.ndarray, logits: np.ndarray) -> None:
+        """Add one batch: features (m, d) and logits (m, n_classes) of the same m images."""
+        features = as_features(features)
+        logits = np.atleast_2d(logits)
+        if len(features) != len(logits):
+            raise InputError(f"batch has {len(features)} feature rows but {len(logits)} logit rows")
+        if self.gaussian.dim not in (None, features.shape[1]):
+            raise InputError(f"batch has {features.shape[1]} features per row, earlier batches {self.gaussian.dim}")
+        if self.reference is not None:
+            self.reference.frechet.check_dim(features.shape[1])
+        self.inception.add_logits(logits)  # validates the logits first: a rejected batch changes nothing
+        self.gaussian.add(features)
+        if self.reference is not None:
+            self._whitened.add(self.reference.frechet.whiten(features))
+        if self._kid is not None:
+            self._kid.add(features, self._features.values)
+        self._features.append(features)
+        self._logits.append(logits)
+        self._cache.clear()
+        self.history["IS"].append((self.n, self.inception.is_))
+
+    # -- readers (cached until the next batch) ----------------------------------------------------------------
+
+    def _cached(self, key: tuple, compute: Callable[[], T], metric: str | None = None) -> T:
+        if key not in self._cache:
+            self._cache[key] = compute()
+            if metric is not None:
+                self.history[metric].append((self.n, float(self._cache[key])))
+        return self._cache[key]  # type: ignore[return-value]
+
+    def _require_reference(self, what: str) -> ReferenceSet:
+        if self.reference is None:
+            raise InputError(f"{what} needs a reference set of real images")
+        return self.reference
+
+    @property
+    def is_(self) -> float:
+        """IS over all samples so far, one marginal (not the split protocol)."""
+        return self.inception.is_
+
+    def fid(self) -> float:
+        """FID of the samples so far against the reference fit (needs 2 samples)."""
+        frechet = self._require_reference("FID").frechet
+        return self._cached(("fid",), lambda: frechet.distance_from(
+            self.gaussian.mean, self.gaussian.trace, self._whitened.cov), "FID")
+
+    def kid(self) -> float:
+        """Unbiased MMD^2 over all pairs of the samples so far and the reference pool (not the subset protocol)."""
+        self._require_reference("KID").require_features("KID")
+        return self._cached(("kid",), lambda: self._kid.value, "KID")
+
+    def precision_recall(self) -> PrecisionRecall:
+        """Precision and recall (k-NN balls) of the samples so far against the reference features."""
+        reference = self._require_reference("precision and recall")
+        real = reference.require_features("precision and recall")
+        return self._cached(("prc",), lambda: precision_recall(
+            self._features.values, real, self.prc_k, real_radii=reference.radii(self.prc_k)))
+
+    def fid_infinity(self, points: int = extrapolate.DEFAULT_POINTS,
+                     smallest: int = extrapolate.DEFAULT_SMALLEST) -> extrapolate.InfiniteNFit:
+        """FID_inf fit over random subsets of the samples so far (Chong & Forsyth)."""
+        frechet = self._require_reference("FID").frechet
+        return self._cached(("fid_inf", points, smallest), lambda: extrapolate.fid_infinity(
+            self._features.values, frechet, points, smallest, self.seed))
+
+    def is_infinity(self, points: int = extrapolate.DEFAULT_POINTS,
+                    smallest: int = extrapolate.DEFAULT_SMALLEST) -> extrapolate.InfiniteNFit:
+        """IS_inf fit over random subsets of the samples so far."""
+        if self.n == 0:
+            raise InputError("no images scored yet")
+        return self._cached(("is_inf", points, smallest), lambda: extrapolate.is_infinity(
+            ClassScores(self._logits.values, "logits"), points, smallest, self.seed))
+
+    def coverage(self) -> ClassCoverage:
+        """Which classes the samples so far under- or over-produce against the reference's predictions."""
+        reference = self._require_reference("coverage")
+        if reference.class_counts is None:
+            raise InputError(f"coverage needs the reference images' predictions; {reference.name} holds only "
+                             "mu and sigma")
+        return self._cached(("coverage",), lambda: class_coverage(
+            reference.class_counts, self.inception.argmax_counts, self.class_names))
+
+    @property
+    def kid_reference(self) -> np.ndarray:
+        """The reference samples the running KID compares with (all, or a fixed random subset of a large set)."""
+        self._require_reference("KID").require_features("KID")
+        return self._kid.reference
+
+    @property
+    def features(self) -> np.ndarray:
+        """The generated samples' features so far (read-only view)."""
+        return self._features.values

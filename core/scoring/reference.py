@@ -1,0 +1,240 @@
+"""Reference sets: the real images FID, KID, precision/recall and coverage compare generated samples against.
+
+A reference comes from a folder of images, a uint8 .npy/.npz array, a Broden dataset's images ('demo': the demo
+world's, so the gallery has one offline), or a pytorch-fid statistics file (mu/sigma: FID only). Images go through
+the classifier once; what the scores need (features, their mean and covariance, top-prediction counts) is cached
+in the user cache folder under the classifier's identity and a hash of the images' content in order (KID's subsets
+are drawn by index, so the order counts), and found again whatever the folder is called.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import zipfile
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TypeVar
+
+import numpy as np
+
+from probescope.core.errors import InputError
+from probescope.core.scoring.classifiers import Classifier
+from probescope.core.scoring.frechet import FrechetReference, GaussianStats, RunningGaussian, read_npz
+from probescope.core.scoring.precision_recall import knn_radii
+from probescope.core.scoring.sources import (
+    DEFAULT_EXTENSIONS,
+    ArraySource,
+    BatchTask,
+    ImageFolderSource,
+    SampleSource,
+    open_source,
+)
+from probescope.core.tasks import CancelCheck, ProgressCallback
+
+CACHE_VERSION = 1
+DEMO = "demo"
+T = TypeVar("T")
+
+
+class BrodenImageSource(SampleSource):
+    """The images of a Broden-format dataset, in index order (the probing dataset as real data)."""
+
+    def __init__(self, root: str | Path, index: str = "index.csv"):
+        from probescope.core.data.broden import BrodenDataset
+
+        self.dataset = BrodenDataset.open(root, index)
+        self.length = self.dataset.n_images
+        self.name = f"{root} (Broden dataset images)"
+
+    def batch_tasks(self, batch_size: int) -> Iterator[BatchTask]:
+        if batch_size < 1:
+            raise InputError(f"batch size must be at least 1, got {batch_size}")
+        for start in range(0, self.length, batch_size):
+            stop = min(start + batch_size, self.length)
+            yield lambda a=start, b=stop: [self.dataset.load_image(i) for i in range(a, b)]
+
+    @property
+    def files(self) -> list[Path]:
+        return [self.dataset.image_path(i) for i in range(self.length)]
+
+
+def reference_source(
+    spec: str | Path,
+    extensions: tuple[str, ...] = DEFAULT_EXTENSIONS,
+    progress: ProgressCallback | None = None,
+    cancel: CancelCheck | None = None,
+) -> SampleSource | Path:
+    """The images behind a reference spec, or the path of a mu/sigma statistics file.
+
+    'demo' is the demo world's Broden dataset (written to the cache folder first if missing); a folder holding
+    index.csv is read as a Broden dataset; any other folder by `extensions`; a .npz with arrays 'mu' and 'sigma'
+    is a statistics file; other .npy/.npz files are uint8 image arrays.
+    """
+    if str(spec) == DEMO:
+        from probescope.core.demo.dataset import ensure_demo_dataset
+
+        return BrodenImageSource(ensure_demo_dataset(progress=progress, cancel=cancel))
+    path = Path(spec)
+    if path.is_dir() and (path / "index.csv").is_file():
+        return BrodenImageSource(path)
+    if path.is_file() and path.suffix.lower() == ".npz" and _is_statistics_file(path):
+        return path
+    return open_source(path, extensions)
+
+
+def _is_statistics_file(path: Path) -> bool:
+    return {"mu", "sigma"} <= set(read_npz(path, ("mu", "sigma")))
+
+
+def content_hash(source: SampleSource) -> str:
+    """SHA-256 of the images' bytes in order: file contents for folders and Broden datasets, the array itself."""
+    digest = hashlib.sha256()
+    if isinstance(source, ArraySource):
+        digest.update(repr(source.images.shape).encode())
+        for start in range(0, source.length, 1024):
+            digest.update(np.ascontiguousarray(source.images[start : start + 1024]).tobytes())
+    elif isinstance(source, (ImageFolderSource, BrodenImageSource)):
+        for path in source.files:
+            try:
+                digest.update(hashlib.sha256(path.read_bytes()).digest())
+            except OSError as exc:
+                raise InputError(f"cannot read ({exc.strerror or exc})", path) from None
+    else:
+        raise InputError(f"{source.name}: a reference set must be a folder, an image array or a Broden dataset")
+    return digest.hexdigest()
+
+
+@dataclass
+class ReferenceSet:
+    """What the scores need from the real images; `features` and `class_counts` are None for a mu/sigma file."""
+
+    name: str
+    stats: GaussianStats
+    features: np.ndarray | None = None  # (n, d) float32
+    class_counts: np.ndarray | None = None  # (n_classes,) top predictions
+    feature_note: str = ""
+    cache_path: Path | None = None  # where the cached arrays live (radii are cached beside them)
+    _frechet: FrechetReference | None = field(default=None, repr=False)
+    _radii: dict[int, np.ndarray] = field(default_factory=dict, repr=False)
+
+    @property
+    def n(self) -> int | None:
+        return self.stats.n
+
+    @property
+    def frechet(self) -> FrechetReference:
+        """The reference fit with its covariance factored (computed once)."""
+        if self._frechet is None:
+            self._frechet = FrechetReference(self.stats)
+        return self._frechet
+
+    def require_features(self, what: str) -> np.ndarray:
+        if self.features is None:
+            raise InputError(f"{what} needs the reference images' features; {self.name} holds only mu and sigma")
+        return self.features
+
+    def radii(self, k: int) -> np.ndarray:
+        """Each reference sample's k-NN radius (precision), cached in memory and beside the cached arrays."""
+        if k not in self._radii:
+            path = None if self.cache_path is None else self.cache_path.with_name(f"{self.cache_path.stem}-k{k}.npy")
+            radii = _read_cached(path, lambda p: np.load(p, allow_pickle=False))
+            if radii is None or radii.shape != (len(self.require_features("precision")),):
+                radii = knn_radii(self.require_features("precision"), k)
+                if path is not None:
+                    from probescope.core.atomic import save_npy
+
+                    save_npy(path, radii)
+            self._radii[k] = radii
+        return self._radii[k]
+
+    def describe(self) -> str:
+        size = f"{self.n} images" if self.n is not None else "statistics only"
+        return f"{self.name} ({size})"
+
+
+def _read_cached(path: Path | None, read: Callable[[Path], T]) -> T | None:
+    """A cache entry, or None when there is none or it cannot be read (it is then rebuilt)."""
+    if path is None or not path.is_file():
+        return None
+    try:
+        return read(path)
+    except (ValueError, OSError, EOFError, KeyError, zipfile.BadZipFile):
+        return None
+
+
+def reference_cache_path(classifier: Classifier, source: SampleSource) -> Path | None:
+    """The cache file of this classifier's view of these images (None for classifiers without an identity)."""
+    if not classifier.key:
+        return None
+    from probescope.core.cache import cache_dir
+
+    key = f"v{CACHE_VERSION}|{classifier.key}|{classifier.feature_note}|{content_hash(source)}"
+    return cache_dir() / "references" / f"{hashlib.sha256(key.encode()).hexdigest()[:32]}.npz"
+
+
+def embed_reference(
+    source: SampleSource,
+    classifier: Classifier,
+    batch_size: int = 64,
+    *,
+    workers: int = 2,
+    progress: ProgressCallback | None = None,
+    cancel: CancelCheck | None = None,
+) -> ReferenceSet:
+    """Run the images through the classifier: features, their fit and the top-prediction counts (not cached)."""
+    from probescope.core.scoring.pipeline import embed_batches
+
+    running = RunningGaussian()
+    features, counts = [], None
+    for batch_features, logits in embed_batches(source, classifier, batch_size, workers=workers, progress=progress,
+                                                cancel=cancel):
+        running.add(batch_features)
+        features.append(batch_features)
+        top = np.bincount(logits.argmax(axis=1), minlength=logits.shape[1])
+        counts = top if counts is None else counts + top
+    if running.n < 2:
+        raise InputError(f"{source.name}: a reference set needs at least 2 images, got {running.n}")
+    return ReferenceSet(source.name, running.stats(), np.concatenate(features), counts, classifier.feature_note)
+
+
+def load_reference(
+    spec: str | Path,
+    classifier: Classifier | None,
+    *,
+    extensions: tuple[str, ...] = DEFAULT_EXTENSIONS,
+    batch_size: int = 64,
+    workers: int = 2,
+    progress: ProgressCallback | None = None,
+    cancel: CancelCheck | None = None,
+) -> ReferenceSet:
+    """The reference set of a spec (see reference_source) as `classifier` sees it, from the cache when there."""
+    found = reference_source(spec, extensions, progress, cancel)
+    if isinstance(found, Path):
+        return ReferenceSet(f"{found} (mu/sigma statistics)", GaussianStats.load(found),
+                            feature_note="unknown: statistics file (its features must be the classifier's)")
+    if classifier is None:
+        raise InputError(f"{found.name}: a classifier is needed to turn reference images into features")
+    path = reference_cache_path(classifier, found)
+    cached = _read_cached(path, _read_reference)
+    if cached is not None:
+        return ReferenceSet(found.name, *cached, feature_note=classifier.feature_note, cache_path=path)
+    built = embed_reference(found, classifier, batch_size, workers=workers, progress=progress, cancel=cancel)
+    if path is not None:
+        _write_reference(path, built)
+        built.cache_path = path
+    return built
+
+
+def _write_reference(path: Path, ref: ReferenceSet) -> None:
+    from probescope.core.atomic import atomic_open
+
+    with atomic_open(path, "wb") as fh:
+        np.savez(fh, features=ref.features, mu=ref.stats.mu, sigma=ref.stats.sigma, class_counts=ref.class_counts)
+
+
+def _read_reference(path: Path) -> tuple[GaussianStats, np.ndarray, np.ndarray]:
+    with np.load(path, allow_pickle=False) as archive:
+        features = archive["features"]
+        stats = GaussianStats(archive["mu"], archive["sigma"], len(features))
+        return stats, features, archive["class_counts"]
