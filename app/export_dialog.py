@@ -45,7 +45,7 @@ class ExportDialog(QDialog):
         self.format.addItems([f.upper() for f in FORMATS])
         self.format.setCurrentText(defaults.format.upper())
         self.by_width = QRadioButton("Width (px)")
-        self.width = spin_box(16, 20000, defaults.width or 2400)
+        self.width_box = spin_box(16, 20000, defaults.width or 2400)
         self.by_scale = QRadioButton("Scale")
         self.scale = QDoubleSpinBox()
         self.scale.setRange(0.25, 16)
@@ -53,7 +53,7 @@ class ExportDialog(QDialog):
         self.scale.setValue(defaults.scale)
         (self.by_width if defaults.width else self.by_scale).setChecked(True)
         size_row = QHBoxLayout()
-        for w in (self.by_width, self.width, self.by_scale, self.scale):
+        for w in (self.by_width, self.width_box, self.by_scale, self.scale):
             size_row.addWidget(w)
         self.margin_free = QCheckBox("Margin-free (trim the plain background around the content)")
         self.margin_free.setChecked(defaults.margin_free)
@@ -82,7 +82,7 @@ class ExportDialog(QDialog):
 
     def _format_changed(self, text: str) -> None:
         fmt = text.lower()
-        for w in (self.by_width, self.width, self.by_scale, self.scale):
+        for w in (self.by_width, self.width_box, self.by_scale, self.scale):
             w.setEnabled(fmt == "png")
         path = Path(self.path.text())
         self.path.setText(str(path.with_suffix(f".{fmt}")))
@@ -104,7 +104,7 @@ class ExportDialog(QDialog):
     def save(self) -> Path | None:
         """Export with the chosen options; the options become the new defaults."""
         path = Path(self.path.text()).expanduser()
-        width = self.width.value() if self.by_width.isChecked() else None
+        width = self.width_box.value() if self.by_width.isChecked() else None
         scale = None if width else self.scale.value()
         target = self.targets[self.target.currentIndex()]
         try:

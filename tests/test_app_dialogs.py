@@ -57,7 +57,7 @@ def test_export_dialog_format_follows_suffix(qtbot, settings_path, tmp_path):
     qtbot.addWidget(dialog)
     assert dialog.path.text().endswith("unit_table.png")
     dialog.format.setCurrentText("SVG")
-    assert dialog.path.text().endswith("unit_table.svg") and not dialog.width.isEnabled()
+    assert dialog.path.text().endswith("unit_table.svg") and not dialog.width_box.isEnabled()
     dialog.path.setText(str(tmp_path / "no-such-dir" / "f.svg"))
     assert dialog.save() == tmp_path / "no-such-dir" / "f.svg"  # folders are created
     failures = []

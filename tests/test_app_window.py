@@ -172,7 +172,7 @@ def test_export_dialog_writes_files_that_open(qtbot, window, small_world, tmp_pa
         dialog.path.setText(str(tmp_path / f"figure.{suffix}"))
         if suffix == "png":
             dialog.by_width.setChecked(True)
-            dialog.width.setValue(2 * window.width())
+            dialog.width_box.setValue(2 * window.width())
         assert dialog.save() == tmp_path / f"figure.{suffix}"
     png = QImage(str(tmp_path / "figure.png"))
     assert png.width() == 2 * window.width()

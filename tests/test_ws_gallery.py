@@ -235,7 +235,7 @@ def test_exports(qtbot, gallery, demo_model, tmp_path):
     assert [p.name for p in tmp_path.iterdir()] == ["scores.csv"]  # no temporary file left behind
 
     names = [t.name for t in ws.export_targets()]
-    assert names == ["Gallery", "Contact sheet", "Detail panel", "Score panel"]
+    assert names == ["Gallery", "Contact sheet", "Detail panel", "Score panel", "Real data panel"]
     ws.controls.sheet_count.setValue(10)
     qtbot.waitUntil(lambda: all(ws.grid.thumbnails.pixmap(i) is not None for i in range(10)), timeout=WAIT_MS)
     for target in ws.export_targets()[1:]:

@@ -89,7 +89,7 @@ def test_model_view_matches_the_engine_and_the_demo_layer_adds_a_row(qtbot, env,
 
     # the grid: k of 13 as the engine counts it, and the wrong triplets checked one by one
     for metric in ("cosine", "l1"):
-        ws.view.metric.setCurrentText(metric)
+        ws.view.distance.setCurrentText(metric)
         per_trial = triplet_agreement(judgments.trials, features, metric)
         for t in (3, 11):
             ws.trials.trial_list.select_trial(t)

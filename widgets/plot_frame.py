@@ -11,9 +11,10 @@ from PySide6.QtGui import QPalette
 class FigurePlot(pg.PlotWidget):
     """A plot ready for figures. `set_title` and `add_legend` keep title and legend in the theme's text colour."""
 
-    def __init__(self, title: str, left: str, bottom: str):
+    def __init__(self, title: str, left: str, bottom: str, **options):
+        """`options` go to pyqtgraph's PlotWidget (e.g. `axisItems`)."""
         self._ready = False  # (palette changes arrive while pyqtgraph builds the plot)
-        super().__init__()
+        super().__init__(**options)
         self._title = title
         self._labels = {"left": left, "bottom": bottom}
         self._legends: list[pg.LegendItem] = []

@@ -1,5 +1,6 @@
-"""The gallery's two side panels: the score (live IS, split protocol, decomposition, marginal, IS vs N) and the
-detail of one image (large view, its class distribution, entropy, KL and share of log IS).
+"""The gallery's two side panels: the score (live IS with FID, KID and precision/recall beside it, split protocol,
+decomposition, marginal, IS vs N) and the detail of one image (large view, its class distribution, entropy, KL and
+share of log IS).
 
 Both only show numbers handed to them; the workspace computes them from `GalleryScores`.
 """
@@ -46,6 +47,8 @@ class ScorePanel(QFrame):
     def __init__(self, parent: QWidget | None = None):
         super().__init__(parent)
         self.is_label = _label("IS —", size=26, bold=True, wrap=False)
+        self.distances_label = _label(size=13)  # FID, KID, precision/recall against the real data
+        self.distances_label.hide()
         self.n_label = _label("no images scored yet")
         self.split_label = _label()
         self.classifier_label = _label()
@@ -60,8 +63,8 @@ class ScorePanel(QFrame):
         self.curve = CurvePlot("N (images scored)", "IS", "live IS (one marginal over the first N)")
         layout = QVBoxLayout(self)
         layout.setContentsMargins(8, 4, 8, 4)
-        for w in (self.is_label, self.n_label, self.split_label, self.classifier_label, self.run_label, self.notice,
-                  self.notice_button, self.decomposition_label):
+        for w in (self.is_label, self.distances_label, self.n_label, self.split_label, self.classifier_label,
+                  self.run_label, self.notice, self.notice_button, self.decomposition_label):
             layout.addWidget(w)
         layout.addWidget(self.marginal)
         layout.addWidget(self.curve, 1)
@@ -69,6 +72,11 @@ class ScorePanel(QFrame):
 
     def show_classifier(self, name: str, note: str) -> None:
         self.classifier_label.setText(f"Classifier: <b>{name}</b> — {note}")
+
+    def show_distances(self, text: str) -> None:
+        """FID, KID and precision/recall in one line beside IS (hidden when there is no reference)."""
+        self.distances_label.setText(text)
+        self.distances_label.setVisible(bool(text))
 
     def show_run(self, text: str) -> None:
         self.run_label.setText(text)

@@ -37,11 +37,12 @@ ImageReader = Callable[[int], np.ndarray]
 
 @dataclass(frozen=True)
 class StreamBatch:
-    """Images start.. start+len(logits) of the stream: their logits, the demo settings that drew them (demo
-    streams) and their thumbnails."""
+    """Images start.. start+len(logits) of the stream: their logits, their features from the same forward pass
+    (None for classifiers that give none), the demo settings that drew them (demo streams) and their thumbnails."""
 
     start: int
     logits: np.ndarray
+    features: np.ndarray | None = None
     sampler: DemoSampler | None = None
     thumbnails: tuple[QImage, ...] = ()
 
@@ -139,7 +140,10 @@ def random_access(source: SampleSource) -> ImageReader | None:
     return None
 
 
-def _logits_inline(source: SampleSource, classifier, batch_size: int, ctx: TaskContext) -> Iterator[np.ndarray]:
+Outputs = tuple[np.ndarray | None, np.ndarray]  # (features or None, logits) of one batch
+
+
+def _outputs_inline(source: SampleSource, classifier, batch_size: int, ctx: TaskContext) -> Iterator[Outputs]:
     """Read and classify one batch after the other in the calling thread.
 
     On the CPU this beats prefetching: a prefetch thread that renders or decodes in Python competes with the
@@ -148,29 +152,39 @@ def _logits_inline(source: SampleSource, classifier, batch_size: int, ctx: TaskC
     """
     for task in source.batch_tasks(batch_size):
         ctx.check()
-        yield classifier.logits(classifier.prepare(task()))
+        prepared = classifier.prepare(task())
+        yield classifier.embed(prepared) if classifier.embedder is not None else (None, classifier.logits(prepared))
+
+
+def _without_features(batches: Iterator[np.ndarray]) -> Iterator[Outputs]:
+    with contextlib.closing(batches):  # closing this closes the pipeline (and its prefetch thread) too
+        for logits in batches:
+            yield None, logits
 
 
 def stream_task(source: SampleSource, classifier, start: int, ctx: TaskContext,
                 batch_size: int = STREAM_BATCH) -> Iterator[Partial | Progress]:
     """Classify `source` (a DemoStream or ResumedSource beginning at `start`) batch by batch, in the compute
-    thread; each batch goes to the GUI as a `StreamBatch`. Returns the number of images scored in total.
+    thread; each batch goes to the GUI as a `StreamBatch`, with the features beside the logits when the classifier
+    gives them (one forward pass). Returns the number of images scored in total.
 
-    On a GPU, reading the next batch overlaps the network (the engine's `classify_batches` with a prefetch thread);
-    on the CPU batches are read inline (see `_logits_inline`).
+    On a GPU, reading the next batch overlaps the network (the engine's batch pipeline with a prefetch thread);
+    on the CPU batches are read inline (see `_outputs_inline`).
     """
-    from probescope.core.scoring.pipeline import classify_batches
+    from probescope.core.scoring.pipeline import classify_batches, embed_batches
 
     total = source.length
     if str(classifier.device).startswith("cpu"):
-        batches = _logits_inline(source, classifier, batch_size, ctx)
+        batches = _outputs_inline(source, classifier, batch_size, ctx)
+    elif classifier.embedder is not None:
+        batches = embed_batches(source, classifier, batch_size, workers=1, cancel=ctx.cancelled)
     else:
-        batches = classify_batches(source, classifier, batch_size, workers=1, cancel=ctx.cancelled)
+        batches = _without_features(classify_batches(source, classifier, batch_size, workers=1, cancel=ctx.cancelled))
     with contextlib.closing(batches):  # a cancelled stream shuts a prefetch thread down at once
-        for logits in batches:
+        for features, logits in batches:
             sampler = source.sampler_of(start) if isinstance(source, DemoStream) else None
             thumbs = source.thumbnails_of(start) if isinstance(source, StreamSource) else ()
-            yield Partial(StreamBatch(start, logits, sampler, thumbs))
+            yield Partial(StreamBatch(start, logits, features, sampler, thumbs))
             start += len(logits)
             yield Progress(start / total if total else None, f"scored {start}{f' of {total}' if total else ''} "
                            "images")

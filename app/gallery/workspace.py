@@ -1,4 +1,5 @@
-"""Gallery workspace: score generator samples with the Inception Score, live, and look at every image's share.
+"""Gallery workspace: score generator samples with the Inception Score, live, and look at every image's share;
+beside IS, FID, KID, precision/recall and class coverage against real images (`RealDataScores`).
 
 The opened samples (the demo sampler by default) stream through the classifier in the compute thread, a few images
 per batch; the GUI thread adds each batch to `GalleryScores` and, at most every 40 ms, redraws the live IS, the
@@ -21,6 +22,8 @@ from probescope.app.export import ExportTarget
 from probescope.app.gallery.controls import GalleryControls
 from probescope.app.gallery.images import SampleImages
 from probescope.app.gallery.panels import DetailPanel, ScorePanel, class_name
+from probescope.app.gallery.real_data_panel import RealDataPanel
+from probescope.app.gallery.real_data_scores import RealDataScores
 from probescope.app.gallery.scores import SORT_KEYS, GalleryScores
 from probescope.app.gallery.stream import DemoStream, ResumedSource, load_classifier_task, stream_task
 from probescope.app.panel_area import scrolled
@@ -67,6 +70,9 @@ class GalleryWorkspace(Workspace):
         self.caption = QLabel()
         self.score_panel = ScorePanel()
         self.detail = DetailPanel()
+        self.real_panel = RealDataPanel()
+        self.real = RealDataScores(pool, self.task_key, self.real_panel, self._pause_for_reference, self.start,
+                                   self.score_panel.show_distances)
         self.large = ImageDetail(self)
         self._update_timer = QTimer(self)
         self._update_timer.setSingleShot(True)
@@ -90,7 +96,10 @@ class GalleryWorkspace(Workspace):
         area.set_central(grid)
         area.add("score", "Score", scrolled(self.score_panel), "right", 0.34)
         area.add("detail", "Selected image", scrolled(self.detail), "right", 0.20)
+        area.add("real", "Real data", scrolled(self.real_panel), "right")
         area.split("score", "detail", Qt.Orientation.Horizontal)
+        area.tab("real", "score")
+        area.raise_panel("score")
 
     def _connect(self) -> None:
         c = self.controls
@@ -115,7 +124,8 @@ class GalleryWorkspace(Workspace):
 
     def export_targets(self) -> list[ExportTarget]:
         return [ExportTarget("Gallery", self), ExportTarget("Contact sheet", self.sheet),
-                ExportTarget("Detail panel", self.detail), ExportTarget("Score panel", self.score_panel)]
+                ExportTarget("Detail panel", self.detail), ExportTarget("Score panel", self.score_panel),
+                ExportTarget("Real data panel", self.real_panel)]
 
     def step(self, offset: int) -> None:
         self.grid.step(offset)
@@ -156,8 +166,9 @@ class GalleryWorkspace(Workspace):
         key = self.controls.source.currentData()
         if key == "samples":
             if self._kept is not None:  # back from a worked example: the scored set as it was
-                self.scores, self.split, self._split_n, self.class_names = self._kept
+                self.scores, self.split, self._split_n, self.class_names, real = self._kept
                 self._kept = None
+                self.real.bring_back(real)
                 if self.classifier is not None:
                     self._set_classifier(self.classifier)
                 self._show_run()
@@ -170,7 +181,7 @@ class GalleryWorkspace(Workspace):
             return
         self.stop()
         if self._kept is None:
-            self._kept = (self.scores, self.split, self._split_n, self.class_names)
+            self._kept = (self.scores, self.split, self._split_n, self.class_names, self.real.set_aside())
             self.scores = GalleryScores()
         self._clear()
         self.class_names = EXAMPLE_CLASSES
@@ -206,6 +217,8 @@ class GalleryWorkspace(Workspace):
             self._offer("model", f"The loaded model is now {self.state.get('model').label}; these scores are by "
                         f"{self.classifier.name}.", "Score with the loaded model")
             return
+        if slot == "dataset":
+            self.real.dataset_changed(self.state.dataset)
         super()._on_state_changed(slot)
 
     def _open_samples(self) -> None:
@@ -266,6 +279,7 @@ class GalleryWorkspace(Workspace):
         source = self.samples_source
         if self.classifier is not None:  # (the worked example may have replaced the class names)
             self._set_classifier(self.classifier)
+            self.real.use(self.classifier, self.state.dataset)  # (before the stream: it may load the reference)
         self.grid.thumbnails.has_images = True
         self.images.use(source)
         self.controls.enable(demo=isinstance(source, DemoSampler), stream=True)
@@ -309,6 +323,12 @@ class GalleryWorkspace(Workspace):
         self.controls.play.setText("Pause" if on else ("Resume" if paused else "Start"))
         self.controls.play.blockSignals(False)
 
+    def _pause_for_reference(self) -> bool:
+        """Pause while the scores so far are read against a new reference; True when it was streaming."""
+        was_streaming = self._streaming
+        self.stop()
+        return was_streaming
+
     def _play_toggled(self, on: bool) -> None:
         if on:
             self.start()
@@ -348,6 +368,7 @@ class GalleryWorkspace(Workspace):
         if batch.start != self.scores.n:  # a batch of a stream that was replaced
             return
         self.scores.add_logits(batch.logits)
+        self.real.add(batch.features, batch.logits)
         if batch.sampler is not None:
             self.images.drawn(batch.start, batch.sampler)
         if batch.thumbnails:
@@ -373,6 +394,7 @@ class GalleryWorkspace(Workspace):
         d = scores.decomposition()
         self.score_panel.show_numbers(d, "streaming…" if self._streaming else "")
         self._maybe_split(final=not self._streaming)
+        self.real.update(self._streaming)
         now = time.monotonic()
         if self._streaming and now - self._slow_time < SLOW_UPDATE_S:
             return

@@ -22,13 +22,13 @@ class TrialView(QWidget):
         super().__init__(parent)
         self.model = QComboBox()
         self.model.setMinimumContentsLength(24)
-        self.metric = QComboBox()
-        self.metric.addItems(["cosine", "l2", "l1"])
+        self.distance = QComboBox()
+        self.distance.addItems(["cosine", "l2", "l1"])
         bar = QHBoxLayout()
         bar.addWidget(QLabel("model view"))
         bar.addWidget(self.model, 1)
         bar.addWidget(QLabel("distance"))
-        bar.addWidget(self.metric)
+        bar.addWidget(self.distance)
         self.caption = QLabel()
         self.caption.setWordWrap(True)
         self.grid = TrialGrid(CELL)
@@ -82,7 +82,7 @@ class TrialView(QWidget):
             self.grid.set_model_view(None)
             self.summary.setText("")
             return
-        metric = self.metric.currentText()
+        metric = self.distance.currentText()
         trials = ts.trials
         distance = scores.distances[metric][t]
         n_ref = int(trials.n_reference[t])

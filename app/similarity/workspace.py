@@ -88,7 +88,7 @@ class SimilarityWorkspace(Workspace):
         self.trials.query_cleared.connect(lambda: self.set_query_filter(-1))
         self.trials.trial_list.selectionModel().currentRowChanged.connect(lambda *_: self._list_moved())
         self.view.model.currentIndexChanged.connect(self._view_changed)
-        self.view.metric.currentIndexChanged.connect(self._view_changed)
+        self.view.distance.currentIndexChanged.connect(self._view_changed)
         self.view.grid.reference_clicked.connect(self._reference_clicked)
         self.models.add_requested.connect(self.add_layer)
         self.quality.filters_changed.connect(self.set_filters)
@@ -275,7 +275,7 @@ class SimilarityWorkspace(Workspace):
         if not rows:
             return
         judgments, trials = self.loaded.value, self.trialset.trials
-        scores, metric = self.selected_scores(), self.view.metric.currentText()
+        scores, metric = self.selected_scores(), self.view.distance.currentText()
         titles = []
         for t in rows:
             title = f"trial {t + 1}"
@@ -342,7 +342,7 @@ class SimilarityWorkspace(Workspace):
 
     def current_agreement(self):
         scores = self.selected_scores()
-        return None if scores is None else scores.agreement[self.view.metric.currentText()]
+        return None if scores is None else scores.agreement[self.view.distance.currentText()]
 
     def _view_changed(self) -> None:
         agreement = self.current_agreement()

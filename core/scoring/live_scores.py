@@ -13,7 +13,9 @@ protocol's mean, IS with one marginal rather than the split protocol; front ends
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
 from typing import TypeVar
 
 import numpy as np
@@ -31,6 +33,19 @@ from probescope.core.scoring.reference import ReferenceSet
 
 LIVE_KID_REFERENCE = 2000  # reference samples in the running KID's pool (a fixed random subset when there are more)
 T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class Readout:
+    """The scores at one N for a front end: `values` by metric ('IS', 'FID', 'KID', 'precision', 'recall'), and
+    for each score not there, why (too few samples, no reference, a statistics-only reference, not asked for)."""
+
+    n: int
+    values: dict[str, float] = field(default_factory=dict)
+    missing: dict[str, str] = field(default_factory=dict)
+    fid_inf: extrapolate.InfiniteNFit | None = None
+    is_inf: extrapolate.InfiniteNFit | None = None
+    coverage: ClassCoverage | None = None
 
 
 class LiveScores:
@@ -163,3 +178,46 @@ class LiveScores:
     def features(self) -> np.ndarray:
         """The generated samples' features so far (read-only view)."""
         return self._features.values
+
+    @property
+    def logits(self) -> np.ndarray:
+        """The generated samples' logits so far (read-only view)."""
+        return self._logits.values
+
+    def snapshot(self) -> LiveScores:
+        """A frozen copy to read in another thread while this one goes on growing: O(d^2 + classes) to take (the
+        running fits are copied; the kept rows are shared, as appends never write over rows already there)."""
+        frozen = copy.copy(self)
+        frozen.inception = copy.deepcopy(self.inception)
+        frozen.gaussian, frozen._whitened = copy.deepcopy(self.gaussian), copy.deepcopy(self._whitened)
+        frozen._features, frozen._logits = copy.copy(self._features), copy.copy(self._logits)
+        frozen._kid = copy.copy(self._kid)
+        frozen._cache = {}
+        frozen.history = {metric: list(points) for metric, points in self.history.items()}
+        return frozen
+
+    def readout(self, *, distances: bool = True, fits: bool = False, prc: bool = False) -> Readout:
+        """Every score asked for that can be read now: IS always; with `distances` FID and KID (cheap: the running
+        fits); with `fits` the infinite-N fits (IS's, and FID's with `distances`) and the class coverage (a few FID
+        and IS evaluations on subsets); with `prc` precision and recall (O((N^2 + N M) d))."""
+        wanted: list[tuple[str, Callable[[], object]]] = [("IS", lambda: self.is_)]
+        if distances:
+            wanted += [("FID", self.fid), ("KID", self.kid)]
+        if fits:
+            wanted += [("IS_inf", self.is_infinity)]
+            wanted += [("FID_inf", self.fid_infinity), ("coverage", self.coverage)] if distances else []
+        if prc:
+            wanted += [("precision/recall", self.precision_recall)]
+        read, missing = {}, {}
+        for metric, reader in wanted:
+            try:
+                if self.n == 0:
+                    raise InputError("no images scored yet")
+                read[metric] = reader()
+            except InputError as exc:
+                missing[metric] = str(exc)
+        values = {metric: float(read[metric]) for metric in ("IS", "FID", "KID") if metric in read}
+        prc = read.get("precision/recall")
+        if prc is not None:
+            values.update(precision=prc.precision, recall=prc.recall)
+        return Readout(self.n, values, missing, read.get("FID_inf"), read.get("IS_inf"), read.get("coverage"))

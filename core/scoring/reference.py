@@ -14,7 +14,7 @@ import zipfile
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
 import numpy as np
 
@@ -32,6 +32,9 @@ from probescope.core.scoring.sources import (
 )
 from probescope.core.tasks import CancelCheck, ProgressCallback
 
+if TYPE_CHECKING:
+    from probescope.core.data.broden import BrodenDataset
+
 CACHE_VERSION = 1
 DEMO = "demo"
 T = TypeVar("T")
@@ -40,12 +43,12 @@ T = TypeVar("T")
 class BrodenImageSource(SampleSource):
     """The images of a Broden-format dataset, in index order (the probing dataset as real data)."""
 
-    def __init__(self, root: str | Path, index: str = "index.csv"):
+    def __init__(self, root: str | Path | BrodenDataset, index: str = "index.csv"):
         from probescope.core.data.broden import BrodenDataset
 
-        self.dataset = BrodenDataset.open(root, index)
+        self.dataset = root if isinstance(root, BrodenDataset) else BrodenDataset.open(root, index)
         self.length = self.dataset.n_images
-        self.name = f"{root} (Broden dataset images)"
+        self.name = f"{self.dataset.root} (Broden dataset images)"
 
     def batch_tasks(self, batch_size: int) -> Iterator[BatchTask]:
         if batch_size < 1:
@@ -199,7 +202,7 @@ def embed_reference(
 
 
 def load_reference(
-    spec: str | Path,
+    spec: str | Path | SampleSource,
     classifier: Classifier | None,
     *,
     extensions: tuple[str, ...] = DEFAULT_EXTENSIONS,
@@ -208,8 +211,9 @@ def load_reference(
     progress: ProgressCallback | None = None,
     cancel: CancelCheck | None = None,
 ) -> ReferenceSet:
-    """The reference set of a spec (see reference_source) as `classifier` sees it, from the cache when there."""
-    found = reference_source(spec, extensions, progress, cancel)
+    """The reference set of a spec (see reference_source) or of a source's images as `classifier` sees it, from
+    the cache when there."""
+    found = spec if isinstance(spec, SampleSource) else reference_source(spec, extensions, progress, cancel)
     if isinstance(found, Path):
         return ReferenceSet(f"{found} (mu/sigma statistics)", GaussianStats.load(found),
                             feature_note="unknown: statistics file (its features must be the classifier's)")

@@ -1,0 +1,211 @@
+"""The gallery's 'Real data' panel: which real images the samples are compared with, every score at the current N
+beside its infinite-N limit, the 1/N fits drawn, and per class which classes are under- or over-produced.
+
+It only shows what it is handed (`RealDataScores` reads the numbers in a worker)."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from PySide6.QtCore import Qt, Signal
+from PySide6.QtGui import QAction, QPalette
+from PySide6.QtWidgets import (
+    QComboBox,
+    QFileDialog,
+    QFrame,
+    QHBoxLayout,
+    QLabel,
+    QMenu,
+    QToolButton,
+    QVBoxLayout,
+    QWidget,
+)
+
+from probescope.app.gallery.real_data import DATASET, NONE, ReferenceChoice
+from probescope.core.scoring.coverage import ClassCoverage
+from probescope.core.scoring.extrapolate import InfiniteNFit
+from probescope.core.scoring.live_scores import LIVE_KID_REFERENCE, Readout
+from probescope.widgets.dissection.table import UnitTable  # a sortable table keyed by its first cell (here: class)
+from probescope.widgets.gallery.inverse_n import InverseNPlot
+from probescope.widgets.ink import ink
+
+COVERAGE_COLUMNS = ("#", "class", "real", "generated", "real %", "generated %", "ratio", "z", "status")
+METRICS = (  # key in Readout.values, row title, scale, what the live number is
+    ("IS", "IS", 1.0, "one marginal over all N (the split protocol is in Score)"),
+    ("FID", "FID", 1.0, "Fréchet distance of the Gaussian fits"),
+    ("KID", "KID ×10³", 1e3, f"unbiased MMD², every pair, ≤ {LIVE_KID_REFERENCE:,} reference images"),
+    ("precision", "Precision", 1.0, "generated images inside the real k-NN balls (k = 3)"),
+    ("recall", "Recall", 1.0, "real images inside the generated k-NN balls (k = 3)"),
+)
+
+
+def _number(value: float | None, scale: float = 1.0) -> str:
+    if value is None or not math.isfinite(value):
+        return "—"
+    return f"{value * scale:.4g}" if abs(value * scale) < 1e4 else f"{value * scale:,.0f}"
+
+
+def headline(readout: Readout | None, has_reference: bool) -> str:
+    """FID, KID and precision/recall in one line, for the Score panel beside IS."""
+    if not has_reference or readout is None:
+        return ""
+    v = readout.values
+    parts = [f"FID <b>{_number(v.get('FID'))}</b>", f"KID <b>{_number(v.get('KID'), 1e3)}</b>×10⁻³"]
+    if "precision" in v:
+        parts.append(f"P <b>{v['precision']:.3f}</b> R <b>{v['recall']:.3f}</b>")
+    return " · ".join(parts)
+
+
+class RealDataPanel(QFrame):
+    """Emits `reference_chosen(ReferenceChoice)` when the user picks real data."""
+
+    reference_chosen = Signal(object)
+
+    def __init__(self, parent: QWidget | None = None):
+        super().__init__(parent)
+        self.reference_box = QComboBox()
+        self.reference_box.addItem("Loaded probing dataset's images", DATASET)
+        self.reference_box.addItem("None (IS only)", NONE)
+        self.reference_box.setToolTip("The real images FID, KID, precision/recall and coverage compare with")
+        self.reference_box.activated.connect(lambda _i: self.reference_chosen.emit(
+            ReferenceChoice(self.reference_box.currentData())))
+        self.open_button = QToolButton()
+        self.open_button.setText("Open…")
+        self.open_button.setPopupMode(QToolButton.ToolButtonPopupMode.InstantPopup)
+        menu = QMenu(self.open_button)
+        for text, pick in (("Folder of real images…", self._pick_folder),
+                           ("Image array (.npy/.npz) or mu/sigma statistics (.npz)…", self._pick_file)):
+            action = QAction(text, menu)
+            action.triggered.connect(pick)
+            menu.addAction(action)
+        self.open_button.setMenu(menu)
+        self.status = self._text()
+        self.metrics = self._text()
+        self.caveat = self._text()
+        self.caveat.setForegroundRole(QPalette.ColorRole.PlaceholderText)
+        self.fid_plot, self.is_plot = InverseNPlot("FID"), InverseNPlot("IS")
+        self.coverage_label = self._text()
+        self.coverage = UnitTable(header_room=0)
+        self.coverage.setMinimumHeight(160)
+        self.coverage.sortByColumn(COVERAGE_COLUMNS.index("ratio"), Qt.SortOrder.AscendingOrder)  # most missed first
+        row = QHBoxLayout()
+        row.addWidget(QLabel("Reference"))
+        row.addWidget(self.reference_box, 1)
+        row.addWidget(self.open_button)
+        layout = QVBoxLayout(self)
+        layout.setContentsMargins(8, 4, 8, 4)
+        layout.addLayout(row)
+        for w in (self.status, self.metrics, self.caveat, self.fid_plot, self.is_plot, self.coverage_label,
+                  self.coverage):
+            layout.addWidget(w)
+        self.show_readout(None, None)
+
+    @staticmethod
+    def _text() -> QLabel:
+        label = QLabel()
+        label.setWordWrap(True)
+        return label
+
+    # -- the reference --------------------------------------------------------------------------------------------
+    def _pick_folder(self) -> None:
+        path = QFileDialog.getExistingDirectory(self, "Folder of real images")
+        if path:
+            self.choose(ReferenceChoice(path))
+
+    def _pick_file(self) -> None:
+        path, _ = QFileDialog.getOpenFileName(self, "Real images or their statistics", "",
+                                              "Arrays and statistics (*.npy *.npz);;All (*)")
+        if path:
+            self.choose(ReferenceChoice(path))
+
+    def choose(self, choice: ReferenceChoice) -> None:
+        """Select `choice` in the list (added when new) and announce it."""
+        self.set_choice(choice)
+        self.reference_chosen.emit(choice)
+
+    def set_choice(self, choice: ReferenceChoice) -> None:
+        k = self.reference_box.findData(choice.spec)
+        if k < 0:
+            self.reference_box.addItem(choice.spec, choice.spec)
+            k = self.reference_box.count() - 1
+        self.reference_box.setCurrentIndex(k)
+
+    def show_status(self, text: str, warning: bool = False) -> None:
+        self.status.setText(f"<span style='color:{ink('warning')}'>{text}</span>" if warning else text)
+
+    def show_caveat(self, classifier_name: str, comparable: bool) -> None:
+        self.caveat.setText(
+            f"Every number here depends on the classifier ({classifier_name})"
+            + ("" if comparable else ": not comparable with published FID or KID, which use the TF Inception")
+            + ". FID and IS move with N (biased at small N): compare the N → ∞ values, or equal N.")
+
+    # -- the scores -----------------------------------------------------------------------------------------------
+    def show_readout(self, fast: Readout | None, slow: Readout | None, has_reference: bool = True) -> None:
+        """The table of scores: `fast` (IS, FID, KID at the newest N), `slow` (precision/recall and the N → ∞
+        limits, maybe at an earlier N, then said so)."""
+        if fast is None:
+            self.metrics.setText("No images scored yet." if has_reference else "")
+            return
+        n = fast.n
+        limits = {"IS": slow.is_inf if slow else None, "FID": slow.fid_inf if slow else None}
+        rows = []
+        for key, title, scale, note in METRICS:
+            source = fast if key in fast.values or key in ("IS", "FID", "KID") else slow
+            value = source.values.get(key) if source is not None else None
+            if key in ("precision", "recall") and slow is not None and slow.n != n and value is not None:
+                note = f"{note}; at N = {slow.n:,}"
+            if value is None:
+                why = self._why(key, fast, slow, has_reference)
+                rows.append(f"<tr><td>{title}</td><td align=right>—</td><td></td><td><small>{why}</small></td></tr>")
+                continue
+            limit = limits.get(key)
+            limit_text = _number(limit.intercept) if limit is not None else ""
+            rows.append(f"<tr><td>{title}</td><td align=right><b>{_number(value, scale)}</b></td>"
+                        f"<td align=right>{limit_text}</td><td><small>{note}</small></td></tr>")
+        self.metrics.setText(f"<table cellspacing=0 cellpadding=3><tr><th></th><th align=right>N = {n:,}</th>"
+                             f"<th align=right>N → ∞</th><th></th></tr>{''.join(rows)}</table>")
+
+    @staticmethod
+    def _why(key: str, fast: Readout, slow: Readout | None, has_reference: bool) -> str:
+        if key != "IS" and not has_reference:
+            return "no reference chosen"
+        lookup = "precision/recall" if key in ("precision", "recall") else key
+        for readout in (fast, slow):
+            if readout is not None and lookup in readout.missing:
+                return readout.missing[lookup]
+        return "computed when the stream pauses" if key in ("precision", "recall") else "not read yet"
+
+    def show_fits(self, slow: Readout | None, live: dict[str, list[tuple[int, float]]]) -> None:
+        """The 1/N fits with the live paths (live[metric] = [(N, value)])."""
+        for plot, fit, key in ((self.fid_plot, slow.fid_inf if slow else None, "FID"),
+                               (self.is_plot, slow.is_inf if slow else None, "IS")):
+            if fit is None:
+                why = (slow.missing.get(f"{key}_inf", "") if slow is not None else "") or "waiting for samples"
+                plot.clear_fit("needs more samples" if "needs" in why or "samples" in why else why[:60])
+                continue
+            path = np.array(live.get(key, []), dtype=np.float64).reshape(-1, 2)
+            self._draw_fit(plot, fit, path)
+
+    @staticmethod
+    def _draw_fit(plot: InverseNPlot, fit: InfiniteNFit, path: np.ndarray) -> None:
+        plot.set_fit(fit.sizes, fit.values, fit.intercept, fit.slope, path[:, 0], path[:, 1])
+        plot.setToolTip(fit.protocol)
+
+    def show_coverage(self, coverage: ClassCoverage | None, why: str = "") -> None:
+        """Per class: real and generated top-prediction counts and shares, their ratio, z and status."""
+        if coverage is None:
+            self.coverage_label.setText(f"<b>Coverage per class</b>: {why}" if why else "<b>Coverage per class</b>")
+            self.coverage.set_rows(COVERAGE_COLUMNS, [])
+            return
+        status = coverage.status
+        flagged = {s: [coverage.class_name(k) for k in np.flatnonzero(status == s)]
+                   for s in ("missing", "under", "over", "extra")}
+        listed = "; ".join(f"<span style='color:{ink('warning')}'>{s}</span>: {', '.join(names[:5])}"
+                           + (" …" if len(names) > 5 else "") for s, names in flagged.items() if names)
+        self.coverage_label.setText(
+            f"<b>Coverage per class</b> (each image counts for its top class; |z| > 3 flags): total variation "
+            f"<b>{coverage.total_variation:.3f}</b>" + (f" — {listed}" if listed else " — no class flagged"))
+        rows = [(r["class"], r["name"], r["real"], r["generated"], 100 * r["real_share"], 100 * r["generated_share"],
+                 r["ratio"], r["z"], r["status"]) for r in coverage.rows("class")]
+        self.coverage.set_rows(COVERAGE_COLUMNS, rows)
