@@ -299,3 +299,16 @@ def test_files_round_trip(tmp_path):
 def test_scene_truth_from_the_dataset_equals_the_label_store(demo):
     np.testing.assert_array_equal(scene_truth(demo.ds, SCENES), scene_truth(LabelStore.build(demo.ds), SCENES))
     assert (demo.truth == [i % 14 for i in range(demo.ds.n_images)]).all()
+
+
+def test_under_inference_mode_as_the_app_runs_it(demo):
+    """The app's compute thread runs every task under torch.inference_mode, whose tensors keep no version counter:
+    the numbers are the same as outside it, also when the reused buffer serves a second run."""
+    groups = [hand_picked([3]), hand_picked([5, 9]), hand_picked([40])]
+    truth = _first(demo.truth, 28)
+    plain = LayerAblation(demo.model, "layer4", demo.act, demo.ds, truth, SCENES).run(groups)
+    with torch.inference_mode():
+        ablation = LayerAblation(demo.model, "layer4", demo.act, demo.ds, truth, SCENES)
+        first, again = ablation.run(groups), ablation.run(groups[::-1])
+    np.testing.assert_array_equal(first.p_true_after, plain.p_true_after)
+    np.testing.assert_array_equal(again.p_true_after, plain.p_true_after[::-1])

@@ -221,3 +221,48 @@ def test_trace_picks_replay_the_engines_choices_and_correlation_shows(qtbot, env
         for m in data.SEARCHES:
             step, pos = picks.picks[m]
             assert r.trace[step][pos].formula == r.explanations[m].formula, (r.unit, m)
+
+
+def test_role_panel_shows_the_ablation_of_the_selected_units(qtbot, env):
+    """The Role tab's bars are each class's loss of p(true class) without the unit, as a full forward pass with the
+    unit zeroed says (the slow oracle); a table selection is ablated as one group; the layer view is units x classes;
+    the unit card carries the role."""
+    import torch
+
+    from oracles.ablation_reference import per_class
+    from probescope.core.dissection.correlation import scene_truth
+
+    ws, pool, state = env
+    ws.area.raise_panel("role")
+    unit = ws.units.visible_units()[0]
+    ws.units.select_unit(unit)
+    qtbot.waitUntil(lambda: bool(ws.role.results) and "ablating" not in ws.role.title.text(), timeout=WAIT_MS)
+    idle(qtbot, pool)
+    d, model = ws.data, ws.role.model
+    images = model.preprocess([d.dataset.load_image(i) for i in range(d.dataset.n_images)])
+    truth = scene_truth(d.store, model.class_names)
+    with torch.no_grad():
+        before = per_class(model.module, d.layer, images, truth, [])
+        after = per_class(model.module, d.layer, images, truth, [unit])
+    lost = {model.class_names[c]: before[c][1] - after[c][1] for c in before}
+    shown = dict(zip(ws.role.bars.names, ws.role.bars.values, strict=True))
+    assert shown and len(shown) <= 8
+    for name, value in shown.items():
+        assert value == pytest.approx(max(lost[name], 0.0), abs=1e-5)
+    assert sorted(lost.values(), reverse=True)[: len(shown)] == pytest.approx(sorted(shown.values(), reverse=True),
+                                                                              abs=1e-5)
+    assert f"Role of unit {unit}" in ws.role.title.text()
+    assert "without it:" in ws.card.subtitle and "(p of the true class)" in ws.card.subtitle
+    # two units from the table, as one group (the table's context menu)
+    pair = ws.units.visible_units()[:2]
+    ws._ablate_selection(pair)
+    qtbot.waitUntil(lambda: any(len(key[2]) == 2 for key in ws.role.results), timeout=WAIT_MS)
+    idle(qtbot, pool)
+    after_pair = per_class(model.module, d.layer, images, truth, pair)
+    for name, value in zip(ws.role.bars.names, ws.role.bars.values, strict=True):
+        c = model.class_names.index(name)
+        assert value == pytest.approx(max(before[c][1] - after_pair[c][1], 0.0), abs=1e-5)
+    # every unit alone: the matrix is units x classes
+    ws.role.layer_button.click()
+    qtbot.waitUntil(lambda: ws.role.matrix.isVisible(), timeout=WAIT_MS)
+    assert ws.role.image.image.shape == (len(d.result.units), len(before))

@@ -286,9 +286,10 @@ class LayerAblation:
             for k, units in enumerate(part):
                 for u in units:
                     buf[k, :, u].fill_(self.values[u])
-            version = buf._version
+            tracked = not buf.is_inference()  # (inference tensors keep no version counter: assume a write)
+            version = buf._version if tracked else -1
             out = self.tail(buf[:len(part)].reshape(len(part) * n, *self.layer_shape))
-            wrote_input = buf._version != version
+            wrote_input = not tracked or buf._version != version
             yield first, _logits(out, len(part) * n, self.model).reshape(len(part), n, -1)
             # after the caller has used the logits (an identity tail returns its input): undo the ablations, or
             # copy everything again when the tail changed its input in place (a ReLU(inplace=True) first)
