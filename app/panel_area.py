@@ -8,7 +8,7 @@ size when it is first shown, so a narrow panel is the user's choice, never a cli
 
 from __future__ import annotations
 
-from PySide6.QtCore import QByteArray, Qt
+from PySide6.QtCore import QByteArray, Qt, QTimer
 from PySide6.QtGui import QAction
 from PySide6.QtWidgets import QDockWidget, QMainWindow, QScrollArea, QTabWidget, QWidget
 
@@ -42,6 +42,7 @@ class PanelArea(QMainWindow):
         self.proportions: dict[str, tuple[float, Qt.Orientation]] = {}
         self.default_state: QByteArray | None = None
         self._saved: QByteArray | None = None
+        self._arranging = False
 
     def add(self, key: str, title: str, widget: QWidget, side: str, share: float = 0.0,
             orientation: Qt.Orientation = Qt.Orientation.Horizontal) -> QDockWidget:
@@ -91,11 +92,20 @@ class PanelArea(QMainWindow):
     # -- the arrangement ------------------------------------------------------------------------------------------
     def showEvent(self, event) -> None:  # noqa: N802  (Qt override)
         super().showEvent(event)
-        if self.default_state is None:
-            self._apply_proportions()
-            self.default_state = self.saveState()
-            if self._saved is not None:
-                self.restoreState(self._saved)
+        if self.default_state is None and not self._arranging:
+            # The area is shown before its window's layout gives it its size (it may be far larger then, and docks
+            # keep their widths when it shrinks, squeezing the central view): arrange once that size is in.
+            self._arranging = True
+            QTimer.singleShot(0, self._first_arrangement)
+
+    def _first_arrangement(self) -> None:
+        self._arranging = False
+        if self.default_state is not None:
+            return
+        self._apply_proportions()
+        self.default_state = self.saveState()
+        if self._saved is not None:
+            self.restoreState(self._saved)
 
     def _apply_proportions(self) -> None:
         for orientation, total in ((Qt.Orientation.Horizontal, self.width()), (Qt.Orientation.Vertical, self.height())):

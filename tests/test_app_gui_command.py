@@ -65,3 +65,16 @@ def test_parse_size():
     for bad in ("1400", "axb", "10x10"):
         with pytest.raises(InputError):
             parse_size(bad)
+
+
+def test_screenshot_of_a_panel_and_a_unit(qtbot, small_world, tmp_path, capsys):
+    """--panel brings a panel to the front and --unit shows a unit first (the guide's Role figure)."""
+    out = tmp_path / "role.png"
+    code = main(["gui", "--workspace", "dissection", "--panel", "role", "--unit", "3", "--view", "role (ablation)",
+                 "--screenshot", str(out), "--size", "1300x850", "--settings", str(tmp_path / "s.ini"),
+                 *world_args(small_world)])
+    assert code == 0, capsys.readouterr().err
+    assert QImage(str(out)).width() > 200
+    code = main(["gui", "--workspace", "dissection", "--panel", "nope", "--screenshot", str(tmp_path / "x.png"),
+                 "--settings", str(tmp_path / "s.ini"), *world_args(small_world)])
+    assert code == 2 and "its panels: units" in capsys.readouterr().err

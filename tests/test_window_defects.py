@@ -314,3 +314,24 @@ def test_more_small_things(qtbot, loaded, monkeypatch):
     monkeypatch.setattr(correlation, "accuracy_correlation", lambda result: rows)
     layer._show_correlation(type("R", (), {"complete": True})())
     assert "ceiling" in layer.correlation_caption.text()
+
+
+def test_the_default_arrangement_is_made_at_the_size_the_workspace_gets(qtbot, settings_path):
+    """A workspace's panel area is shown before the window's layout gives it its size (far larger at first): the
+    default shares are taken of the final size, so the central view is not squeezed to its minimum."""
+    from probescope.app.main_window import MainWindow
+    from probescope.app.settings import Settings
+
+    window = MainWindow(Settings(settings_path), device="cpu")
+    qtbot.addWidget(window)
+    try:
+        window.resize(1400, 900)
+        window.set_workspace("dissection")
+        window.show()
+        area = window.workspaces["dissection"].area
+        qtbot.waitUntil(lambda: area.default_state is not None, timeout=WAIT_MS)
+        central = area.centralWidget().width()
+        assert central >= 0.3 * area.width(), (central, area.width())
+        assert area.panels["units"].width() <= 0.4 * area.width()
+    finally:
+        window.close()

@@ -42,6 +42,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         "then exit")
     parser.add_argument("--view", metavar="NAME", help="with --screenshot: export this view of the workspace instead "
                         "of the window (a name from File > Export Figure, e.g. 'Unit card')")
+    parser.add_argument("--panel", metavar="KEY", help="with --screenshot: bring this panel of the workspace to the "
+                        "front first (e.g. role, layer, real)")
+    parser.add_argument("--unit", type=int, metavar="N", help="with --screenshot and the dissection workspace: show "
+                        "unit N")
     parser.add_argument("--size", default=DEFAULT_SIZE, metavar="WxH", help=f"window size (default {DEFAULT_SIZE})")
     parser.add_argument("--timeout", type=float, default=600.0, metavar="S",
                         help="longest wait for --screenshot (seconds, default 600)")
@@ -179,6 +183,7 @@ def _screenshot(app, args: argparse.Namespace, size: tuple[int, int], to_open: l
     from probescope.app.settings import Settings
     from probescope.app.theme import apply_theme
     from probescope.app.workers import keep_gui_responsive
+    from probescope.core.errors import InputError
 
     out = Path(args.screenshot)
     format_of(out)  # .png, .svg or .pdf, else one line before any window opens
@@ -190,6 +195,12 @@ def _screenshot(app, args: argparse.Namespace, size: tuple[int, int], to_open: l
         window.resize(*size)
         window.set_workspace(args.workspace or "dissection")
         workspace = window.current_workspace()
+        if args.panel is not None and args.panel not in workspace.area.panels:
+            window.close()
+            raise InputError(f"--panel: the {workspace.title} workspace has no panel {args.panel!r} (its panels: "
+                             f"{', '.join(workspace.area.panels)})")
+        if args.panel is not None:
+            workspace.area.raise_panel(args.panel)
         failures: list[str] = []
         loop = QEventLoop()
 
@@ -215,6 +226,10 @@ def _screenshot(app, args: argparse.Namespace, size: tuple[int, int], to_open: l
                 print(f"probescope gui: error: the {workspace.title} workspace did not finish loading within "
                       f"{args.timeout:g} s", file=sys.stderr)
                 return 1
+            if args.unit is not None:
+                _show_unit(workspace, args.unit)
+                QTimer.singleShot(0, check)
+                loop.exec()  # until what the unit's views asked for is done
             for _ in range(5):  # let the last results lay themselves out
                 app.processEvents()
             widget = window if args.view is None else _view(workspace, args.view)
@@ -223,6 +238,14 @@ def _screenshot(app, args: argparse.Namespace, size: tuple[int, int], to_open: l
             return 0
         finally:
             window.close()
+
+
+def _show_unit(workspace, unit: int) -> None:
+    from probescope.core.errors import InputError
+
+    units = getattr(workspace, "units", None)
+    if workspace.name != "dissection" or units is None or not units.select_unit(unit):
+        raise InputError(f"--unit: no unit {unit} in the {workspace.title} workspace's table")
 
 
 def _view(workspace, name: str):

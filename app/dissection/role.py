@@ -96,6 +96,7 @@ class RolePanel(QWidget):
         layout.addWidget(self.bars)
         layout.addWidget(self.note)
         layout.addWidget(self.matrix, 1)
+        layout.addStretch(1)  # the bars stay together at the top while the matrix is hidden
         self.data: LayerData | None = None
         self.model = None
         self.results: dict[tuple, AblationResult] = {}  # (result key, mode, units) -> its ablation
@@ -106,9 +107,14 @@ class RolePanel(QWidget):
         """A new result on screen: what was ablated belonged to the previous one."""
         if d is None or self.data is None or d.key != self.data.key:
             self.results.clear()
-            self.matrix.hide()
+            self._show_matrix(False)
             self.bars.clear()
         self.data, self.model = d, model
+
+    def _show_matrix(self, shown: bool) -> None:
+        layout = self.layout()
+        layout.setStretch(layout.count() - 1, 0 if shown else 1)
+        self.matrix.setVisible(shown)
 
     def show_units(self, units: list[int], on_screen: bool) -> None:
         """Ablate `units` as one group (the selected unit, or a table selection) when the panel is on screen."""
@@ -159,7 +165,7 @@ class RolePanel(QWidget):
 
         def done(result: AblationResult) -> None:
             self.image.setImage(result.delta_accuracy, levels=(-0.5, 0.5), lut=_diverging())
-            self.matrix.show()
+            self._show_matrix(True)
             self.title.setText(f"<b>{d.layer}</b>: Δ accuracy of each class (columns) without each unit (rows, "
                                f"by concept: {r.METHOD_NAMES['iou']} explanation); blue: hurt, red: helped")
 

@@ -170,7 +170,8 @@ class DissectionWorkspace(Workspace):
                 ExportTarget("Length sweep", c.sweep), ExportTarget("Activation histogram", c.histogram),
                 ExportTarget("IoU against DA (all units)", lv.scatter),
                 ExportTarget("Explanation lengths", lv.lengths), ExportTarget("Unit table", self.units),
-                ExportTarget("Accuracy correlation", lv.correlation), ExportTarget("Unit card", self.card)]
+                ExportTarget("Accuracy correlation", lv.correlation), ExportTarget("Role (ablation)", self.role),
+                ExportTarget("Unit card", self.card)]
 
     def step(self, offset: int) -> None:
         self.units.step(offset)
