@@ -20,6 +20,12 @@ for format in png svg pdf; do  # the unit card: the figure researchers put in pa
     QT_QPA_PLATFORM="${QT_QPA_PLATFORM:-offscreen}" "$python" -m probescope gui \
         --workspace dissection --view "Unit card" --size "$size" --theme light --screenshot "$out/unit_card.$format"
 done
+for spec in "gallery real real_data Real data panel" "dissection role role Role (ablation)"; do  # one panel each
+    read -r workspace panel name view <<<"$spec"
+    unit=(); [ "$workspace" = dissection ] && unit=(--unit 93)  # (house AND village-s): what removing it costs
+    QT_QPA_PLATFORM="${QT_QPA_PLATFORM:-offscreen}" "$python" -m probescope gui --workspace "$workspace" \
+        --panel "$panel" "${unit[@]}" --view "$view" --size "$size" --theme light --screenshot "$out/$name.png"
+done
 
 # The Batch tab (docs/cluster.md): a small batch of the demo model's layer3 and layer4 and a random-activations
 # baseline over 300 demo images, run here, then browsed.

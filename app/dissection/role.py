@@ -10,6 +10,7 @@ ablation of a layer is built once per result and kept in the compute thread.
 from __future__ import annotations
 
 from collections.abc import Iterator
+from html import escape
 
 import numpy as np
 import pyqtgraph as pg
@@ -146,11 +147,19 @@ class RolePanel(QWidget):
         changed = [e for e in hurt if e.delta_accuracy != 0]
         accuracy = ("; accuracy changes in " + ", ".join(f"{e.name} {e.delta_accuracy:+.1%}" for e in changed)
                     if changed else "; no class's accuracy changes (a unit among many: see the guide)")
-        self.title.setText(f"<b>Role of {result.groups[0].name}</b> ({result.mode} ablation, {result.path} path)"
-                           f"{accuracy}")
+        self.title.setText(f"<b>Role of {result.groups[0].name}</b>{self._explained(result.groups[0].units)} "
+                           f"({result.mode} ablation, {result.path} path){accuracy}")
         self.note.setText(f"{int(result.images.sum())} labelled images in {len(result.classes)} classes; "
                           f"{result.path_note}")
         self.ablated.emit(result)
+
+    def _explained(self, units: tuple[int, ...]) -> str:
+        """' = (house AND village-s)': a single unit's compositional explanation, '' otherwise."""
+        d = self.data
+        if d is None or len(units) != 1 or units[0] not in d.result.units:
+            return ""
+        e = d.result.units[units[0]].explanations.get("iou") or d.result.units[units[0]].netdissect
+        return "" if e is None else f" = {escape(e.label)}"
 
     def ablate_layer(self) -> None:
         """Every unit alone: the units x classes matrix (Δ accuracy), units in concept order."""

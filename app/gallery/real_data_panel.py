@@ -35,14 +35,17 @@ METRICS = (  # key in Readout.values, row title, scale, what the live number is
     ("IS", "IS", 1.0, "one marginal over all N (the split protocol is in Score)"),
     ("FID", "FID", 1.0, "Fréchet distance of the Gaussian fits"),
     ("KID", "KID ×10³", 1e3, f"unbiased MMD², every pair, ≤ {LIVE_KID_REFERENCE:,} reference images"),
-    ("precision", "Precision", 1.0, "generated images inside the real k-NN balls (k = 3)"),
-    ("recall", "Recall", 1.0, "real images inside the generated k-NN balls (k = 3)"),
+    ("precision", "Precision", 0.0, "generated images inside the real k-NN balls (k = 3)"),
+    ("recall", "Recall", 0.0, "real images inside the generated k-NN balls (k = 3)"),
 )
 
 
 def _number(value: float | None, scale: float = 1.0) -> str:
+    """4 significant digits of value x scale; scale 0: a fraction, 3 decimals."""
     if value is None or not math.isfinite(value):
         return "—"
+    if scale == 0.0:
+        return f"{value:.3f}"
     return f"{value * scale:.4g}" if abs(value * scale) < 1e4 else f"{value * scale:,.0f}"
 
 
@@ -68,6 +71,8 @@ class RealDataPanel(QFrame):
         self.reference_box.addItem("Loaded probing dataset's images", DATASET)
         self.reference_box.addItem("None (IS only)", NONE)
         self.reference_box.setToolTip("The real images FID, KID, precision/recall and coverage compare with")
+        self.reference_box.setSizeAdjustPolicy(QComboBox.SizeAdjustPolicy.AdjustToMinimumContentsLengthWithIcon)
+        self.reference_box.setMinimumContentsLength(12)  # a narrow panel elides the choice; the open list shows it
         self.reference_box.activated.connect(lambda _i: self.reference_chosen.emit(
             ReferenceChoice(self.reference_box.currentData())))
         self.open_button = QToolButton()
