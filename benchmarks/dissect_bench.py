@@ -83,7 +83,8 @@ def main(argv: list[str] | None = None) -> int:
     t_store = time.process_time() - t0
     concepts = store.concepts(a.min_samples)
     print(f"engine: label store {t_store:.2f} s (includes generating the maps), {store.nbytes / 2**20:.1f} MiB, "
-          f"{len(store.planes)} label planes, {len(concepts)} concepts kept")
+          f"{store.n_regions} regions ({store.n_regions / store.n_images:.0f} per image), "
+          f"{len(concepts)} concepts kept")
 
     settings = DissectionSettings(beam_size=a.beam_size, beam_limit=a.beam_limit, max_length=a.max_length,
                                   min_samples=a.min_samples, sweep_length=a.sweep_length, cache_mb=a.cache_mb)

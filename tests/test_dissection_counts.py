@@ -7,7 +7,7 @@ import torch.nn.functional as F
 
 from oracles.synthetic_broden import ListBroden, concept_mask
 from probescope.core.data.broden import Label
-from probescope.core.dissection.counts import DatasetCounts, UnitScorer
+from probescope.core.dissection.counts import DatasetCounts, RegionSet, UnitScorer
 from probescope.core.dissection.formula import AND, AND_NOT, OPERATORS, OR, Formula
 from probescope.core.dissection.labels import LabelStore
 from probescope.core.dissection.masks import formula_mask, image_masks
@@ -55,9 +55,17 @@ def test_store_counts_match_brute_force(varied):
     for c, m in masks.items():
         assert store.label_totals[c] == m.sum(), c
         assert store.label_images[c] == len(np.unique(img[m])), c
-        assert (store.atom_pixels(c) == np.flatnonzero(m)).all(), c
+        regions = store.label_regions(c)
+        assert (np.flatnonzero(np.isin(store.region_of(np.arange(store.n_pixels)), regions)) == np.flatnonzero(m)).all()
+    # every pixel of a region carries the same labels, and the regions' pixel counts add up
+    region = store.region_of(np.arange(store.n_pixels))
+    for c, m in masks.items():
+        assert all(len(set(m[region == r])) == 1 for r in np.unique(region[m])), c
+    assert (np.bincount(region, minlength=store.n_regions) == store.region_pixels).all()
     pixels = np.sort(np.random.default_rng(2).choice(store.n_pixels, 50, replace=False))
-    counts = store.label_counts(store.gather(pixels), store.image_of(pixels))
+    s = RegionSet.at_pixels(store, pixels)
+    counts = s.label_counts()
+    assert s.total == 50
     for c, m in masks.items():
         assert counts[c] == m[pixels].sum()
     assert (store.image_of(np.arange(store.n_pixels)) == img).all()
@@ -69,10 +77,16 @@ def test_cooccurrence_matches_brute_force(seed):
     ds = random_dataset(seed)
     store = LabelStore.build(ds)
     masks = brute_masks(ds)
-    cooc = store.cooccurrence(chunk=37)
+    cooc = store.cooccurrence()
+    pixels = np.flatnonzero(np.random.default_rng(seed).random(store.n_pixels) < 0.3)
+    s = RegionSet.at_pixels(store, pixels)
+    inside = store.cooccurrence(s.regions, s.weights)
+    sub = np.zeros(store.n_pixels, bool)
+    sub[pixels] = True
     for a, ma in masks.items():
         for b, mb in masks.items():
             assert cooc[a, b] == (ma & mb).sum(), (a, b)
+            assert inside[a, b] == (ma & mb & sub).sum(), (a, b)
 
 
 def test_store_rejects_unknown_labels():

@@ -1,14 +1,14 @@
-"""Counts instead of masks: what IoU and Detection Accuracy need, from label counts over small pixel sets.
+"""Counts instead of masks: what IoU and Detection Accuracy need, from label counts over small sets of regions.
 
 Counting trick (reference notes, section 2): with n(X) the pixel count,
     n(f OR c) = n(f) + n(c) - n(f AND c),   n(f AND NOT c) = n(f) - n(f AND c),
 and the same inside the unit mask M and per image. So growing a beam formula f by every candidate atom c needs only
 n(f AND c) for all c (dataset side: cached per formula and shared by every unit whose beam holds f) and
-n(M AND f AND c) (unit side: label counts over the unit's own few active pixels). Detection Accuracy needs the
+n(M AND f AND c) (unit side: label counts over the regions the unit's mask touches). Detection Accuracy needs the
 images where f is present (dataset side, per-image counts by the same trick) and those where f meets M (unit side).
 
-A `PixelSet` carries the packed labels and image index of each of its pixels, so subsets are slices that never touch
-the full dataset again.
+Every formula holds on whole regions (labels.py), so a pixel set is a `RegionSet`: regions with weights (their
+pixels in the set), and the mask of a formula over the dataset is exactly its sorted region numbers.
 """
 
 from __future__ import annotations
@@ -22,58 +22,58 @@ from probescope.core.dissection.formula import AND, AND_NOT, OR, Formula
 from probescope.core.dissection.labels import LabelStore
 
 
-class PixelSet:
-    """Some pixels of the dataset, as their labels per plane (planes, m) and image indices (m,).
+class RegionSet:
+    """Some regions of the dataset (sorted numbers) with their weights: the pixels of each region in the set (all of
+    them for a formula's mask over the dataset, the active ones for a unit's mask)."""
 
-    A subset keeps only its images and a selection of its parent; its labels are copied when first needed, since
-    many sets only serve for pixel and image counts.
-    """
-
-    def __init__(self, store: LabelStore, labels: np.ndarray | None, images: np.ndarray, memo: bool = False,
-                 parent: tuple[PixelSet, np.ndarray] | None = None):
+    def __init__(self, store: LabelStore, regions: np.ndarray, weights: np.ndarray, memo: bool = False):
         self.store = store
-        self._labels = labels
-        self._parent = parent
-        self.images = images
+        self.regions = regions
+        self.weights = weights
+        self.images = store.region_image[regions]
+        self._labels: np.ndarray | None = None
         self._contains: dict[int, np.ndarray] | None = {} if memo else None  # per-atom tests, kept when reused
 
     @classmethod
-    def at(cls, store: LabelStore, pixels: np.ndarray, memo: bool = False) -> PixelSet:
-        images = store.image_of(pixels)
-        return cls(store, store.gather(pixels, images), images.astype(np.int32), memo)
+    def whole(cls, store: LabelStore, regions: np.ndarray) -> RegionSet:
+        """Regions with all their pixels."""
+        return cls(store, regions, store.region_pixels[regions])
+
+    @classmethod
+    def at_pixels(cls, store: LabelStore, pixels: np.ndarray, memo: bool = False) -> RegionSet:
+        """The regions of some pixels, weighted by how many of those pixels each holds."""
+        regions, weights = np.unique(store.region_of(pixels), return_counts=True)
+        return cls(store, regions.astype(np.int64), weights.astype(np.int64), memo)
 
     @property
     def labels(self) -> np.ndarray:
         if self._labels is None:
-            base, mask = self._parent
-            self._labels = base.labels[:, mask]
-            self._parent = None
+            self._labels = self.store.region_labels[:, self.regions]
         return self._labels
 
     def __len__(self) -> int:
-        return len(self.images)
+        return len(self.regions)
+
+    @property
+    def total(self) -> int:
+        """Pixels in the set."""
+        return int(self.weights.sum())
 
     @property
     def nbytes(self) -> int:
-        """Its own memory (an unmaterialised subset also keeps its parent alive: see `parent`)."""
-        held = self._labels.nbytes if self._labels is not None else self._parent[1].nbytes
-        return held + self.images.nbytes
-
-    @property
-    def parent(self) -> PixelSet | None:
-        """The set an unmaterialised subset still refers to."""
-        return None if self._parent is None else self._parent[0]
+        """Its memory, counting the labels it reads when tested."""
+        planes = self.store.region_labels
+        labels = len(self) * len(planes) * planes.itemsize
+        return self.regions.nbytes + self.weights.nbytes + self.images.nbytes + labels
 
     def contains(self, label: int) -> np.ndarray:
-        """Per pixel: does it carry `label`."""
+        """Per region: does it carry `label`."""
         hit = self._contains.get(label) if self._contains is not None else None
         if hit is None:
-            hit = np.zeros(len(self.images), bool)
-            labels = None
+            hit = np.zeros(len(self.regions), bool)
             for k, has in enumerate(self.store.plane_has):
                 if has[label]:
-                    labels = self.labels if labels is None else labels
-                    hit |= labels[k] == label
+                    hit |= self.labels[k] == label
             whole = self.store.image_has(label)
             if whole is not None:
                 hit |= whole[self.images]
@@ -84,17 +84,14 @@ class PixelSet:
     def evaluate(self, formula: Formula) -> np.ndarray:
         return formula.evaluate(self.contains)
 
-    def subset(self, mask: np.ndarray) -> PixelSet:
-        return PixelSet(self.store, None, self.images[mask], parent=(self, mask))
-
-    def union_disjoint(self, other: PixelSet) -> PixelSet:
-        return PixelSet(self.store, np.concatenate([self.labels, other.labels], axis=1),
-                        np.concatenate([self.images, other.images]))
+    def subset(self, mask: np.ndarray) -> RegionSet:
+        return RegionSet(self.store, self.regions[mask], self.weights[mask])
 
     def label_counts(self, mask: np.ndarray | None = None) -> np.ndarray:
-        """n(S AND c) for every label c (int64, n_labels), S = this set or its `mask` subset."""
-        labels, images = (self.labels, self.images) if mask is None else (self.labels[:, mask], self.images[mask])
-        return self.store.label_counts(labels, images)
+        """Weighted n(S AND c) for every label c (int64, n_labels), S = this set or its `mask` subset."""
+        if mask is None:
+            return self.store.label_counts(self.regions, self.weights)
+        return self.store.label_counts(self.regions[mask], self.weights[mask])
 
     def image_ids(self, mask: np.ndarray | None = None) -> np.ndarray:
         """Sorted distinct images holding at least one pixel of the set (or of its `mask` subset)."""
@@ -117,19 +114,17 @@ class FormulaRecord:
 class DatasetCounts:
     """Per-formula dataset-side counts, cached across units.
 
-    Records of conjunctions `(g AND c)` come from their pixels, enumerated from the smaller of g's and c's pixel
-    sets; OR and AND NOT records follow from their parent's, the atom's and that conjunction's by the counting trick,
-    and atoms take theirs from the label store's co-occurrence matrix and per-image histogram. So the pixels of a
-    colour covering a third of the dataset are only enumerated when the other side of a conjunction is larger still.
-    Pixel sets live in an LRU of about `cache_bytes`.
+    Region sets of conjunctions `(g AND c)` are picked from the smaller of g's and c's region sets; OR and AND NOT
+    records and co-occurrences follow from their parent's, the atom's and that conjunction's by the counting trick,
+    and atoms take theirs from the label store's co-occurrence matrix and per-image histogram. Region sets live in an
+    LRU of about `cache_bytes`.
     """
 
     def __init__(self, store: LabelStore, cache_bytes: int = 1 << 30):
         self.store = store
         self.cache_bytes = cache_bytes
-        self._sets: OrderedDict[Formula, PixelSet] = OrderedDict()
-        self._added_bytes = 0
-        self._added = 0
+        self._sets: OrderedDict[Formula, RegionSet] = OrderedDict()
+        self._held = 0
         self._records: dict[Formula, FormulaRecord] = {}
         self._atom_cooc: np.ndarray | None = None
         self._hist = store.image_hist.tocsc()
@@ -139,52 +134,41 @@ class DatasetCounts:
         """Distinct formulas whose dataset-wide counts are known (a measure of the work shared across units)."""
         return len(self._records)
 
-    def pixel_set(self, f: Formula) -> PixelSet:
+    @property
+    def held_bytes(self) -> int:
+        """Memory held by the cached region sets."""
+        return self._held
+
+    def region_set(self, f: Formula) -> RegionSet:
+        """The regions where `f` holds, over the whole dataset (its mask, exactly)."""
         s = self._sets.get(f)
         if s is not None:
             self._sets.move_to_end(f)
             return s
         if f.parent is None:
-            s = PixelSet.at(self.store, self.store.atom_pixels(f.atoms[0]))
+            s = RegionSet.whole(self.store, self.store.label_regions(f.atoms[0]))
         else:
             g, op, c = f.parent, f.ops[-1], f.atoms[-1]
             if op == AND and self.store.label_totals[c] < self.record(g).n:
-                atom = self.pixel_set(Formula.atom(c))
+                atom = self.region_set(Formula.atom(c))
                 s = atom.subset(atom.evaluate(g))
             elif op == AND or op == AND_NOT:
-                base = self.pixel_set(g)
+                base = self.region_set(g)
                 inside = base.contains(c)
                 s = base.subset(inside if op == AND else ~inside)
             else:
-                base, atom = self.pixel_set(g), self.pixel_set(Formula.atom(c))
-                s = base.union_disjoint(atom.subset(~atom.evaluate(g)))
-        self._remember(f, s)
+                base, atom = self.region_set(g), self.region_set(Formula.atom(c))
+                s = RegionSet.whole(self.store, np.union1d(base.regions, atom.regions))
+        self._sets[f] = s
+        self._held += s.nbytes
+        while self._held > self.cache_bytes and len(self._sets) > 1:
+            _, old = self._sets.popitem(last=False)
+            self._held -= old.nbytes
         return s
 
-    def _remember(self, f: Formula, s: PixelSet) -> None:
-        """Add to the LRU; recount what it holds after every 64 additions or an eighth of the budget in new sets
-        (copies made later by subsets are caught by the recount), and evict the oldest sets while over budget."""
-        self._sets[f] = s
-        self._added_bytes += s.nbytes
-        self._added += 1
-        if self._added_bytes > self.cache_bytes // 8 or self._added % 64 == 0:
-            self._added_bytes = 0
-            held = self.held_bytes()
-            while held > self.cache_bytes and len(self._sets) > 1:
-                _, old = self._sets.popitem(last=False)
-                held -= old.nbytes
-
-    def held_bytes(self) -> int:
-        """Memory the cached pixel sets keep alive, including evicted sets that cached subsets still refer to, and
-        subsets whose labels were copied since they were cached."""
-        seen: set[int] = set()
-        total = 0
-        for s in self._sets.values():
-            while s is not None and id(s) not in seen:
-                seen.add(id(s))
-                total += s.nbytes
-                s = s.parent
-        return total
+    def same_mask(self, f: Formula, g: Formula) -> bool:
+        """Do f and g hold on exactly the same pixels of the dataset?"""
+        return f == g or np.array_equal(self.region_set(f).regions, self.region_set(g).regions)
 
     def record(self, f: Formula) -> FormulaRecord:
         rec = self._records.get(f)
@@ -197,10 +181,10 @@ class DatasetCounts:
             rec = FormulaRecord(int(self.store.label_totals[a]), h.indices[lo:hi].astype(np.int32),
                                 h.data[lo:hi].astype(np.int32))
         elif f.ops[-1] == AND:
-            s = self.pixel_set(f)
-            per_image = np.bincount(s.images, minlength=self.store.n_images)
+            s = self.region_set(f)
+            per_image = np.bincount(s.images, s.weights, minlength=self.store.n_images)
             images = np.flatnonzero(per_image)
-            rec = FormulaRecord(len(s), images.astype(np.int32), per_image[images].astype(np.int32))
+            rec = FormulaRecord(s.total, images.astype(np.int32), per_image[images].astype(np.int32))
         else:
             g, c = f.parent, f.atoms[-1]
             both = self.record(g.extend(AND, c))
@@ -228,7 +212,7 @@ class DatasetCounts:
                     self._atom_cooc = self.store.cooccurrence()
                 rec.cooc = self._atom_cooc[f.atoms[0]]
             elif f.ops[-1] == AND:
-                rec.cooc = self.pixel_set(f).label_counts()
+                rec.cooc = self.region_set(f).label_counts()
             else:
                 g, c = f.parent, f.atoms[-1]
                 rec.cooc = self.cooc(g) - self.cooc(g.extend(AND, c))
@@ -238,13 +222,14 @@ class DatasetCounts:
 
 
 class UnitScorer:
-    """IoU and Detection Accuracy of formulas for one unit, from its active pixels and the shared dataset counts."""
+    """IoU and Detection Accuracy of formulas for one unit, from the regions its mask touches and the shared dataset
+    counts."""
 
     def __init__(self, dataset: DatasetCounts, unit_pixels: np.ndarray, concepts: np.ndarray):
         store = dataset.store
         self.dataset = dataset
         self.concepts = concepts
-        self.mask = PixelSet.at(store, unit_pixels, memo=True)
+        self.mask = RegionSet.at_pixels(store, unit_pixels, memo=True)
         self.n_mask = len(unit_pixels)
         self.mask_counts = self.mask.label_counts()  # n(M AND c)
         self._inside: dict[Formula, np.ndarray] = {}
@@ -265,7 +250,7 @@ class UnitScorer:
     def expand(self, f: Formula, candidates: np.ndarray) -> np.ndarray:
         """IoUs (3, len(candidates)) of `f OR c`, `f AND c`, `f AND NOT c` for each candidate atom c."""
         inside = self._inside_mask(f)
-        n_mf = int(inside.sum())
+        n_mf = int(self.mask.weights[inside].sum())
         mfc = self.mask.label_counts(inside)[candidates]
         mc = self.mask_counts[candidates]
         n_f = self.dataset.record(f).n
