@@ -146,7 +146,7 @@ def test_iou_and_da_of_grown_formulas_match_masks():
     rng = np.random.default_rng(7)
     mask = rng.random(store.n_pixels) < 0.1
     concepts = store.concepts(1)
-    counts = DatasetCounts(store, cache_bytes=2000)  # tiny cache: pixel sets get evicted and rebuilt
+    counts = DatasetCounts(store, cache_bytes=2000)  # tiny cache: region sets get evicted and rebuilt
     scorer = UnitScorer(counts, np.flatnonzero(mask), concepts)
     for k, c in enumerate(concepts):
         assert scorer.atom_ious()[k] == brute_scores(mask, masks[c], img, ds.n_images)[0]
@@ -154,13 +154,44 @@ def test_iou_and_da_of_grown_formulas_match_masks():
         atoms = rng.choice(concepts, size=int(rng.integers(1, 4)), replace=False)
         f = Formula(tuple(int(a) for a in atoms), tuple(str(rng.choice(OPERATORS)) for _ in atoms[1:]))
         fm = f.evaluate(masks.get)
-        cands = np.array([c for c in concepts if c not in f.atoms])
-        ious = scorer.expand(f, cands)
-        for j, c in enumerate(cands):
+        ch = scorer.expand(f, concepts)  # atoms already in f included
+        bound = scorer.bound(f, concepts)
+        lo, hi = scorer.outside_overlap(f, concepts)
+        for j, c in enumerate(concepts):
+            outside = (fm & masks[c] & ~mask).sum()
+            assert lo[j] <= outside <= hi[j]
             for o, gm in enumerate((fm | masks[c], fm & masks[c], fm & ~masks[c])):
-                assert ious[o, j] == brute_scores(mask, gm, img, ds.n_images)[0]
+                assert ch.iou[o, j] == brute_scores(mask, gm, img, ds.n_images)[0]
+                assert (ch.inter[o, j], ch.size[o, j]) == ((gm & mask).sum(), gm.sum())
+                assert ch.same[o, j] == (gm == fm).all()
+                assert bound[o, j] >= ch.iou[o, j]
         assert scorer.da(f) == brute_scores(mask, fm, img, ds.n_images)[1]
-        assert counts.record(f).n == fm.sum()
+        assert counts.record(f).n == fm.sum() and scorer.counts(f) == ((fm & mask).sum(), fm.sum())
+        g = Formula(tuple(int(a) for a in rng.choice(concepts, size=2, replace=False)), (str(rng.choice(OPERATORS)),))
+        assert counts.same_mask(f, g) == (fm == g.evaluate(masks.get)).all()
+
+
+def test_category_scope_counts_the_unit_where_its_mask_meets_the_category():
+    """NetDissect-Lite's tally_units_cat: an image counts the unit's pixels for category K when a label of K lies
+    under the mask there (pixel-level) or the image has an image-level label of K."""
+    ds = random_dataset(9, n=16)
+    store = LabelStore.build(ds)
+    masks = brute_masks(ds)
+    img = image_ids(ds)
+    mask = np.random.default_rng(3).random(store.n_pixels) < 0.15
+    counts = DatasetCounts(store)
+    scope = counts.category_scope
+    scorer = UnitScorer(counts, np.flatnonzero(mask), store.concepts(1), scope)
+    category = {c: ds.labels[c].category for c in masks}
+    for cats in ({"object"}, {"scene"}, {"object", "scene"}):
+        hit = {i for c, m in masks.items() if category[c] in cats for i in np.unique(img[m & mask])}
+        expected = int(sum(mask[img == i].sum() for i in hit))
+        bits = int(np.bitwise_or.reduce([scope.label_bit[c] for c in masks if category[c] in cats]))
+        assert scorer.unit_size(bits) == expected, cats
+    for k, c in enumerate(store.concepts(1)):
+        inter = (masks[c] & mask).sum()
+        size = scorer.unit_size(int(scope.label_bit[c]))
+        assert scorer.atom_ious()[k] == inter / (size + masks[c].sum() - inter)
 
 
 def test_per_image_masks_for_display():

@@ -128,6 +128,14 @@ class DatasetCounts:
         self._records: dict[Formula, FormulaRecord] = {}
         self._atom_cooc: np.ndarray | None = None
         self._hist = store.image_hist.tocsc()
+        self._scope: CategoryScope | None = None
+
+    @property
+    def category_scope(self) -> CategoryScope:
+        """The categories of the dataset's labels, for the per-category IoU scope."""
+        if self._scope is None:
+            self._scope = CategoryScope(self.store)
+        return self._scope
 
     @property
     def cached_formulas(self) -> int:
@@ -221,11 +229,42 @@ class DatasetCounts:
         return rec.cooc
 
 
+@dataclass
+class Children:
+    """The children `f OR c`, `f AND c`, `f AND NOT c` (rows, in OPERATORS order) of a formula f, for candidate
+    atoms c (columns): pixel counts inside the unit's mask and over the dataset, IoU, and which children have f's own
+    mask (c adds or removes nothing)."""
+
+    inter: np.ndarray  # (3, k) n(M AND g)
+    size: np.ndarray  # (3, k) n(g)
+    iou: np.ndarray  # (3, k)
+    same: np.ndarray  # (3, k) bool
+
+
+class CategoryScope:
+    """NetDissect-Lite's per-category unit size: a unit's pixels in the images where its mask meets a label of the
+    category (pixel-level under the mask, or image-level anywhere in the image). Categories are bits; a formula's
+    scope is the union of its concepts' categories."""
+
+    def __init__(self, store: LabelStore):
+        category = [store.categories.get(c, "") for c in range(1, store.n_labels)]
+        names = sorted(set(category))
+        self.label_bit = np.array([0] + [1 << names.index(name) for name in category], np.int64)
+        il = store.image_labels.tocoo()
+        self.image_bits = np.zeros(store.n_images, np.int64)
+        np.bitwise_or.at(self.image_bits, il.row, self.label_bit[il.col])
+
+    def bits(self, f: Formula) -> int:
+        return int(np.bitwise_or.reduce(self.label_bit[list(f.atoms)]))
+
+
 class UnitScorer:
     """IoU and Detection Accuracy of formulas for one unit, from the regions its mask touches and the shared dataset
-    counts."""
+    counts. `scope` (a CategoryScope) switches to NetDissect-Lite's per-category unit size; None = the whole
+    dataset's."""
 
-    def __init__(self, dataset: DatasetCounts, unit_pixels: np.ndarray, concepts: np.ndarray):
+    def __init__(self, dataset: DatasetCounts, unit_pixels: np.ndarray, concepts: np.ndarray,
+                 scope: CategoryScope | None = None):
         store = dataset.store
         self.dataset = dataset
         self.concepts = concepts
@@ -233,12 +272,40 @@ class UnitScorer:
         self.n_mask = len(unit_pixels)
         self.mask_counts = self.mask.label_counts()  # n(M AND c)
         self._inside: dict[Formula, np.ndarray] = {}
+        self._inside_counts: dict[Formula, np.ndarray] = {}
+        self.scope = scope
+        if scope is not None:
+            region_bits = np.bitwise_or.reduce(scope.label_bit[self.mask.labels], axis=0) if len(self.mask.labels) \
+                else np.zeros(len(self.mask), np.int64)
+            images, at = np.unique(self.mask.images, return_inverse=True)
+            self._image_bits = scope.image_bits[images].copy()
+            np.bitwise_or.at(self._image_bits, at, region_bits)
+            self._image_pixels = np.bincount(at, self.mask.weights, minlength=len(images))
+            self._sizes: dict[int, int] = {}
+
+    def unit_size(self, bits: int) -> int:
+        """The unit's pixels counted for a scope of categories (all of them in dataset scope)."""
+        if self.scope is None:
+            return self.n_mask
+        size = self._sizes.get(bits)
+        if size is None:
+            size = int(np.rint(self._image_pixels[(self._image_bits & bits) != 0].sum()))
+            self._sizes[bits] = size
+        return size
+
+    def _unit_sizes(self, f: Formula | None, candidates: np.ndarray) -> np.ndarray | int:
+        """Unit size for `f` grown by each candidate (for each atom when f is None)."""
+        if self.scope is None:
+            return self.n_mask
+        base = 0 if f is None else self.scope.bits(f)
+        bits = base | self.scope.label_bit[candidates]
+        return np.array([self.unit_size(int(b)) for b in bits], np.int64)
 
     def atom_ious(self) -> np.ndarray:
         """IoU of every concept (in `concepts` order)."""
         inter = self.mask_counts[self.concepts]
         size = self.dataset.store.label_totals[self.concepts]
-        return _ratio(inter, self.n_mask + size - inter)
+        return _ratio(inter, self._unit_sizes(None, self.concepts) + size - inter)
 
     def _inside_mask(self, f: Formula) -> np.ndarray:
         m = self._inside.get(f)
@@ -247,18 +314,78 @@ class UnitScorer:
             self._inside[f] = m
         return m
 
-    def expand(self, f: Formula, candidates: np.ndarray) -> np.ndarray:
-        """IoUs (3, len(candidates)) of `f OR c`, `f AND c`, `f AND NOT c` for each candidate atom c."""
+    def inside_counts(self, f: Formula) -> np.ndarray:
+        """n(M AND f AND c) for every label c."""
+        counts = self._inside_counts.get(f)
+        if counts is None:
+            counts = self.mask.label_counts(self._inside_mask(f))
+            self._inside_counts[f] = counts
+        return counts
+
+    def counts(self, f: Formula) -> tuple[int, int]:
+        """(n(M AND f), n(f))."""
+        return int(self.mask.weights[self._inside_mask(f)].sum()), self.dataset.record(f).n
+
+    def iou(self, f: Formula) -> float:
+        inter, size = self.counts(f)
+        unit = self.unit_size(self.scope.bits(f)) if self.scope is not None else self.n_mask
+        return float(_ratio(inter, unit + size - inter))
+
+    def expand(self, f: Formula, candidates: np.ndarray) -> Children:
+        """The children of f by every candidate atom, exactly."""
         inside = self._inside_mask(f)
         n_mf = int(self.mask.weights[inside].sum())
-        mfc = self.mask.label_counts(inside)[candidates]
+        mfc = self.inside_counts(f)[candidates]
         mc = self.mask_counts[candidates]
         n_f = self.dataset.record(f).n
         fc = self.dataset.cooc(f)[candidates]
         nc = self.dataset.store.label_totals[candidates]
         inter = np.stack([n_mf + mc - mfc, mfc, n_mf - mfc])
         size = np.stack([n_f + nc - fc, fc, n_f - fc])
-        return _ratio(inter, self.n_mask + size - inter)
+        iou = _ratio(inter, self._unit_sizes(f, candidates) + size - inter)
+        return Children(inter, size, iou, np.stack([fc == nc, fc == n_f, fc == 0]))
+
+    def bound(self, f: Formula, candidates: np.ndarray) -> np.ndarray:
+        """Upper bounds (3, k) of the children's IoUs that need no dataset-wide count involving f: the unit side is
+        exact, and n(f AND c) outside the mask is bounded from the atoms' pairwise counts (see `outside_overlap`)."""
+        inside = self._inside_mask(f)
+        n_mf = int(self.mask.weights[inside].sum())
+        mfc = self.inside_counts(f)[candidates]
+        mc = self.mask_counts[candidates]
+        o_f = self.dataset.record(f).n - n_mf
+        o_c = self.dataset.store.label_totals[candidates] - mc
+        lo, hi = self.outside_overlap(f, candidates)
+        inter = np.stack([n_mf + mc - mfc, mfc, n_mf - mfc])
+        outside = np.stack([o_f + o_c - hi, lo, o_f - hi])
+        return _ratio(inter, self._unit_sizes(f, candidates) + outside)
+
+    def atom_rows(self, atom: int) -> tuple[np.ndarray, np.ndarray]:
+        """(n(M AND atom AND c), n(atom AND c) outside M) for every label c."""
+        f = Formula.atom(atom)
+        inside = self.inside_counts(f)
+        return inside, self.dataset.cooc(f) - inside
+
+    def outside_overlap(self, f: Formula, candidates: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Bounds (lo, hi) of n(f AND c) outside the unit's mask for each candidate c, propagated along f's atoms
+        from their exact pairwise counts with c (inclusion-exclusion inside c's pixels outside the mask)."""
+        o_c = self.dataset.store.label_totals[candidates] - self.mask_counts[candidates]
+        p = self.atom_rows(f.atoms[0])[1][candidates]
+        lo, hi = p, p
+        for op, atom in zip(f.ops, f.atoms[1:]):
+            p = self.atom_rows(atom)[1][candidates]
+            if op == OR:
+                lo, hi = np.maximum(lo, p), np.minimum(hi + p, o_c)
+            elif op == AND:
+                lo, hi = np.maximum(0, lo + p - o_c), np.minimum(hi, p)
+            else:
+                lo, hi = np.maximum(0, lo - p), np.minimum(hi, o_c - p)
+        inter, size = self.counts(f)
+        o_f = size - inter
+        outside_total = self.dataset.store.n_pixels - self.n_mask
+        return np.maximum(lo, o_f + o_c - outside_total), np.minimum(hi, o_f)
+
+    def same_mask(self, f: Formula, g: Formula) -> bool:
+        return self.dataset.same_mask(f, g)
 
     def da(self, f: Formula) -> float:
         """Detection Accuracy: images where f meets the mask / images where f is present."""

@@ -95,8 +95,8 @@ def dissect_unit(counts: DatasetCounts, concepts: np.ndarray, unit: int, thresho
                  settings: DissectionSettings, names: dict[int, str],
                  correct: np.ndarray | None = None) -> UnitResult:
     """One unit from its mask pixels: NetDissect label, the chosen searches, trace and sweep."""
-    scorer = UnitScorer(counts, pixels, concepts)
-    search = BeamSearch(scorer, settings.beam_size, settings.beam_limit)
+    scorer = UnitScorer(counts, pixels, concepts, counts.category_scope if settings.iou_scope == "category" else None)
+    search = BeamSearch(scorer, settings.beam_size, settings.beam_limit, settings.beam_dedupe)
 
     def explain(s: Scored | None) -> Explanation | None:
         return None if s is None else Explanation(s.formula, s.formula.text(names), s.iou, s.da)
