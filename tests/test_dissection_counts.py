@@ -7,7 +7,7 @@ import torch.nn.functional as F
 
 from oracles.synthetic_broden import ListBroden, concept_mask
 from probescope.core.data.broden import Label
-from probescope.core.dissection.counts import DatasetCounts, RegionSet, UnitScorer
+from probescope.core.dissection.counts import DatasetCounts, RegionSet, UnitScorer, overlap
 from probescope.core.dissection.formula import AND, AND_NOT, OPERATORS, OR, Formula
 from probescope.core.dissection.labels import LabelStore
 from probescope.core.dissection.masks import formula_mask, image_masks
@@ -156,15 +156,19 @@ def test_iou_and_da_of_grown_formulas_match_masks():
         fm = f.evaluate(masks.get)
         ch = scorer.expand(f, concepts)  # atoms already in f included
         bound = scorer.bound(f, concepts)
-        lo, hi = scorer.outside_overlap(f, concepts)
+        loose = scorer.bound(f, concepts, exact_inside=False)
+        for inside, universe in ((True, mask), (False, ~mask)):
+            lo, hi = overlap(f, lambda a, u=inside: scorer.atom_rows(a)[0 if u else 1][concepts],
+                             np.array([(masks[c] & universe).sum() for c in concepts]), universe.sum(),
+                             (fm & universe).sum())
+            for j, c in enumerate(concepts):
+                assert lo[j] <= (fm & masks[c] & universe).sum() <= hi[j]
         for j, c in enumerate(concepts):
-            outside = (fm & masks[c] & ~mask).sum()
-            assert lo[j] <= outside <= hi[j]
             for o, gm in enumerate((fm | masks[c], fm & masks[c], fm & ~masks[c])):
                 assert ch.iou[o, j] == brute_scores(mask, gm, img, ds.n_images)[0]
                 assert (ch.inter[o, j], ch.size[o, j]) == ((gm & mask).sum(), gm.sum())
                 assert ch.same[o, j] == (gm == fm).all()
-                assert bound[o, j] >= ch.iou[o, j]
+                assert loose[o, j] >= bound[o, j] >= ch.iou[o, j]
         assert scorer.da(f) == brute_scores(mask, fm, img, ds.n_images)[1]
         assert counts.record(f).n == fm.sum() and scorer.counts(f) == ((fm & mask).sum(), fm.sum())
         g = Formula(tuple(int(a) for a in rng.choice(concepts, size=2, replace=False)), (str(rng.choice(OPERATORS)),))

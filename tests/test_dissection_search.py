@@ -6,6 +6,7 @@ from fractions import Fraction
 import numpy as np
 import pytest
 
+from oracles.brute_force import best_formula
 from oracles.mask_reference import MaskReference
 from oracles.synthetic_broden import ListBroden, SyntheticBroden, SyntheticSpec, planted_formulas, synthetic_activations
 from probescope.core.data.broden import Label
@@ -13,7 +14,8 @@ from probescope.core.dissection.counts import DatasetCounts, UnitScorer
 from probescope.core.dissection.engine import dissect, dissect_unit
 from probescope.core.dissection.formula import Formula
 from probescope.core.dissection.labels import LabelStore
-from probescope.core.dissection.search import BeamSearch
+from probescope.core.dissection.optimal import optimal_explanation, search_space
+from probescope.core.dissection.search import BeamSearch, Scored
 from probescope.core.dissection.settings import DissectionSettings
 from probescope.core.dissection.unitmasks import unit_pixels, unit_thresholds
 
@@ -189,3 +191,39 @@ def test_mask_dedupe_never_ranks_below_the_original_beams():
                         unit_searches(ds, act, settings, dedupe="none")):
             for k, (beam_a, beam_b) in enumerate(zip(a.computed, b.computed)):
                 assert beam_a[0].iou >= beam_b[0].iou, (seed, k)
+
+
+def small_problem(seed: int, n_units: int = 4):
+    """Few enough concepts to score every formula of up to 3 atoms."""
+    ds = SyntheticBroden(SyntheticSpec(n_images=30, seg_size=16, feat_size=4, n_objects=8, n_parts=4, n_scenes=3,
+                                       seed=seed))
+    return ds, synthetic_activations(ds, planted_formulas(ds, n_units, seed), noise=0.2, seed=seed)
+
+
+@pytest.mark.parametrize("seed,max_length,scope", [(30, 3, "dataset"), (31, 3, "dataset"), (32, 2, "dataset"),
+                                                   (33, 3, "category")])
+def test_optimal_search_equals_brute_force(seed, max_length, scope):
+    ds, act = small_problem(seed)
+    settings = DissectionSettings(quantile=0.05, min_samples=2, max_length=max_length, searches=("iou", "optimal"),
+                                  iou_scope=scope)
+    store = LabelStore.build(ds)
+    result = dissect(store, act, settings)
+    ref = MaskReference(ds, min_samples=2)
+    space = search_space(len(ref.concepts), max_length)
+    for u, r in result.units.items():
+        _, mask = ref.unit_mask(act[:, u], settings.quantile)
+        formula, iou, scored = best_formula(ref, mask, max_length, store.categories if scope == "category" else None)
+        assert scored == space
+        e = r.explanations["optimal"]
+        assert (e.formula, e.iou) == (formula, iou), u
+        assert e.da == ref.da(mask, ref.formula_mask(formula))
+        assert r.optimality_gap == iou - r.explanations["iou"].iou >= 0
+        assert len(ref.concepts) <= r.optimal_evaluated <= space
+    # without the beam's answer as a starting incumbent the branch and bound finds the same
+    counts = DatasetCounts(store)
+    scope_ = counts.category_scope if scope == "category" else None
+    thresholds = unit_thresholds(act, settings.quantile)
+    pixels = unit_pixels(act[:, 0], float(thresholds[0]), store.offsets, store.seg_shapes)
+    alone = optimal_explanation(UnitScorer(counts, pixels, store.concepts(2), scope_), max_length)
+    e = result.units[0].explanations["optimal"]
+    assert alone.best == Scored(e.formula, e.iou, e.da)

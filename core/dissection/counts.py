@@ -21,6 +21,8 @@ import numpy as np
 from probescope.core.dissection.formula import AND, AND_NOT, OR, Formula
 from probescope.core.dissection.labels import LabelStore
 
+_UNIT_CACHE_BYTES = 64 << 20  # per unit, for each of its two per-formula caches
+
 
 class RegionSet:
     """Some regions of the dataset (sorted numbers) with their weights: the pixels of each region in the set (all of
@@ -111,21 +113,48 @@ class FormulaRecord:
     cooc: np.ndarray | None = None  # n(f AND c) for all labels c, computed when f is first grown
 
 
+class _Lru:
+    """Least-recently-used values of about `budget` bytes in all (`size(value)` each, counted when stored)."""
+
+    def __init__(self, budget: int, size):
+        self.budget = budget
+        self.size = size
+        self.held = 0
+        self._items: OrderedDict = OrderedDict()
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+    def get(self, key):
+        value = self._items.get(key)
+        if value is not None:
+            self._items.move_to_end(key)
+        return value
+
+    def put(self, key, value) -> None:
+        self._items[key] = value
+        self.held += self.size(value)
+        while self.held > self.budget and len(self._items) > 1:
+            _, old = self._items.popitem(last=False)
+            self.held -= self.size(old)
+
+
 class DatasetCounts:
     """Per-formula dataset-side counts, cached across units.
 
     Region sets of conjunctions `(g AND c)` are picked from the smaller of g's and c's region sets; OR and AND NOT
     records and co-occurrences follow from their parent's, the atom's and that conjunction's by the counting trick,
-    and atoms take theirs from the label store's co-occurrence matrix and per-image histogram. Region sets live in an
-    LRU of about `cache_bytes`.
+    and atoms take theirs from the label store's co-occurrence matrix and per-image histogram. Region sets and
+    records live in LRUs of about `cache_bytes` together (an evicted one is recomputed when needed again).
     """
 
     def __init__(self, store: LabelStore, cache_bytes: int = 1 << 30):
         self.store = store
         self.cache_bytes = cache_bytes
-        self._sets: OrderedDict[Formula, RegionSet] = OrderedDict()
-        self._held = 0
-        self._records: dict[Formula, FormulaRecord] = {}
+        self._sets = _Lru(cache_bytes // 2, lambda s: s.nbytes)
+        record_bytes = 8 * store.n_labels  # with its co-occurrence row, filled later
+        self._records = _Lru(cache_bytes // 2, lambda r: r.images.nbytes + r.per_image.nbytes + record_bytes)
+        self.computed = 0  # records computed (a measure of the dataset-side work)
         self._atom_cooc: np.ndarray | None = None
         self._hist = store.image_hist.tocsc()
         self._scope: CategoryScope | None = None
@@ -138,20 +167,14 @@ class DatasetCounts:
         return self._scope
 
     @property
-    def cached_formulas(self) -> int:
-        """Distinct formulas whose dataset-wide counts are known (a measure of the work shared across units)."""
-        return len(self._records)
-
-    @property
     def held_bytes(self) -> int:
-        """Memory held by the cached region sets."""
-        return self._held
+        """Memory held by the cached region sets and records."""
+        return self._sets.held + self._records.held
 
     def region_set(self, f: Formula) -> RegionSet:
         """The regions where `f` holds, over the whole dataset (its mask, exactly)."""
         s = self._sets.get(f)
         if s is not None:
-            self._sets.move_to_end(f)
             return s
         if f.parent is None:
             s = RegionSet.whole(self.store, self.store.label_regions(f.atoms[0]))
@@ -167,11 +190,7 @@ class DatasetCounts:
             else:
                 base, atom = self.region_set(g), self.region_set(Formula.atom(c))
                 s = RegionSet.whole(self.store, np.union1d(base.regions, atom.regions))
-        self._sets[f] = s
-        self._held += s.nbytes
-        while self._held > self.cache_bytes and len(self._sets) > 1:
-            _, old = self._sets.popitem(last=False)
-            self._held -= old.nbytes
+        self._sets.put(f, s)
         return s
 
     def same_mask(self, f: Formula, g: Formula) -> bool:
@@ -200,7 +219,8 @@ class DatasetCounts:
             if f.ops[-1] == OR:
                 terms.append((1, self.record(Formula.atom(c))))
             rec = self._combine(terms)
-        self._records[f] = rec
+        self._records.put(f, rec)
+        self.computed += 1
         return rec
 
     def _combine(self, terms: list[tuple[int, FormulaRecord]]) -> FormulaRecord:
@@ -271,8 +291,9 @@ class UnitScorer:
         self.mask = RegionSet.at_pixels(store, unit_pixels, memo=True)
         self.n_mask = len(unit_pixels)
         self.mask_counts = self.mask.label_counts()  # n(M AND c)
-        self._inside: dict[Formula, np.ndarray] = {}
-        self._inside_counts: dict[Formula, np.ndarray] = {}
+        self._inside = _Lru(_UNIT_CACHE_BYTES, lambda m: m.nbytes)  # per formula: which of the unit's regions
+        self._inside_counts = _Lru(_UNIT_CACHE_BYTES, lambda c: c.nbytes)  # and n(M AND f AND c) for all c
+        self._pairs: np.ndarray | None = None
         self.scope = scope
         if scope is not None:
             region_bits = np.bitwise_or.reduce(scope.label_bit[self.mask.labels], axis=0) if len(self.mask.labels) \
@@ -293,7 +314,7 @@ class UnitScorer:
             self._sizes[bits] = size
         return size
 
-    def _unit_sizes(self, f: Formula | None, candidates: np.ndarray) -> np.ndarray | int:
+    def unit_sizes(self, f: Formula | None, candidates: np.ndarray) -> np.ndarray | int:
         """Unit size for `f` grown by each candidate (for each atom when f is None)."""
         if self.scope is None:
             return self.n_mask
@@ -305,13 +326,13 @@ class UnitScorer:
         """IoU of every concept (in `concepts` order)."""
         inter = self.mask_counts[self.concepts]
         size = self.dataset.store.label_totals[self.concepts]
-        return _ratio(inter, self._unit_sizes(None, self.concepts) + size - inter)
+        return ratio(inter, self.unit_sizes(None, self.concepts) + size - inter)
 
     def _inside_mask(self, f: Formula) -> np.ndarray:
         m = self._inside.get(f)
         if m is None:
             m = self.mask.evaluate(f)
-            self._inside[f] = m
+            self._inside.put(f, m)
         return m
 
     def inside_counts(self, f: Formula) -> np.ndarray:
@@ -319,7 +340,7 @@ class UnitScorer:
         counts = self._inside_counts.get(f)
         if counts is None:
             counts = self.mask.label_counts(self._inside_mask(f))
-            self._inside_counts[f] = counts
+            self._inside_counts.put(f, counts)
         return counts
 
     def counts(self, f: Formula) -> tuple[int, int]:
@@ -329,7 +350,7 @@ class UnitScorer:
     def iou(self, f: Formula) -> float:
         inter, size = self.counts(f)
         unit = self.unit_size(self.scope.bits(f)) if self.scope is not None else self.n_mask
-        return float(_ratio(inter, unit + size - inter))
+        return float(ratio(inter, unit + size - inter))
 
     def expand(self, f: Formula, candidates: np.ndarray) -> Children:
         """The children of f by every candidate atom, exactly."""
@@ -342,47 +363,40 @@ class UnitScorer:
         nc = self.dataset.store.label_totals[candidates]
         inter = np.stack([n_mf + mc - mfc, mfc, n_mf - mfc])
         size = np.stack([n_f + nc - fc, fc, n_f - fc])
-        iou = _ratio(inter, self._unit_sizes(f, candidates) + size - inter)
+        iou = ratio(inter, self.unit_sizes(f, candidates) + size - inter)
         return Children(inter, size, iou, np.stack([fc == nc, fc == n_f, fc == 0]))
 
-    def bound(self, f: Formula, candidates: np.ndarray) -> np.ndarray:
-        """Upper bounds (3, k) of the children's IoUs that need no dataset-wide count involving f: the unit side is
-        exact, and n(f AND c) outside the mask is bounded from the atoms' pairwise counts (see `outside_overlap`)."""
-        inside = self._inside_mask(f)
-        n_mf = int(self.mask.weights[inside].sum())
-        mfc = self.inside_counts(f)[candidates]
+    def bound(self, f: Formula, candidates: np.ndarray, counts: tuple[int, int] | None = None,
+              exact_inside: bool = True) -> np.ndarray:
+        """Upper bounds (3, k) of the children's IoUs without a dataset-wide count involving f: n(f AND c) outside
+        the unit's mask is bounded from the pairwise counts of f's atoms with c (`overlap`); inside the mask it is
+        exact (a pass over the unit's regions), or bounded the same way when not `exact_inside`. `counts` are f's
+        (n(M AND f), n(f)) when known."""
+        inter_f, size_f = self.counts(f) if counts is None else counts
+        o_f = size_f - inter_f
         mc = self.mask_counts[candidates]
-        o_f = self.dataset.record(f).n - n_mf
         o_c = self.dataset.store.label_totals[candidates] - mc
-        lo, hi = self.outside_overlap(f, candidates)
-        inter = np.stack([n_mf + mc - mfc, mfc, n_mf - mfc])
-        outside = np.stack([o_f + o_c - hi, lo, o_f - hi])
-        return _ratio(inter, self._unit_sizes(f, candidates) + outside)
+        if exact_inside:
+            m_lo = m_hi = self.inside_counts(f)[candidates]
+        else:
+            m_lo, m_hi = overlap(f, lambda a: self.atom_rows(a)[0][candidates], mc, self.n_mask, inter_f)
+        o_lo, o_hi = overlap(f, lambda a: self.atom_rows(a)[1][candidates], o_c,
+                             self.dataset.store.n_pixels - self.n_mask, o_f)
+        inter = np.stack([inter_f + mc - m_lo, m_hi, inter_f - m_lo])
+        outside = np.stack([o_f + o_c - o_hi, o_lo, o_f - o_hi])
+        return ratio(inter, self.unit_sizes(f, candidates) + outside)
+
+    def pair_counts(self) -> np.ndarray:
+        """n(M AND a AND b) for all label pairs (computed once; then `atom_rows` reads it)."""
+        if self._pairs is None:
+            self._pairs = self.dataset.store.cooccurrence(self.mask.regions, self.mask.weights)
+        return self._pairs
 
     def atom_rows(self, atom: int) -> tuple[np.ndarray, np.ndarray]:
         """(n(M AND atom AND c), n(atom AND c) outside M) for every label c."""
         f = Formula.atom(atom)
-        inside = self.inside_counts(f)
+        inside = self.inside_counts(f) if self._pairs is None else self._pairs[atom]
         return inside, self.dataset.cooc(f) - inside
-
-    def outside_overlap(self, f: Formula, candidates: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """Bounds (lo, hi) of n(f AND c) outside the unit's mask for each candidate c, propagated along f's atoms
-        from their exact pairwise counts with c (inclusion-exclusion inside c's pixels outside the mask)."""
-        o_c = self.dataset.store.label_totals[candidates] - self.mask_counts[candidates]
-        p = self.atom_rows(f.atoms[0])[1][candidates]
-        lo, hi = p, p
-        for op, atom in zip(f.ops, f.atoms[1:]):
-            p = self.atom_rows(atom)[1][candidates]
-            if op == OR:
-                lo, hi = np.maximum(lo, p), np.minimum(hi + p, o_c)
-            elif op == AND:
-                lo, hi = np.maximum(0, lo + p - o_c), np.minimum(hi, p)
-            else:
-                lo, hi = np.maximum(0, lo - p), np.minimum(hi, o_c - p)
-        inter, size = self.counts(f)
-        o_f = size - inter
-        outside_total = self.dataset.store.n_pixels - self.n_mask
-        return np.maximum(lo, o_f + o_c - outside_total), np.minimum(hi, o_f)
 
     def same_mask(self, f: Formula, g: Formula) -> bool:
         return self.dataset.same_mask(f, g)
@@ -397,7 +411,24 @@ class UnitScorer:
         return self.mask.image_ids()
 
 
-def _ratio(num: np.ndarray, den: np.ndarray) -> np.ndarray:
-    out = np.zeros(np.shape(num), np.float64)
-    np.divide(num, den, out=out, where=den > 0)
+def overlap(f: Formula, row, universe: np.ndarray, total: int, exact: int) -> tuple[np.ndarray, np.ndarray]:
+    """Bounds (lo, hi) of |f AND c| within a universe of `total` pixels (those inside the unit's mask, or those
+    outside it) for candidates c, from |x AND c| of f's atoms x (`row(x)`), |c| (`universe`) and |f| (`exact`):
+    inclusion-exclusion propagated along the left-deep formula, inside c's pixels."""
+    lo = hi = row(f.atoms[0])
+    for op, atom in zip(f.ops, f.atoms[1:]):
+        p = row(atom)
+        if op == OR:
+            lo, hi = np.maximum(lo, p), np.minimum(hi + p, universe)
+        elif op == AND:
+            lo, hi = np.maximum(0, lo + p - universe), np.minimum(hi, p)
+        else:
+            lo, hi = np.maximum(0, lo - p), np.minimum(hi, universe - p)
+    return np.maximum(lo, exact + universe - total), np.minimum(hi, exact)
+
+
+def ratio(num, den) -> np.ndarray:
+    """num / den elementwise (broadcast), 0 where den is 0."""
+    out = np.zeros(np.broadcast_shapes(np.shape(num), np.shape(den)), np.float64)
+    np.divide(num, den, out=out, where=np.asarray(den) > 0)
     return out

@@ -17,6 +17,7 @@ import numpy as np
 
 from probescope.core.dissection.counts import DatasetCounts, UnitScorer
 from probescope.core.dissection.labels import LabelStore
+from probescope.core.dissection.optimal import optimal_explanation
 from probescope.core.dissection.results import DissectionResult, Explanation, UnitResult
 from probescope.core.dissection.search import BeamSearch, Scored, da_select, da_stop, iou_explanation, length_sweep
 from probescope.core.dissection.settings import DissectionSettings
@@ -101,16 +102,18 @@ def dissect_unit(counts: DatasetCounts, concepts: np.ndarray, unit: int, thresho
     def explain(s: Scored | None) -> Explanation | None:
         return None if s is None else Explanation(s.formula, s.formula.text(names), s.iou, s.da)
 
-    found: dict[str, Scored | None] = {}
-    for mode in settings.searches:
-        if mode == "iou":
-            found[mode] = iou_explanation(search, settings.max_length)
-        elif mode == "da-select":
-            found[mode] = da_select(search, settings.da_limit)
-        else:
-            found[mode] = da_stop(search, settings.da_limit)
-    if "iou" not in found:
-        found["iou"] = iou_explanation(search, settings.max_length)
+    found: dict[str, Scored | None] = {"iou": iou_explanation(search, settings.max_length)}
+    if "da-select" in settings.searches:
+        found["da-select"] = da_select(search, settings.da_limit)
+    if "da-stop" in settings.searches:
+        found["da-stop"] = da_stop(search, settings.da_limit)
+    gap = evaluated = None
+    if "optimal" in settings.searches:
+        beam = found["iou"]
+        optimum = optimal_explanation(scorer, settings.max_length, beam.iou if beam is not None else 0.0)
+        found["optimal"] = optimum.best
+        evaluated = optimum.evaluated
+        gap = 0.0 if beam is None else optimum.best.iou - beam.iou
     sweep = length_sweep(search, settings.sweep_length)
     netdissect = None if search.empty else search.beam(0)[0]
     fired = scorer.fired_images()
@@ -124,7 +127,7 @@ def dissect_unit(counts: DatasetCounts, concepts: np.ndarray, unit: int, thresho
         unit=unit, threshold=threshold, mask_pixels=len(pixels), fired_images=len(fired),
         netdissect=explain(netdissect), explanations={k: explain(v) for k, v in found.items()},
         trace=[[explain(s) for s in beam] for beam in search.computed], sweep=[explain(s) for s in sweep],
-        top_atoms=search.atom_ranking[:10], accuracy=accuracy)
+        top_atoms=search.atom_ranking[:10], accuracy=accuracy, optimality_gap=gap, optimal_evaluated=evaluated)
 
 
 def _set_accuracies(correct: np.ndarray, fired: np.ndarray, present: np.ndarray) -> dict[str, list]:

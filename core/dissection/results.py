@@ -17,7 +17,7 @@ from probescope.core.atomic import write_json, write_text
 from probescope.core.dissection.formula import Formula
 from probescope.core.errors import InputError
 
-_TALLY_PREFIX = {"iou": "comp", "da-select": "daselect", "da-stop": "dastop"}
+_TALLY_PREFIX = {"iou": "comp", "da-select": "daselect", "da-stop": "dastop", "optimal": "optimal"}
 FORMAT = "probescope-dissection/1"
 
 
@@ -49,11 +49,18 @@ def _opt_from(d: dict | None) -> Explanation | None:
     return None if d is None else Explanation.from_json(d)
 
 
+def _opt_float(x) -> float | None:
+    return None if x is None else float(x)
+
+
 @dataclass
 class UnitResult:
     """Everything found for one unit. `trace[k]` is the beam (best first) after growing to k + 1 atoms; every
-    search mode walks this same sequence (see search.py). `sweep[k]` is the best-IoU formula capped at k + 1 atoms.
-    `accuracy[method][set]` = [top-1 accuracy, images] for the sets fired/explanation/union/intersection."""
+    beam search mode walks this same sequence (see search.py). `sweep[k]` is the best-IoU formula capped at k + 1
+    atoms. `accuracy[method][set]` = [top-1 accuracy, images] for the sets fired/explanation/union/intersection.
+    With the `optimal` search: `optimality_gap` = IoU of the optimal formula minus IoU of the `iou` beam search's
+    answer (>= 0; 0 when the beam found an optimum), `optimal_evaluated` = formulas whose IoU the branch and bound
+    computed exactly; both None without it (and in files written before they existed)."""
 
     unit: int
     threshold: float
@@ -65,6 +72,8 @@ class UnitResult:
     sweep: list[Explanation]
     top_atoms: list[tuple[int, float]] = field(default_factory=list)
     accuracy: dict[str, dict[str, list]] | None = None
+    optimality_gap: float | None = None
+    optimal_evaluated: int | None = None
 
     def to_json(self) -> dict:
         return {
@@ -74,7 +83,8 @@ class UnitResult:
             "trace": [[e.to_json() for e in beam] for beam in self.trace],
             "sweep": [e.to_json() for e in self.sweep],
             "top_atoms": [list(a) for a in self.top_atoms],
-            "accuracy": self.accuracy,
+            "accuracy": self.accuracy, "optimality_gap": self.optimality_gap,
+            "optimal_evaluated": self.optimal_evaluated,
         }
 
     @classmethod
@@ -86,7 +96,8 @@ class UnitResult:
             trace=[[Explanation.from_json(e) for e in beam] for beam in d["trace"]],
             sweep=[Explanation.from_json(e) for e in d["sweep"]],
             top_atoms=[(int(a), float(b)) for a, b in d.get("top_atoms", [])],
-            accuracy=d.get("accuracy"),
+            accuracy=d.get("accuracy"), optimality_gap=_opt_float(d.get("optimality_gap")),
+            optimal_evaluated=None if d.get("optimal_evaluated") is None else int(d["optimal_evaluated"]),
         )
 
 
@@ -148,6 +159,8 @@ class DissectionResult:
         for m in modes:
             p = _TALLY_PREFIX[m]
             header += [f"{p}_label", f"{p}_length", f"{p}_iou", f"{p}_da"]
+        if "optimal" in modes:
+            header.append("optimality_gap")
         buf = io.StringIO()
         w = csv.writer(buf, lineterminator="\n")
         w.writerow(header)
@@ -159,6 +172,8 @@ class DissectionResult:
             for m in modes:
                 e = r.explanations.get(m)
                 row += [e.label, e.length, e.iou, e.da] if e else ["", 0, 0.0, 0.0]
+            if "optimal" in modes:
+                row.append("" if r.optimality_gap is None else r.optimality_gap)
             w.writerow(row)
         return buf.getvalue()
 

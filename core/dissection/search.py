@@ -41,7 +41,7 @@ class Scorer(Protocol):
 
     def expand(self, f: Formula, candidates: np.ndarray) -> Children: ...
 
-    def bound(self, f: Formula, candidates: np.ndarray) -> np.ndarray: ...
+    def bound(self, f: Formula, candidates: np.ndarray, counts: tuple[int, int] | None = None) -> np.ndarray: ...
 
     def counts(self, f: Formula) -> tuple[int, int]: ...
 
@@ -97,8 +97,9 @@ class BeamSearch:
         counts = np.array([self.scorer.counts(s.formula) for s in beam], np.int64).reshape(-1, 2)
         scores = [(np.array([s.iou for s in beam]), counts[:, 0], counts[:, 1])]
         grown = []
-        for s in beam:
-            if self.prune and self.scorer.bound(s.formula, self.candidates).max() < self._cut(scores) * (1 - SLACK):
+        for s, c in zip(beam, counts):
+            bound = self.scorer.bound(s.formula, self.candidates, (int(c[0]), int(c[1])))
+            if self.prune and bound.max() < self._cut(scores) * (1 - SLACK):
                 self.pruned += 1
                 continue
             self.expanded += 1

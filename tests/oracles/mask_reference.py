@@ -55,7 +55,7 @@ class MaskReference:
         self.concepts = sorted(c for c, k in present.items() if k >= max(1, min_samples))
         self._cache: OrderedDict[int, np.ndarray] = OrderedDict()
         self._cache_size = cache_masks
-        self._met_for: tuple[np.ndarray | None, list] = (None, [])
+        self._met_for: tuple[np.ndarray | None, tuple] = (None, ([], {}))
 
     def concept_mask(self, c: int) -> np.ndarray:
         m = self._cache.get(c)
@@ -94,15 +94,16 @@ class MaskReference:
     def scope_size(self, mask: np.ndarray, categories: dict[int, str], f: Formula) -> int:
         """NetDissect-Lite's unit size for f's categories: the mask's pixels in the images where the mask meets a
         label of one of them, or where the image has an image-level label of one of them."""
-        wanted = {categories[c] for c in f.atoms}
-        total = 0
-        for pixels, here in self._met(mask):
-            if {categories.get(c) for c in here} & wanted:
-                total += pixels
-        return total
+        wanted = frozenset(categories[c] for c in f.atoms)
+        sizes = self._met(mask)[1]
+        if wanted not in sizes:
+            sizes[wanted] = sum(pixels for pixels, here in self._met(mask)[0]
+                                if {categories.get(c) for c in here} & wanted)
+        return sizes[wanted]
 
-    def _met(self, mask: np.ndarray) -> list[tuple[int, set[int]]]:
-        """Per image: the mask's pixels there and the labels under it (plus the image-level ones)."""
+    def _met(self, mask: np.ndarray) -> tuple[list[tuple[int, set[int]]], dict]:
+        """Per image: the mask's pixels there and the labels under it (plus the image-level ones); and the unit
+        sizes computed so far for this mask."""
         if self._met_for[0] is not mask:
             met = []
             for i in range(len(self.shapes)):
@@ -110,7 +111,7 @@ class MaskReference:
                 m = mask[lo:hi]
                 here = set(np.unique(self.layers[:, lo:hi][:, m]).tolist()) | set(self.whole[:, lo].tolist())
                 met.append((int(m.sum()), here - {0}))
-            self._met_for = (mask, met)
+            self._met_for = (mask, (met, {}))
         return self._met_for[1]
 
     def search(self, mask: np.ndarray, beam_size: int, beam_limit: int, steps: int, dedupe: str = "none",
