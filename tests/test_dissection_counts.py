@@ -158,8 +158,8 @@ def test_iou_and_da_of_grown_formulas_match_masks():
         bound = scorer.bound(f, concepts)
         loose = scorer.bound(f, concepts, exact_inside=False)
         for inside, universe in ((True, mask), (False, ~mask)):
-            lo, hi = overlap(f, lambda a, u=inside: scorer.atom_rows(a)[0 if u else 1][concepts],
-                             np.array([(masks[c] & universe).sum() for c in concepts]), universe.sum(),
+            rows = [scorer.atom_rows(np.array([a]))[0 if inside else 1][0, concepts] for a in f.atoms]
+            lo, hi = overlap(f.ops, rows, np.array([(masks[c] & universe).sum() for c in concepts]), universe.sum(),
                              (fm & universe).sum())
             for j, c in enumerate(concepts):
                 assert lo[j] <= (fm & masks[c] & universe).sum() <= hi[j]

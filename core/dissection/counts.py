@@ -231,14 +231,19 @@ class DatasetCounts:
         return FormulaRecord(sum(sign * r.n for sign, r in terms), images.astype(np.int32),
                              per_image[images].astype(np.int32))
 
+    @property
+    def atom_cooc(self) -> np.ndarray:
+        """n(a AND b) for all label pairs (the store's co-occurrence matrix, computed once per dataset)."""
+        if self._atom_cooc is None:
+            self._atom_cooc = self.store.cooccurrence()
+        return self._atom_cooc
+
     def cooc(self, f: Formula) -> np.ndarray:
         """n(f AND c) for every label c."""
         rec = self.record(f)
         if rec.cooc is None:
             if f.parent is None:
-                if self._atom_cooc is None:
-                    self._atom_cooc = self.store.cooccurrence()
-                rec.cooc = self._atom_cooc[f.atoms[0]]
+                rec.cooc = self.atom_cooc[f.atoms[0]]
             elif f.ops[-1] == AND:
                 rec.cooc = self.region_set(f).label_counts()
             else:
@@ -368,23 +373,33 @@ class UnitScorer:
 
     def bound(self, f: Formula, candidates: np.ndarray, counts: tuple[int, int] | None = None,
               exact_inside: bool = True) -> np.ndarray:
-        """Upper bounds (3, k) of the children's IoUs without a dataset-wide count involving f: n(f AND c) outside
-        the unit's mask is bounded from the pairwise counts of f's atoms with c (`overlap`); inside the mask it is
-        exact (a pass over the unit's regions), or bounded the same way when not `exact_inside`. `counts` are f's
+        """Upper bounds (3, k) of the IoUs of f's children by the candidates (see `bounds`); `counts` are f's
         (n(M AND f), n(f)) when known."""
-        inter_f, size_f = self.counts(f) if counts is None else counts
-        o_f = size_f - inter_f
+        inter, size = self.counts(f) if counts is None else counts
+        return self.bounds([f], np.array([inter]), np.array([size]), candidates, exact_inside)[:, 0]
+
+    def bounds(self, formulas: list[Formula], inter: np.ndarray, size: np.ndarray, candidates: np.ndarray,
+               exact_inside: bool = True) -> np.ndarray:
+        """Upper bounds (3, n, k) of the IoUs of the children of n formulas sharing their operators, with counts
+        (n(M AND f), n(f)), by k candidates, without a dataset-wide count involving them: n(f AND c) outside the
+        unit's mask is bounded from the pairwise counts of f's atoms with c (`overlap`); inside the mask it is exact
+        (a pass over the unit's regions per formula), or bounded the same way when not `exact_inside`."""
+        atoms = np.array([f.atoms for f in formulas])
+        inter, o_f = inter[:, None], (size - inter)[:, None]
         mc = self.mask_counts[candidates]
         o_c = self.dataset.store.label_totals[candidates] - mc
+        rows = [self.atom_rows(atoms[:, j]) for j in range(atoms.shape[1])]
+        ops = formulas[0].ops
         if exact_inside:
-            m_lo = m_hi = self.inside_counts(f)[candidates]
+            m_lo = m_hi = np.stack([self.inside_counts(f)[candidates] for f in formulas])
         else:
-            m_lo, m_hi = overlap(f, lambda a: self.atom_rows(a)[0][candidates], mc, self.n_mask, inter_f)
-        o_lo, o_hi = overlap(f, lambda a: self.atom_rows(a)[1][candidates], o_c,
-                             self.dataset.store.n_pixels - self.n_mask, o_f)
-        inter = np.stack([inter_f + mc - m_lo, m_hi, inter_f - m_lo])
+            m_lo, m_hi = overlap(ops, [r[0][:, candidates] for r in rows], mc, self.n_mask, inter)
+        o_lo, o_hi = overlap(ops, [r[1][:, candidates] for r in rows], o_c, self.dataset.store.n_pixels - self.n_mask,
+                             o_f)
+        inside = np.stack([inter + mc - m_lo, m_hi, inter - m_lo])
         outside = np.stack([o_f + o_c - o_hi, o_lo, o_f - o_hi])
-        return ratio(inter, self.unit_sizes(f, candidates) + outside)
+        unit = self.n_mask if self.scope is None else np.stack([self.unit_sizes(f, candidates) for f in formulas])
+        return ratio(inside, unit + outside)
 
     def pair_counts(self) -> np.ndarray:
         """n(M AND a AND b) for all label pairs (computed once; then `atom_rows` reads it)."""
@@ -392,11 +407,13 @@ class UnitScorer:
             self._pairs = self.dataset.store.cooccurrence(self.mask.regions, self.mask.weights)
         return self._pairs
 
-    def atom_rows(self, atom: int) -> tuple[np.ndarray, np.ndarray]:
-        """(n(M AND atom AND c), n(atom AND c) outside M) for every label c."""
-        f = Formula.atom(atom)
-        inside = self.inside_counts(f) if self._pairs is None else self._pairs[atom]
-        return inside, self.dataset.cooc(f) - inside
+    def atom_rows(self, atoms: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """For each atom a: n(M AND a AND c) and n(a AND c) outside M, for every label c (two (n, labels))."""
+        if self._pairs is None:
+            inside = np.stack([self.inside_counts(Formula.atom(a)) for a in atoms])
+        else:
+            inside = self._pairs[atoms]
+        return inside, self.dataset.atom_cooc[atoms] - inside
 
     def same_mask(self, f: Formula, g: Formula) -> bool:
         return self.dataset.same_mask(f, g)
@@ -411,13 +428,14 @@ class UnitScorer:
         return self.mask.image_ids()
 
 
-def overlap(f: Formula, row, universe: np.ndarray, total: int, exact: int) -> tuple[np.ndarray, np.ndarray]:
+def overlap(ops: tuple[str, ...], rows: list[np.ndarray], universe: np.ndarray, total: int,
+            exact: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Bounds (lo, hi) of |f AND c| within a universe of `total` pixels (those inside the unit's mask, or those
-    outside it) for candidates c, from |x AND c| of f's atoms x (`row(x)`), |c| (`universe`) and |f| (`exact`):
-    inclusion-exclusion propagated along the left-deep formula, inside c's pixels."""
-    lo = hi = row(f.atoms[0])
-    for op, atom in zip(f.ops, f.atoms[1:]):
-        p = row(atom)
+    outside it) for left-deep formulas f with operators `ops` and candidates c, from |x AND c| of f's atoms x in
+    order (`rows`), |c| (`universe`) and |f| (`exact`): inclusion-exclusion propagated along the formula, inside c's
+    pixels."""
+    lo = hi = rows[0]
+    for op, p in zip(ops, rows[1:]):
         if op == OR:
             lo, hi = np.maximum(lo, p), np.minimum(hi + p, universe)
         elif op == AND:

@@ -71,6 +71,7 @@ class LabelStore:
         self._image_level_labels = set(np.flatnonzero(np.diff(image_labels.tocsc().indptr)).tolist())
         self._image_label_cols: dict[int, np.ndarray] = {}
         self._label_regions: sp.csr_matrix | None = None
+        self._image_labels_t = image_labels.T.tocsr().astype(np.float64)
 
     # ---- construction -------------------------------------------------------------------------------------------
 
@@ -214,7 +215,7 @@ class LabelStore:
         counts[0] = 0
         if self._image_level_labels:
             per_image = np.bincount(self.region_image[regions], weights, minlength=self.n_images)
-            counts += np.rint(self.image_labels.T @ per_image).astype(np.int64)
+            counts += np.rint(self._image_labels_t @ per_image).astype(np.int64)
         return counts
 
     def cooccurrence(self, regions: np.ndarray | None = None, weights: np.ndarray | None = None) -> np.ndarray:
