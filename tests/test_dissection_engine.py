@@ -53,6 +53,26 @@ def test_results_round_trip_and_tally(problem, tmp_path):
     assert rows[0]["netdissect_category"] == store.categories[result.units[0].netdissect.formula.atoms[0]]
 
 
+def test_optimal_search_in_results_and_tally(problem, tmp_path):
+    ds, store, act = problem
+    settings = DissectionSettings(quantile=0.05, min_samples=2, searches=("iou", "optimal"))
+    result = dissect(store, act, settings)
+    for r in result.units.values():
+        assert r.optimality_gap == r.explanations["optimal"].iou - r.explanations["iou"].iou >= 0
+        assert r.optimal_evaluated > 0
+    rows = list(csv.DictReader(io.StringIO(result.tally_csv(settings.searches))))
+    assert list(rows[0])[-5:] == ["optimal_label", "optimal_length", "optimal_iou", "optimal_da", "optimality_gap"]
+    assert float(rows[1]["optimality_gap"]) == result.units[1].optimality_gap
+    result.save(tmp_path / "d.json")
+    assert DissectionResult.load(tmp_path / "d.json").to_json() == result.to_json()
+    # a file written before these fields existed still loads (no gap, nothing evaluated)
+    doc = dissect(store, act, DissectionSettings(quantile=0.05, min_samples=2)).to_json()
+    for u in doc["units"]:
+        del u["optimality_gap"], u["optimal_evaluated"]
+    old = DissectionResult.from_json(doc)
+    assert all(r.optimality_gap is None and r.optimal_evaluated is None for r in old.units.values())
+
+
 def test_cancel_checkpoints_and_resume_skips_finished_units(problem):
     ds, store, act = problem
     settings = DissectionSettings(quantile=0.05, sweep_length=0)

@@ -35,7 +35,7 @@ class DissectionSettings:
 
     quantile: float = field(default=0.005, metadata=_help("top quantile q: T_u = quantile(1 - q)"))
     beam_size: int = field(default=5, metadata=_help("formulas kept per step of the beam search"))
-    beam_limit: int = field(default=50, metadata=_help(
+    beam_limit: int = field(default=0, metadata=_help(
         "candidate concepts added at each beam step: 0 = every concept that passes --min-samples, those disjoint from "
         "the unit's mask included (the default of Mu & Andreas' code, BEAM_SEARCH_LIMIT = None); N = the N concepts "
         "with the highest IoU among those with IoU > 0 (the Detection Accuracy paper's code used 50)"))
