@@ -12,8 +12,8 @@ Three parts in one run, on synthetic Broden-like problems (label maps with ADE20
    concept as Mu & Andreas's; each with and without mask deduplication) timed, and its answers compared with the
    optimal formula found by branch and bound (the optimality gap: optimal IoU minus the beam's).
 3. full scale (--images, --units; default the ADE20K part of Broden, 22,210 images, and a 512-unit layer): the
-   activations are written to a .npy and read memory-mapped, and a fresh process runs the engine alone at full
-   width and at limit 50, reporting CPU seconds (user and system) and the peak memory the engine added.
+   activations are written to a .npy and read memory-mapped, and a fresh process per mode runs the engine alone,
+   at full width and at limit 50, reporting CPU seconds (user and system) and the peak memory the engine added.
 
 Times are CPU seconds (time.process_time, getrusage) of single-threaded code (torch and BLAS threads = 1), so other
 jobs on a shared machine do not distort them; run it with `nice`.
@@ -151,30 +151,31 @@ def full_part(a: argparse.Namespace) -> None:
         print(f"\n3. full scale: {a.images} images 112x112, {a.units} units 7x7 (activations "
               f"{path.stat().st_size / 2**30:.2f} GiB, generated in {time.process_time() - t0:.0f} s, read "
               f"memory-mapped by a fresh process)")
-        run = subprocess.run([sys.executable, __file__, "--child", str(path), "--images", str(a.images),
-                              "--units", str(a.units), "--seed", str(a.seed), "--min-samples", str(a.min_samples)],
-                             capture_output=True, text=True)
-        if run.returncode:
-            print(run.stderr)
-            raise SystemExit(run.returncode)
-        m = json.loads(run.stdout.strip().splitlines()[-1])
+        runs = {}
+        for name, limit in (("full", 0), ("limit50", 50)):  # each alone in a fresh process
+            run = subprocess.run([sys.executable, __file__, "--child", str(path), "--images", str(a.images),
+                                  "--units", str(a.units), "--seed", str(a.seed), "--min-samples", str(a.min_samples),
+                                  "--child-limit", str(limit)], capture_output=True, text=True)
+            if run.returncode:
+                print(run.stderr)
+                raise SystemExit(run.returncode)
+            runs[name] = json.loads(run.stdout.strip().splitlines()[-1])
+    m = runs["full"]
     print(f"   label store: {m['store_s']:.0f} CPU s (includes generating the label maps), {m['store_mb']:.0f} MiB, "
           f"{m['regions']:,} regions, {m['concepts']} concepts")
-    for name in ("full", "limit50"):
-        r = m[name]
+    for name, r in runs.items():
+        total = r["process_user_s"] + r["process_sys_s"]
         print(f"   engine, {'all concepts' if name == 'full' else 'limit 50'} (dedupe mask): {r['cpu_s']:.0f} CPU s "
               f"({r['user_s']:.0f} user + {r['sys_s']:.0f} system), {1000 * r['cpu_s'] / a.units:.0f} ms/unit, "
-              f"mean IoU {r['mean_iou']:.4f}")
-    total = m["process_user_s"] + m["process_sys_s"]
-    print(f"   full width / limit 50 time: {m['full']['cpu_s'] / m['limit50']['cpu_s']:.2f}")
-    print(f"   whole process: {total:.0f} CPU s, system time {m['process_sys_s'] / total:.1%} of it")
-    print(f"   memory: RSS {m['rss_before_mb']:.0f} MiB before the engine (imports, the memory-mapped activations "
-          f"opened), peak {m['peak_mb']:.0f} MiB: the engine (label store included) added at most "
-          f"{m['peak_mb'] - m['rss_before_mb']:.0f} MiB")
+              f"mean IoU {r['mean_iou']:.4f}\n      its process: {total:.0f} CPU s, {r['process_sys_s'] / total:.1%} "
+              f"system time; RSS {r['rss_before_mb']:.0f} MiB before the label store and the engine (imports, "
+              f"the memory-mapped activations opened), peak {r['peak_mb']:.0f} MiB: they added at most "
+              f"{r['peak_mb'] - r['rss_before_mb']:.0f} MiB")
+    print(f"   full width / limit 50 time: {runs['full']['cpu_s'] / runs['limit50']['cpu_s']:.2f}")
 
 
 def child(a: argparse.Namespace) -> None:
-    """The full-scale run, alone in this process: store, engine at full width, engine at limit 50."""
+    """One full-scale run alone in this process: the label store, then the engine with --child-limit."""
     torch.set_num_threads(1)
     act = np.load(a.child, mmap_mode="r")
     rss_before = rss_mb()
@@ -182,15 +183,12 @@ def child(a: argparse.Namespace) -> None:
     store = LabelStore.build(problem(a.images, a.units, a.seed))
     out = {"store_s": time.process_time() - t0, "store_mb": store.nbytes / 2**20, "regions": store.n_regions,
            "concepts": len(store.concepts(a.min_samples)), "rss_before_mb": rss_before}
-    for name, limit in (("full", 0), ("limit50", 50)):
-        u0, s0 = cpu()
-        result = dissect(store, act, DissectionSettings(beam_limit=limit, min_samples=a.min_samples))
-        u1, s1 = cpu()
-        ious = [r.explanations["iou"].iou for r in result.units.values() if r.explanations["iou"]]
-        out[name] = {"cpu_s": u1 - u0 + s1 - s0, "user_s": u1 - u0, "sys_s": s1 - s0, "mean_iou": float(np.mean(ious))}
-    user, system = cpu()
-    out.update(process_user_s=user, process_sys_s=system,
-               peak_mb=resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)
+    u0, s0 = cpu()
+    result = dissect(store, act, DissectionSettings(beam_limit=a.child_limit, min_samples=a.min_samples))
+    u1, s1 = cpu()
+    ious = [r.explanations["iou"].iou for r in result.units.values() if r.explanations["iou"]]
+    out.update(cpu_s=u1 - u0 + s1 - s0, user_s=u1 - u0, sys_s=s1 - s0, mean_iou=float(np.mean(ious)),
+               process_user_s=u1, process_sys_s=s1, peak_mb=resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)
     print(json.dumps(out))
 
 
@@ -209,6 +207,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--skip-full", action="store_true")
     p.add_argument("--tmp", help="folder for the full scale's activations file (default: the system's)")
     p.add_argument("--child", help=argparse.SUPPRESS)
+    p.add_argument("--child-limit", type=int, default=0, help=argparse.SUPPRESS)
     a = p.parse_args(argv)
     torch.set_num_threads(1)
     if a.child:

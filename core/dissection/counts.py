@@ -324,8 +324,8 @@ class UnitScorer:
         if self.scope is None:
             return self.n_mask
         base = 0 if f is None else self.scope.bits(f)
-        bits = base | self.scope.label_bit[candidates]
-        return np.array([self.unit_size(int(b)) for b in bits], np.int64)
+        bits, at = np.unique(base | self.scope.label_bit[candidates], return_inverse=True)
+        return np.array([self.unit_size(int(b)) for b in bits], np.int64)[at]
 
     def atom_ious(self) -> np.ndarray:
         """IoU of every concept (in `concepts` order)."""

@@ -17,8 +17,9 @@ implementation finds the same formulas):
   equals a better-ranked pool member's takes no slot.
 - Ties (equal IoU) go to fewer atoms, then to lower label numbers in order of appearance, then to OR < AND < AND NOT
   (`Formula.sort_key`). For `da-select`, ties in DA go to the better-ranked (higher-IoU) beam formula.
-- Pruning (exact): a beam formula whose children all have an IoU upper bound below the beam's last member cannot
-  place a child in the next beam, so its children are not scored (see `UnitScorer.bound`).
+- Pruning (exact): beam formulas are grown best first; one whose children all have an IoU upper bound (from counts
+  that need no pass over the dataset, `UnitScorer.bound`) below the beam_size-th best IoU of the pool so far cannot
+  place a child in the next beam, so its children are not scored.
 """
 
 from __future__ import annotations
@@ -65,7 +66,7 @@ class BeamSearch:
     """The sequence of beams for one unit, computed step by step on demand (`beam(k)` holds formulas of up to
     k + 1 atoms). `prune=False` scores every child (the tests check that pruning changes nothing)."""
 
-    def __init__(self, scorer: Scorer, beam_size: int = 5, beam_limit: int = 50, dedupe: str = "mask",
+    def __init__(self, scorer: Scorer, beam_size: int = 5, beam_limit: int = 0, dedupe: str = "mask",
                  prune: bool = True):
         self.scorer = scorer
         self.beam_size = beam_size
@@ -98,8 +99,8 @@ class BeamSearch:
         scores = [(np.array([s.iou for s in beam]), counts[:, 0], counts[:, 1])]
         grown = []
         for s, c in zip(beam, counts):
-            bound = self.scorer.bound(s.formula, self.candidates, (int(c[0]), int(c[1])))
-            if self.prune and bound.max() < self._cut(scores) * (1 - SLACK):
+            if self.prune and self.scorer.bound(s.formula, self.candidates, (int(c[0]), int(c[1]))).max() \
+                    < self._cut(scores) * (1 - SLACK):
                 self.pruned += 1
                 continue
             self.expanded += 1
@@ -122,15 +123,21 @@ class BeamSearch:
     def _cut(self, scores: list[tuple[np.ndarray, np.ndarray, np.ndarray]]) -> float:
         """An IoU that beam_size pool members already reach, so a child scoring below it cannot enter the beam: the
         beam_size-th best IoU of the pool; with mask deduplication, counting only members with distinct
-        (n(M AND g), n(g)), hence distinct masks."""
+        (n(M AND g), n(g)), hence distinct masks, among the best few (fewer members only lower the cut)."""
         iou, inter, size = (np.concatenate(x) for x in zip(*scores))
+        if len(iou) < self.beam_size:
+            return -np.inf
         if self.dedupe == "mask":
+            top = np.argpartition(-iou, 4 * self.beam_size)[:4 * self.beam_size] \
+                if len(iou) > 4 * self.beam_size else np.arange(len(iou))
+            iou, inter, size = iou[top], inter[top], size[top]
             order = np.lexsort((-iou, size, inter))
             first = np.ones(len(order), bool)
             first[1:] = (np.diff(inter[order]) != 0) | (np.diff(size[order]) != 0)
             iou = iou[order[first]]
-        return float(np.partition(iou, len(iou) - self.beam_size)[len(iou) - self.beam_size]) \
-            if len(iou) >= self.beam_size else -np.inf
+            if len(iou) < self.beam_size:
+                return -np.inf
+        return float(np.partition(iou, len(iou) - self.beam_size)[len(iou) - self.beam_size])
 
 
 class _Pool:

@@ -56,7 +56,8 @@ class DissectionSettings:
         "the length-3 search; 0 = none)"))
     da_limit: int = field(default=10, metadata=_help("safety cap on atoms for da-select / da-stop"))
     device: str = field(default="cpu", metadata=_help("cpu or cuda (mask upsampling)"))
-    cache_mb: int = field(default=1024, metadata=_help("memory for cached formula pixel sets, in MiB"))
+    cache_mb: int = field(default=256, metadata=_help(
+        "memory for the formulas' cached dataset-wide counts and region sets, in MiB"))
 
     def __post_init__(self) -> None:
         bad = [m for m in self.searches if m not in SEARCH_MODES]
