@@ -156,3 +156,18 @@ def test_accuracy_sets_by_brute_force(problem):
                              ("intersection", fired & present)]:
             c = [correct[i] for i in sorted(images) if correct[i] >= 0]
             assert r.accuracy["iou"][name] == [float(np.mean(c)) if c else None, len(c)]
+
+
+def test_unit_blocks_read_from_a_memory_mapped_layer(tmp_path):
+    """File reads from a memmap give what indexing gives: consecutive units, others, views of the memmap, float64."""
+    from probescope.core.dissection.blocks import read_units, release_pages
+
+    act = np.random.default_rng(0).standard_normal((7, 6, 2, 3))
+    for dtype in (np.float32, np.float64):
+        np.save(tmp_path / "a.npy", act.astype(dtype))
+        mapped = np.load(tmp_path / "a.npy", mmap_mode="r")
+        for view, units in ((mapped, [2, 3, 4]), (mapped, [0, 5]), (mapped[2:], [1, 2]), (mapped, [5])):
+            block = read_units(view, units)
+            assert block.dtype == np.float32 and (block == np.asarray(view)[:, units].astype(np.float32)).all()
+        release_pages(mapped[1:])
+        assert (read_units(mapped, range(6)) == act.astype(dtype).astype(np.float32)).all()

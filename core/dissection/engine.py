@@ -10,12 +10,12 @@ with the partial result every `checkpoint_seconds`, so a stopped run resumes whe
 
 from __future__ import annotations
 
-import mmap
 import time
 from collections.abc import Callable, Sequence
 
 import numpy as np
 
+from probescope.core.dissection.blocks import read_units
 from probescope.core.dissection.counts import DatasetCounts, UnitScorer
 from probescope.core.dissection.labels import LabelStore
 from probescope.core.dissection.optimal import optimal_explanation
@@ -26,7 +26,7 @@ from probescope.core.dissection.unitmasks import unit_pixels, unit_thresholds
 from probescope.core.errors import InputError
 from probescope.core.tasks import CancelCheck, Cancelled, ProgressCallback, check_cancel, report
 
-_BLOCK_BYTES = 64 << 20  # activations read per block of units
+_BLOCK_BYTES = 128 << 20  # activations read per block of units
 
 
 def dissect(store: LabelStore, activations: np.ndarray, settings: DissectionSettings = DissectionSettings(),
@@ -68,11 +68,10 @@ def dissect(store: LabelStore, activations: np.ndarray, settings: DissectionSett
     try:
         for start in range(0, len(todo), per_block):
             block_units = todo[start:start + per_block]
-            block = np.asarray(activations[:, block_units], dtype=np.float32)
+            block = read_units(activations, block_units)
             finite = np.isfinite(block).reshape(n, len(block_units), -1).all(axis=(0, 2))
             if not finite.all():
                 raise InputError(f"unit {block_units[int(np.argmin(finite))]} has non-finite activations")
-            _release_pages(activations)
             thresholds = unit_thresholds(block, settings.quantile)
             for j, u in enumerate(block_units):
                 check_cancel(cancel)
@@ -130,17 +129,6 @@ def dissect_unit(counts: DatasetCounts, concepts: np.ndarray, unit: int, thresho
         netdissect=explain(netdissect), explanations={k: explain(v) for k, v in found.items()},
         trace=[[explain(s) for s in beam] for beam in search.computed], sweep=[explain(s) for s in sweep],
         top_atoms=search.atom_ranking[:10], accuracy=accuracy, optimality_gap=gap, optimal_evaluated=evaluated)
-
-
-def _release_pages(activations: np.ndarray) -> None:
-    """Hand back the pages a read-only memory-mapped layer has read so far (the kernel keeps them in its page cache,
-    outside this process): a layer is read once, block by block, so they would only swell the process."""
-    base = activations
-    while isinstance(base, np.ndarray) and not (isinstance(base, np.memmap) and base.mode == "r"):
-        base = base.base
-    mapping = base.base if isinstance(base, np.memmap) else None
-    if isinstance(mapping, mmap.mmap) and hasattr(mmap, "MADV_DONTNEED"):
-        mapping.madvise(mmap.MADV_DONTNEED)
 
 
 def _set_accuracies(correct: np.ndarray, fired: np.ndarray, present: np.ndarray) -> dict[str, list]:
