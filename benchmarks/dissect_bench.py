@@ -68,6 +68,13 @@ def rss_mb() -> float:
         return int(fh.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20
 
 
+def peak_rss_mb() -> float:
+    """This process's peak resident memory since it started (VmHWM: unlike getrusage's ru_maxrss, it does not carry
+    over the RSS of the parent that forked it)."""
+    with open("/proc/self/status") as fh:
+        return next(int(line.split()[1]) for line in fh if line.startswith("VmHWM")) / 1024
+
+
 def cpu() -> tuple[float, float]:
     r = resource.getrusage(resource.RUSAGE_SELF)
     return r.ru_utime, r.ru_stime
@@ -188,7 +195,7 @@ def child(a: argparse.Namespace) -> None:
     u1, s1 = cpu()
     ious = [r.explanations["iou"].iou for r in result.units.values() if r.explanations["iou"]]
     out.update(cpu_s=u1 - u0 + s1 - s0, user_s=u1 - u0, sys_s=s1 - s0, mean_iou=float(np.mean(ious)),
-               process_user_s=u1, process_sys_s=s1, peak_mb=resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)
+               process_user_s=u1, process_sys_s=s1, peak_mb=peak_rss_mb())
     print(json.dumps(out))
 
 
