@@ -7,7 +7,7 @@ import torch.nn.functional as F
 
 from oracles.synthetic_broden import ListBroden, concept_mask
 from probescope.core.data.broden import Label
-from probescope.core.dissection.counts import DatasetCounts, UnitScorer
+from probescope.core.dissection.counts import DatasetCounts, RegionSet, UnitScorer, overlap
 from probescope.core.dissection.formula import AND, AND_NOT, OPERATORS, OR, Formula
 from probescope.core.dissection.labels import LabelStore
 from probescope.core.dissection.masks import formula_mask, image_masks
@@ -55,9 +55,17 @@ def test_store_counts_match_brute_force(varied):
     for c, m in masks.items():
         assert store.label_totals[c] == m.sum(), c
         assert store.label_images[c] == len(np.unique(img[m])), c
-        assert (store.atom_pixels(c) == np.flatnonzero(m)).all(), c
+        regions = store.label_regions(c)
+        assert (np.flatnonzero(np.isin(store.region_of(np.arange(store.n_pixels)), regions)) == np.flatnonzero(m)).all()
+    # every pixel of a region carries the same labels, and the regions' pixel counts add up
+    region = store.region_of(np.arange(store.n_pixels))
+    for c, m in masks.items():
+        assert all(len(set(m[region == r])) == 1 for r in np.unique(region[m])), c
+    assert (np.bincount(region, minlength=store.n_regions) == store.region_pixels).all()
     pixels = np.sort(np.random.default_rng(2).choice(store.n_pixels, 50, replace=False))
-    counts = store.label_counts(store.gather(pixels), store.image_of(pixels))
+    s = RegionSet.at_pixels(store, pixels)
+    counts = s.label_counts()
+    assert s.total == 50
     for c, m in masks.items():
         assert counts[c] == m[pixels].sum()
     assert (store.image_of(np.arange(store.n_pixels)) == img).all()
@@ -69,10 +77,16 @@ def test_cooccurrence_matches_brute_force(seed):
     ds = random_dataset(seed)
     store = LabelStore.build(ds)
     masks = brute_masks(ds)
-    cooc = store.cooccurrence(chunk=37)
+    cooc = store.cooccurrence()
+    pixels = np.flatnonzero(np.random.default_rng(seed).random(store.n_pixels) < 0.3)
+    s = RegionSet.at_pixels(store, pixels)
+    inside = store.cooccurrence(s.regions, s.weights)
+    sub = np.zeros(store.n_pixels, bool)
+    sub[pixels] = True
     for a, ma in masks.items():
         for b, mb in masks.items():
             assert cooc[a, b] == (ma & mb).sum(), (a, b)
+            assert inside[a, b] == (ma & mb & sub).sum(), (a, b)
 
 
 def test_store_rejects_unknown_labels():
@@ -132,7 +146,7 @@ def test_iou_and_da_of_grown_formulas_match_masks():
     rng = np.random.default_rng(7)
     mask = rng.random(store.n_pixels) < 0.1
     concepts = store.concepts(1)
-    counts = DatasetCounts(store, cache_bytes=2000)  # tiny cache: pixel sets get evicted and rebuilt
+    counts = DatasetCounts(store, cache_bytes=2000)  # tiny cache: region sets get evicted and rebuilt
     scorer = UnitScorer(counts, np.flatnonzero(mask), concepts)
     for k, c in enumerate(concepts):
         assert scorer.atom_ious()[k] == brute_scores(mask, masks[c], img, ds.n_images)[0]
@@ -140,13 +154,48 @@ def test_iou_and_da_of_grown_formulas_match_masks():
         atoms = rng.choice(concepts, size=int(rng.integers(1, 4)), replace=False)
         f = Formula(tuple(int(a) for a in atoms), tuple(str(rng.choice(OPERATORS)) for _ in atoms[1:]))
         fm = f.evaluate(masks.get)
-        cands = np.array([c for c in concepts if c not in f.atoms])
-        ious = scorer.expand(f, cands)
-        for j, c in enumerate(cands):
+        ch = scorer.expand(f, concepts)  # atoms already in f included
+        bound = scorer.bound(f, concepts)
+        loose = scorer.bound(f, concepts, exact_inside=False)
+        for inside, universe in ((True, mask), (False, ~mask)):
+            rows = [scorer.atom_rows(np.array([a]))[0 if inside else 1][0, concepts] for a in f.atoms]
+            lo, hi = overlap(f.ops, rows, np.array([(masks[c] & universe).sum() for c in concepts]), universe.sum(),
+                             (fm & universe).sum())
+            for j, c in enumerate(concepts):
+                assert lo[j] <= (fm & masks[c] & universe).sum() <= hi[j]
+        for j, c in enumerate(concepts):
             for o, gm in enumerate((fm | masks[c], fm & masks[c], fm & ~masks[c])):
-                assert ious[o, j] == brute_scores(mask, gm, img, ds.n_images)[0]
+                assert ch.iou[o, j] == brute_scores(mask, gm, img, ds.n_images)[0]
+                assert (ch.inter[o, j], ch.size[o, j]) == ((gm & mask).sum(), gm.sum())
+                assert ch.same[o, j] == (gm == fm).all()
+                assert loose[o, j] >= bound[o, j] >= ch.iou[o, j]
         assert scorer.da(f) == brute_scores(mask, fm, img, ds.n_images)[1]
-        assert counts.record(f).n == fm.sum()
+        assert counts.record(f).n == fm.sum() and scorer.counts(f) == ((fm & mask).sum(), fm.sum())
+        g = Formula(tuple(int(a) for a in rng.choice(concepts, size=2, replace=False)), (str(rng.choice(OPERATORS)),))
+        assert counts.same_mask(f, g) == (fm == g.evaluate(masks.get)).all()
+
+
+def test_category_scope_counts_the_unit_where_its_mask_meets_the_category():
+    """NetDissect-Lite's tally_units_cat: an image counts the unit's pixels for category K when a label of K lies
+    under the mask there (pixel-level) or the image has an image-level label of K."""
+    ds = random_dataset(9, n=16)
+    store = LabelStore.build(ds)
+    masks = brute_masks(ds)
+    img = image_ids(ds)
+    mask = np.random.default_rng(3).random(store.n_pixels) < 0.15
+    counts = DatasetCounts(store)
+    scope = counts.category_scope
+    scorer = UnitScorer(counts, np.flatnonzero(mask), store.concepts(1), scope)
+    category = {c: ds.labels[c].category for c in masks}
+    for cats in ({"object"}, {"scene"}, {"object", "scene"}):
+        hit = {i for c, m in masks.items() if category[c] in cats for i in np.unique(img[m & mask])}
+        expected = int(sum(mask[img == i].sum() for i in hit))
+        bits = int(np.bitwise_or.reduce([scope.label_bit[c] for c in masks if category[c] in cats]))
+        assert scorer.unit_size(bits) == expected, cats
+    for k, c in enumerate(store.concepts(1)):
+        inter = (masks[c] & mask).sum()
+        size = scorer.unit_size(int(scope.label_bit[c]))
+        assert scorer.atom_ious()[k] == inter / (size + masks[c].sum() - inter)
 
 
 def test_per_image_masks_for_display():

@@ -53,6 +53,30 @@ def test_results_round_trip_and_tally(problem, tmp_path):
     assert rows[0]["netdissect_category"] == store.categories[result.units[0].netdissect.formula.atoms[0]]
 
 
+def test_optimal_search_in_results_and_tally(problem, tmp_path):
+    ds, store, act = problem
+    settings = DissectionSettings(quantile=0.05, min_samples=2, searches=("iou", "optimal"))
+    result = dissect(store, act, settings)
+    for r in result.units.values():
+        assert r.optimality_gap == r.explanations["optimal"].iou - r.explanations["iou"].iou >= 0
+        assert r.optimal_evaluated > 0
+    rows = list(csv.DictReader(io.StringIO(result.tally_csv(settings.searches))))
+    assert list(rows[0])[-5:] == ["optimal_label", "optimal_length", "optimal_iou", "optimal_da", "optimality_gap"]
+    assert float(rows[1]["optimality_gap"]) == result.units[1].optimality_gap
+    result.save(tmp_path / "d.json")
+    assert DissectionResult.load(tmp_path / "d.json").to_json() == result.to_json()
+    # a file written before these fields existed still loads (no gap, nothing evaluated)
+    doc = dissect(store, act, DissectionSettings(quantile=0.05, min_samples=2)).to_json()
+    for u in doc["units"]:
+        del u["optimality_gap"], u["optimal_evaluated"]
+    old = DissectionResult.from_json(doc)
+    assert all(r.optimality_gap is None and r.optimal_evaluated is None for r in old.units.values())
+    # its settings say how the engine of its time searched: duplicates kept, IoU over the whole dataset
+    del doc["settings"]["beam_dedupe"], doc["settings"]["iou_scope"]
+    settings = DissectionSettings.from_mapping(DissectionResult.from_json(doc).settings)
+    assert (settings.beam_dedupe, settings.iou_scope) == ("none", "dataset")
+
+
 def test_every_unit_is_reported_and_resume_skips_finished_units(problem):
     ds, store, act = problem
     settings = DissectionSettings(quantile=0.05, sweep_length=0)
@@ -138,3 +162,18 @@ def test_accuracy_sets_by_brute_force(problem):
                              ("intersection", fired & present)]:
             c = [correct[i] for i in sorted(images) if correct[i] >= 0]
             assert r.accuracy["iou"][name] == [float(np.mean(c)) if c else None, len(c)]
+
+
+def test_unit_blocks_read_from_a_memory_mapped_layer(tmp_path):
+    """File reads from a memmap give what indexing gives: consecutive units, others, views of the memmap, float64."""
+    from probescope.core.dissection.blocks import read_units, release_pages
+
+    act = np.random.default_rng(0).standard_normal((7, 6, 2, 3))
+    for dtype in (np.float32, np.float64):
+        np.save(tmp_path / "a.npy", act.astype(dtype))
+        mapped = np.load(tmp_path / "a.npy", mmap_mode="r")
+        for view, units in ((mapped, [2, 3, 4]), (mapped, [0, 5]), (mapped[2:], [1, 2]), (mapped, [5])):
+            block = read_units(view, units)
+            assert block.dtype == np.float32 and (block == np.asarray(view)[:, units].astype(np.float32)).all()
+        release_pages(mapped[1:])
+        assert (read_units(mapped, range(6)) == act.astype(dtype).astype(np.float32)).all()

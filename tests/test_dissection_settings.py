@@ -17,7 +17,8 @@ def test_mapping_round_trip_and_protocol():
     s = DissectionSettings(quantile=0.01, beam_limit=0, searches=("iou", "da-stop"), device="cuda", cache_mb=64)
     assert DissectionSettings.from_mapping(s.to_mapping()) == s
     assert set(s.protocol()) == {f.name for f in fields(DissectionSettings)} - set(SPEED_ONLY)
-    assert DissectionSettings.from_mapping(s.protocol()) == replace(s, device="cpu", cache_mb=1024)
+    default = DissectionSettings()
+    assert DissectionSettings.from_mapping(s.protocol()) == replace(s, device="cpu", cache_mb=default.cache_mb)
     assert s.cache_bytes == 64 << 20
 
 
@@ -53,3 +54,23 @@ def test_every_setting_has_a_documented_option():
         action = by_dest[f.name]
         assert action.help and "default" in action.help
         assert action.default == (",".join(f.default) if f.name == "searches" else f.default)
+
+
+def test_new_search_settings_from_every_front_end(tmp_path):
+    """--beam-dedupe, --iou-scope and --search optimal on the command line, in a manifest's [settings], and checked."""
+    from probescope.core.batch.manifest import read_manifest
+
+    args = build_parser().parse_args(["dissect", "--dataset", "d", "--activations", "a.npy", "--out", "o",
+                                      "--beam-dedupe", "none", "--iou-scope", "category", "--search", "iou,optimal"])
+    expected = DissectionSettings(beam_dedupe="none", iou_scope="category", searches=("iou", "optimal"))
+    assert settings_from_args(args) == expected
+    manifest = tmp_path / "m.toml"
+    manifest.write_text('[dataset]\npath = "d"\n[settings]\nbeam_dedupe = "none"\niou_scope = "category"\n'
+                        'searches = ["iou", "optimal"]\n[[models]]\nactivations = "a.npy"\n')
+    assert read_manifest(manifest).settings == expected
+    with pytest.raises(InputError, match="unknown beam dedupe 'hash'"):
+        DissectionSettings(beam_dedupe="hash")
+    with pytest.raises(InputError, match="unknown IoU scope 'image'"):
+        DissectionSettings.from_mapping({"iou_scope": "image"})
+    help_text = build_parser()._subparsers._group_actions[0].choices["dissect"].format_help()
+    assert "Mu & Andreas" in help_text and "NetDissect" in help_text

@@ -252,7 +252,7 @@ def test_small_things(qtbot, loaded, tmp_path):
     runs.da_limit.setValue(7)
     settings = runs.settings()
     assert (settings.beam_limit, settings.searches, settings.da_limit) == (0, ("iou", "da-stop"), 7)
-    assert runs.beam_limit.text() == "all labels"
+    assert runs.beam_limit.text() == "all concepts"
     # Help: the guide's pages and the shortcuts
     guide = loaded.show_guide()
     assert "probescope user guide" in guide.browser.toPlainText()

@@ -266,3 +266,31 @@ def test_role_panel_shows_the_ablation_of_the_selected_units(qtbot, env):
     ws.role.layer_button.click()
     qtbot.waitUntil(lambda: ws.role.matrix.isVisible(), timeout=WAIT_MS)
     assert ws.role.image.image.shape == (len(d.result.units), len(before))
+
+
+def test_optimal_search_shows_each_units_gap(qtbot, env):
+    """With 'optimal' ticked in Settings, the table's 'opt gap' column, the layer summary and the unit's title say
+    how far the beam's explanation is below the best formula, as the engine recorded it."""
+    ws, pool, state = env
+    ws.runs.sweep.setValue(0)
+    ws.runs.search_boxes["optimal"].setChecked(True)
+    ws.runs.run.click()
+    idle(qtbot, pool)
+    result = ws.data.result
+    assert "optimal" in ws.data.settings.searches and "optimal" in ws.runs.runs.currentText()
+    gaps = {u: r.optimality_gap for u, r in result.units.items()}
+    assert all(g is not None and g >= 0 for g in gaps.values())
+    c = COLUMNS.index("opt gap")
+    assert {ws.units.value(k, 0): ws.units.value(k, c) for k in range(ws.units.rowCount())} == gaps
+    at_optimum = sum(g <= 1e-12 for g in gaps.values())
+    assert f"the beam found the optimum for {at_optimum} of 128 units" in ws.header.text()
+    worst = max(gaps, key=gaps.get)
+    ws.units.select_unit(worst)
+    idle(qtbot, pool)
+    title = ws.view.title.text()
+    if gaps[worst] > 0:
+        optimal = result.units[worst].explanations["optimal"]
+        assert f"{gaps[worst]:.4f}</b> above the beam's" in title and f"{optimal.iou:.4f}" in title
+    else:
+        assert "The beam's explanation is optimal." in title
+    assert "optimal" in ws.charts.iou_bars.names  # its bar beside the other explanations

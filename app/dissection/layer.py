@@ -58,17 +58,26 @@ def result_path(cache: Path, model_info: dict, dataset_info: dict, settings: Dis
 
 
 def unit_peaks(activations: np.ndarray, chunk: int = 256) -> np.ndarray:
-    """(images, units) maximum of each unit's map per image, read through the memmap in image chunks."""
+    """(images, units) maximum of each unit's map per image, read through the memmap in image chunks; the pages it
+    mapped are handed back after each chunk (a pass over a 2 GB layer would otherwise keep it in the process)."""
+    from probescope.core.dissection.blocks import release_pages
+
     n, units = activations.shape[:2]
     out = np.empty((n, units), np.float32)
     for lo in range(0, n, chunk):
         out[lo:lo + chunk] = np.asarray(activations[lo:lo + chunk]).reshape(min(chunk, n - lo), units, -1).max(2)
+        release_pages(activations)
     return out
 
 
 def settings_label(settings: DissectionSettings) -> str:
-    return (f"q {settings.quantile:g} · beam {settings.beam_size} · limit {settings.beam_limit} · "
-            f"length ≤{settings.max_length} · min {settings.min_samples} images")
+    s = settings
+    candidates = "all concepts" if s.beam_limit == 0 else f"limit {s.beam_limit}"
+    extras = [text for on, text in ((s.beam_dedupe == "none", "duplicates kept"),
+                                    (s.iou_scope == "category", "IoU per category"),
+                                    ("optimal" in s.searches, "optimal")) if on]
+    return " · ".join([f"q {s.quantile:g}", f"beam {s.beam_size}", candidates, f"length ≤{s.max_length}",
+                       f"min {s.min_samples} images", *extras])
 
 
 def layer_task(loaded_model, layer: str, dataset, store, settings: DissectionSettings,

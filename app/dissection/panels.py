@@ -185,14 +185,28 @@ class RunsPanel(QWidget):
         self.quantile.setSingleStep(0.001)
         self.quantile.setValue(s.quantile)
         self.beam_size = spin_box(1, 50, s.beam_size)
-        self.beam_limit = spin_box(0, 5000, s.beam_limit, "candidate atoms: the top N by IoU, or all labels (0)")
-        self.beam_limit.setSpecialValueText("all labels")
+        self.beam_limit = spin_box(0, 5000, s.beam_limit, "candidate atoms: every concept (0, as Mu & Andreas' code), "
+                                   "or the top N by IoU (the Detection Accuracy paper's code: 50)")
+        self.beam_limit.setSpecialValueText("all concepts")
         self.max_length = spin_box(1, 10, s.max_length)
         self.min_samples = spin_box(1, 1000, s.min_samples)
         self.sweep = spin_box(0, 10, s.sweep_length)
         self.da_limit = spin_box(1, 50, s.da_limit, "safety cap on atoms for da-select / da-stop")
         self.search_boxes = {mode: QCheckBox(METHOD_NAMES.get(mode, mode)) for mode in SEARCH_MODES}
         self.search_boxes["iou"].setEnabled(False)  # the compositional explanation is always searched
+        self.search_boxes["optimal"].setToolTip(
+            "the exact best formula of up to the max length (branch and bound from the beam's answer), and each "
+            "unit's optimality gap; about 1 s a unit at 2,000 images and 346 concepts, slower past 3 concepts")
+        self.dedupe = QComboBox()
+        self.dedupe.addItem("one slot per mask", "mask")
+        self.dedupe.addItem("duplicates kept (the original code)", "none")
+        self.dedupe.setToolTip("mask: formulas with the same dataset mask take one beam slot; none: as Mu & Andreas' "
+                               "code, a formula grown again may take two")
+        self.scope = QComboBox()
+        self.scope.addItem("whole dataset", "dataset")
+        self.scope.addItem("per category (NetDissect-Lite)", "category")
+        self.scope.setToolTip("category: a unit's pixels count only where the formula's categories are labelled, "
+                              "as NetDissect-Lite's per-category IoU")
         searches = QHBoxLayout()
         for box in self.search_boxes.values():
             searches.addWidget(box)
@@ -201,6 +215,8 @@ class RunsPanel(QWidget):
         form.addRow("quantile (top share of activations)", self.quantile)
         form.addRow("beam size", self.beam_size)
         form.addRow("beam limit (candidate atoms)", self.beam_limit)
+        form.addRow("beam duplicates", self.dedupe)
+        form.addRow("IoU over", self.scope)
         form.addRow("max explanation length", self.max_length)
         form.addRow("minimum concept images", self.min_samples)
         form.addRow("length sweep up to", self.sweep)
@@ -242,7 +258,8 @@ class RunsPanel(QWidget):
         return replace(self._shown, quantile=self.quantile.value(), beam_size=self.beam_size.value(),
                        beam_limit=self.beam_limit.value(), max_length=self.max_length.value(),
                        min_samples=self.min_samples.value(), sweep_length=self.sweep.value(), searches=searches,
-                       da_limit=self.da_limit.value())
+                       da_limit=self.da_limit.value(), beam_dedupe=self.dedupe.currentData(),
+                       iou_scope=self.scope.currentData())
 
     def show_settings(self, s: DissectionSettings) -> None:
         self._shown = s
@@ -253,6 +270,8 @@ class RunsPanel(QWidget):
         self.min_samples.setValue(s.min_samples)
         self.sweep.setValue(s.sweep_length)
         self.da_limit.setValue(s.da_limit)
+        self.dedupe.setCurrentIndex(max(0, self.dedupe.findData(s.beam_dedupe)))
+        self.scope.setCurrentIndex(max(0, self.scope.findData(s.iou_scope)))
         for mode, box in self.search_boxes.items():
             box.setChecked(mode == "iou" or mode in s.searches)
 

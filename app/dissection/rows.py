@@ -12,10 +12,12 @@ import numpy as np
 from probescope.core.dissection.results import DissectionResult, Explanation, UnitResult
 from probescope.core.dissection.results import is_specialised as specialised
 
-SEARCHES = ("iou", "da-select", "da-stop")  # the searches the GUI runs
-METHODS = ("netdissect", *SEARCHES)  # every explanation a unit gets, in display order
-METHOD_NAMES = {"netdissect": "NetDissect", "iou": "compositional", "da-select": "da-select", "da-stop": "da-stop"}
-METHOD_SHORT = {"netdissect": "ND", "iou": "comp", "da-select": "select", "da-stop": "stop"}  # narrow columns
+SEARCHES = ("iou", "da-select", "da-stop")  # the searches the GUI runs by default
+METHODS = ("netdissect", *SEARCHES, "optimal")  # every explanation a unit may get, in display order
+METHOD_NAMES = {"netdissect": "NetDissect", "iou": "compositional", "da-select": "da-select", "da-stop": "da-stop",
+                "optimal": "optimal"}
+METHOD_SHORT = {"netdissect": "ND", "iou": "comp", "da-select": "select", "da-stop": "stop",
+                "optimal": "opt"}  # narrow columns
 INTERPRETABLE_IOU = 0.04
 
 
@@ -27,6 +29,7 @@ class UnitRow:
     unit: int
     category: str  # the NetDissect concept's category
     explanations: dict[str, Explanation | None]  # METHODS -> explanation
+    gap: float | None = None  # the optimal formula's IoU above the compositional one (None: not searched)
 
     def concepts(self) -> set[str]:
         return {e.label for e in self.explanations.values() if e is not None}
@@ -39,7 +42,8 @@ class UnitRow:
 def unit_row(result: DissectionResult, u: UnitResult) -> UnitRow:
     nd = u.netdissect
     category = result.labels.get(nd.formula.atoms[0], ("", ""))[1] if nd is not None else ""
-    return UnitRow(u.unit, category, {"netdissect": nd, **{m: u.explanations.get(m) for m in SEARCHES}})
+    return UnitRow(u.unit, category, {"netdissect": nd, **{m: u.explanations.get(m) for m in METHODS[1:]}},
+                   u.optimality_gap)
 
 
 def is_interpretable(row: UnitRow, threshold: float = INTERPRETABLE_IOU) -> bool:
@@ -84,13 +88,25 @@ def summary(rows: list[UnitRow], threshold: float = INTERPRETABLE_IOU) -> str:
         per[cat] = per.get(cat, 0) + 1
     parts = ", ".join(f"{cat or 'other'} {n}" for cat, n in sorted(per.items(), key=lambda kv: (-kv[1], kv[0])))
     return (f"{c.interpretable} of {c.units} units interpretable (IoU > {threshold:g}); {len(c.concepts)} distinct "
-            f"concepts" + (f" ({parts})" if parts else "") + f"; {c.specialised} specialised")
+            f"concepts" + (f" ({parts})" if parts else "") + f"; {c.specialised} specialised" + gap_summary(rows))
+
+
+def gap_summary(rows: list[UnitRow]) -> str:
+    """'; the beam found the optimum for K of M units (mean gap g, largest G at unit u)', or '' without gaps."""
+    gaps = [(r.gap, r.unit) for r in rows if r.gap is not None]
+    if not gaps:
+        return ""
+    worst, unit = max(gaps)
+    optimal = sum(g <= 1e-12 for g, _ in gaps)
+    return (f"; the beam found the optimum for {optimal} of {len(gaps)} units (mean gap "
+            f"{float(np.mean([g for g, _ in gaps])):.4f}" + (f", largest {worst:.4f} at unit {unit})" if worst > 0
+                                                              else ")"))
 
 
 def length_histogram(result: DissectionResult, max_length: int) -> dict[str, tuple[list[int], list[int]]]:
     """Per search method: explanation lengths 1..max_length and how many units have each (the seed's figure 4)."""
     out = {}
-    for m in SEARCHES:
+    for m in METHODS[1:]:
         lengths = [u.explanations[m].length for u in result.units.values() if u.explanations.get(m) is not None]
         if lengths:
             top = max(max_length, max(lengths))

@@ -5,6 +5,8 @@ histogram with the threshold: a panel), plus its beam-search trace with each met
 
 from __future__ import annotations
 
+from html import escape
+
 import numpy as np
 from PySide6.QtWidgets import QHBoxLayout, QLabel, QVBoxLayout, QWidget
 
@@ -43,8 +45,13 @@ class UnitView(QWidget):
         layout.addWidget(self.images, 1)
 
     def show_title(self, u: UnitResult) -> None:
+        optimal = u.explanations.get("optimal")
+        gap = "" if u.optimality_gap is None or optimal is None else (
+            " The beam's explanation is optimal." if u.optimality_gap <= 1e-12 else
+            f" The optimal formula, {escape(optimal.label)}, has IoU {optimal.iou:.4f}: "
+            f"<b>{u.optimality_gap:.4f}</b> above the beam's.")
         self.title.setText(f"<b>Unit {u.unit}</b>: threshold {u.threshold:.3g}, fires on {u.fired_images} images"
-                           f" ({u.mask_pixels:,} mask pixels). Overlays: heat map = activation, "
+                           f" ({u.mask_pixels:,} mask pixels).{gap} Overlays: heat map = activation, "
                            f"<span style='color:{ink('unit')}'>yellow outline = unit mask</span>, "
                            f"<span style='color:{ink('concept')}'>cyan = explanation</span>")
 
@@ -76,10 +83,12 @@ class UnitCharts(QWidget):
 
     def show_numbers(self, d: LayerData, unit: int) -> None:
         u = d.result.units[unit]
-        names = [r.METHOD_NAMES[m] for m in r.METHODS]
-        exps = [r.explanation_of(u, m) for m in r.METHODS]
-        self.iou_bars.set_bars(names, np.array([e.iou if e else 0.0 for e in exps]), vmax=None)
-        self.da_bars.set_bars(names, np.array([e.da if e else 0.0 for e in exps]), vmax=1.0)
+        methods = [m for m in r.METHODS if r.explanation_of(u, m) is not None]  # the searches that ran
+        names = [r.METHOD_NAMES[m] for m in methods]
+        exps = [r.explanation_of(u, m) for m in methods]
+        colours = [r.METHODS.index(m) for m in methods]  # each method keeps its colour
+        self.iou_bars.set_bars(names, np.array([e.iou for e in exps]), classes=colours, vmax=None)
+        self.da_bars.set_bars(names, np.array([e.da for e in exps]), classes=colours, vmax=1.0)
         heads = u.sweep or [beam[0] for beam in u.trace]
         lengths = list(range(1, len(heads) + 1))
         self.sweep.set_series({"best IoU": (lengths, [e.iou for e in heads]),

@@ -49,7 +49,7 @@ from probescope.widgets.images import to_qimage
 
 # The explanations and their IoU first (what a narrow panel shows without scrolling), then DA, lengths, the rest.
 COLUMNS = ("unit", "NetDissect", "ND IoU", "compositional", "comp IoU", "da-stop", "stop IoU", "ND DA", "comp DA",
-           "stop DA", "len", "stop len", "da-select", "sel IoU", "sel DA", "category")
+           "stop DA", "len", "stop len", "da-select", "sel IoU", "sel DA", "opt gap", "category")
 CARD_IMAGES = 12
 
 
@@ -62,7 +62,8 @@ def row_cells(row: r.UnitRow) -> list[object]:
 
     return [row.unit, get(nd, "label"), get(nd, "iou"), get(comp, "label"), get(comp, "iou"), get(stop, "label"),
             get(stop, "iou"), get(nd, "da"), get(comp, "da"), get(stop, "da"), get(comp, "length"),
-            get(stop, "length"), get(select, "label"), get(select, "iou"), get(select, "da"), row.category or None]
+            get(stop, "length"), get(select, "label"), get(select, "iou"), get(select, "da"), row.gap,
+            row.category or None]
 
 
 class DissectionWorkspace(Workspace):

@@ -14,8 +14,10 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
+from probescope.core.dissection.blocks import read_units
 from probescope.core.dissection.counts import DatasetCounts, UnitScorer
 from probescope.core.dissection.labels import LabelStore
+from probescope.core.dissection.optimal import optimal_explanation
 from probescope.core.dissection.results import DissectionResult, Explanation, UnitResult
 from probescope.core.dissection.search import BeamSearch, Scored, da_select, da_stop, iou_explanation, length_sweep
 from probescope.core.dissection.settings import DissectionSettings
@@ -23,7 +25,7 @@ from probescope.core.dissection.unitmasks import unit_pixels, unit_thresholds
 from probescope.core.errors import InputError
 from probescope.core.tasks import CancelCheck, ProgressCallback, check_cancel, report
 
-_BLOCK_BYTES = 256 << 20  # activations read per block of units
+_BLOCK_BYTES = 128 << 20  # activations read per block of units
 
 
 def dissect(store: LabelStore, activations: np.ndarray, settings: DissectionSettings = DissectionSettings(),
@@ -63,7 +65,7 @@ def dissect(store: LabelStore, activations: np.ndarray, settings: DissectionSett
     done = 0
     for start in range(0, len(todo), per_block):
         block_units = todo[start:start + per_block]
-        block = np.asarray(activations[:, block_units], dtype=np.float32)
+        block = read_units(activations, block_units)
         finite = np.isfinite(block).reshape(n, len(block_units), -1).all(axis=(0, 2))
         if not finite.all():
             raise InputError(f"unit {block_units[int(np.argmin(finite))]} has non-finite activations")
@@ -86,22 +88,24 @@ def dissect_unit(counts: DatasetCounts, concepts: np.ndarray, unit: int, thresho
                  settings: DissectionSettings, names: dict[int, str],
                  correct: np.ndarray | None = None) -> UnitResult:
     """One unit from its mask pixels: NetDissect label, the chosen searches, trace and sweep."""
-    scorer = UnitScorer(counts, pixels, concepts)
-    search = BeamSearch(scorer, settings.beam_size, settings.beam_limit)
+    scorer = UnitScorer(counts, pixels, concepts, counts.category_scope if settings.iou_scope == "category" else None)
+    search = BeamSearch(scorer, settings.beam_size, settings.beam_limit, settings.beam_dedupe)
 
     def explain(s: Scored | None) -> Explanation | None:
         return None if s is None else Explanation(s.formula, s.formula.text(names), s.iou, s.da)
 
-    found: dict[str, Scored | None] = {}
-    for mode in settings.searches:
-        if mode == "iou":
-            found[mode] = iou_explanation(search, settings.max_length)
-        elif mode == "da-select":
-            found[mode] = da_select(search, settings.da_limit)
-        else:
-            found[mode] = da_stop(search, settings.da_limit)
-    if "iou" not in found:
-        found["iou"] = iou_explanation(search, settings.max_length)
+    found: dict[str, Scored | None] = {"iou": iou_explanation(search, settings.max_length)}
+    if "da-select" in settings.searches:
+        found["da-select"] = da_select(search, settings.da_limit)
+    if "da-stop" in settings.searches:
+        found["da-stop"] = da_stop(search, settings.da_limit)
+    gap = evaluated = None
+    if "optimal" in settings.searches:
+        beam = found["iou"]
+        optimum = optimal_explanation(scorer, settings.max_length, beam.iou if beam is not None else 0.0)
+        found["optimal"] = optimum.best
+        evaluated = optimum.evaluated
+        gap = 0.0 if beam is None else optimum.best.iou - beam.iou
     sweep = length_sweep(search, settings.sweep_length)
     netdissect = None if search.empty else search.beam(0)[0]
     fired = scorer.fired_images()
@@ -115,7 +119,7 @@ def dissect_unit(counts: DatasetCounts, concepts: np.ndarray, unit: int, thresho
         unit=unit, threshold=threshold, mask_pixels=len(pixels), fired_images=len(fired),
         netdissect=explain(netdissect), explanations={k: explain(v) for k, v in found.items()},
         trace=[[explain(s) for s in beam] for beam in search.computed], sweep=[explain(s) for s in sweep],
-        top_atoms=search.atom_ranking[:10], accuracy=accuracy)
+        top_atoms=search.atom_ranking[:10], accuracy=accuracy, optimality_gap=gap, optimal_evaluated=evaluated)
 
 
 def _set_accuracies(correct: np.ndarray, fired: np.ndarray, present: np.ndarray) -> dict[str, list]:

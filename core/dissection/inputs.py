@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from probescope.core.data.broden import BrodenDataset
+from probescope.core.dissection.blocks import release_pages
 from probescope.core.errors import InputError
 from probescope.core.tasks import CancelCheck, ProgressCallback
 from probescope.core.trust import NO_TRUST, Trust
@@ -72,6 +73,7 @@ def load_activation_file(path: Path, n_images: int) -> tuple[np.ndarray, dict]:
         if not np.isfinite(act[start:start + 256]).all():
             raise InputError(f"non-finite activations (first in images {start}-{min(n_images, start + 256) - 1})",
                              path)
+    release_pages(act)  # the check read the whole file through the mapping
     stat = path.stat()
     return act, {"activations": str(path.resolve()), "shape": list(act.shape), "bytes": stat.st_size,
                  "mtime_ns": stat.st_mtime_ns}

@@ -1,21 +1,22 @@
-"""Compact in-memory label store: every label map of a Broden dataset read once, packed for counting.
+"""Compact in-memory label store: every label map of a Broden dataset read once, packed into *regions*.
 
-Pixels of all images are numbered globally (image by image, row-major). Plane k holds every image's k-th label layer
-(colour, object, part 1, part 2, ... in index order), with a label that an earlier layer already gives at a pixel
-removed, so a label's count over any pixel set is a plain sum of bincounts over the planes, and a label is looked
-for only in the planes where it occurs. Plane k is stored densely over the
-images that have a k-th label somewhere (colour and object planes cover every image, part planes about half), so
-looking up a pixel's labels is a direct index in every plane. Image-level labels (scenes, textures) cover whole
-images and are kept per image, never expanded to pixels: counts over a pixel set get them from its per-image pixel
-counts. Part layers are OR-ed, and a label that is both image-level and pixel-level in one image counts once.
+A region is the set of pixels of one image that carry the same pixel-level labels (colour, object, part layers: the
+same tuple, wherever they lie in the image). Every formula holds on all pixels of a region or on none, so counts over
+pixel sets become weighted counts over regions, and a formula's mask over the whole dataset is a sorted list of
+region numbers. Regions are numbered image after image (those of image i are `image_regions[i]:image_regions[i+1]`);
+each pixel keeps only its region's number within its image (uint16), which the unit masks need to find their regions.
 
-ADE20K scale (22,210 images at 112x112, 278M pixels): two full uint16 planes plus part planes over about half the
-images, about 1.4 GB.
+Per region the store keeps its labels, one per plane (plane k = the k-th label layer after removing a label that an
+earlier layer already gives at that pixel; part layers are OR-ed), and its pixel count. Image-level labels (scenes,
+textures) cover whole images and are kept per image; a label that is both image-level and pixel-level in one image
+counts once.
+
+ADE20K scale (22,210 images at 112x112, 278M pixels, a few hundred regions per image): the per-pixel region numbers
+take 556 MB, the regions themselves a few tens of MB.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Protocol
 
 import numpy as np
@@ -23,8 +24,6 @@ import scipy.sparse as sp
 
 from probescope.core.errors import InputError
 from probescope.core.tasks import CancelCheck, ProgressCallback, check_cancel, report
-
-_FULL_PLANES = 2  # planes indexed by global pixel; the rest are stored over the images that have them
 
 
 class LabelSource(Protocol):
@@ -40,31 +39,12 @@ class LabelSource(Protocol):
     def seg_shape(self, i: int) -> tuple[int, int]: ...
 
 
-@dataclass
-class Plane:
-    """One packed plane, stored densely over the images that have it (plane k exists where an image has more than
-    k labels at some pixel), image after image."""
-
-    data: np.ndarray  # label numbers, 0 = none
-    base: np.ndarray  # int64 (images,): where each image starts in `data`, -1 where the image lacks the plane
-    images: np.ndarray  # the images that have it, ascending
-    full: bool  # every image has it: `data` is indexed by global pixel
-
-    def global_pixels(self, positions: np.ndarray, offsets: np.ndarray) -> np.ndarray:
-        """Global pixel index of positions in `data`."""
-        if self.full:
-            return positions
-        starts = self.base[self.images]
-        j = np.searchsorted(starts, positions, side="right") - 1
-        return offsets[self.images[j]] + positions - starts[j]
-
-
 class LabelStore:
-    """All labels of a dataset, packed for fast counts over pixel sets (see the module docstring)."""
+    """All labels of a dataset, packed into regions for fast counts (see the module docstring)."""
 
-    def __init__(self, seg_shapes: np.ndarray, planes: list[Plane], image_labels: sp.csr_matrix,
-                 image_hist: sp.csr_matrix, names: dict[int, str],
-                 categories: dict[int, str]):
+    def __init__(self, seg_shapes: np.ndarray, pixel_region: np.ndarray, image_regions: np.ndarray,
+                 region_labels: np.ndarray, region_pixels: np.ndarray, image_labels: sp.csr_matrix,
+                 names: dict[int, str], categories: dict[int, str]):
         self.seg_shapes = seg_shapes
         self.n_images = len(seg_shapes)
         sizes = seg_shapes[:, 0].astype(np.int64) * seg_shapes[:, 1]
@@ -72,19 +52,26 @@ class LabelStore:
         self.n_pixels = int(self.offsets[-1])
         self._sizes = sizes
         self._uniform = int(sizes[0]) if len(sizes) and (sizes == sizes[0]).all() else 0
-        self.planes = planes
-        self.plane_has = [np.bincount(p.data, minlength=image_hist.shape[1]) > 0 for p in planes]  # label in plane?
+        self.pixel_region = pixel_region  # (n_pixels,) region number within the pixel's image
+        self.image_regions = image_regions  # (n_images + 1,) int64: first region of each image
+        self.region_labels = region_labels  # (planes, n_regions): pixel-level labels, 0 = none
+        self.region_pixels = region_pixels  # (n_regions,) int64
+        self.n_regions = len(region_pixels)
+        self.region_image = np.repeat(np.arange(self.n_images, dtype=np.int32), np.diff(image_regions))
         self.image_labels = image_labels  # (N, L) 0/1 int32: image-level labels
-        self.image_hist = image_hist  # (N, L) int64: pixels of each label in each image (both kinds)
-        self.n_labels = image_hist.shape[1]
+        self.n_labels = image_labels.shape[1]
         self.names = names
         self.categories = categories
-        self.label_totals = np.asarray(image_hist.sum(axis=0)).ravel().astype(np.int64)
-        hist_csc = image_hist.tocsc()
+        self.plane_has = [np.bincount(p, minlength=self.n_labels) > 0 for p in region_labels]  # label in plane?
+        self.image_hist = self.histogram()  # (N, L) int64: pixels of each label in each image (both kinds)
+        self.label_totals = np.asarray(self.image_hist.sum(axis=0)).ravel().astype(np.int64)
+        hist_csc = self.image_hist.tocsc()
         self.label_images = np.diff(hist_csc.indptr).astype(np.int64)  # images where each label is present
+        self._label_image_lists = hist_csc
         self._image_level_labels = set(np.flatnonzero(np.diff(image_labels.tocsc().indptr)).tolist())
         self._image_label_cols: dict[int, np.ndarray] = {}
-        self._label_image_lists = hist_csc
+        self._label_regions: sp.csr_matrix | None = None
+        self._image_labels_t = image_labels.T.tocsr().astype(np.float64)
 
     # ---- construction -------------------------------------------------------------------------------------------
 
@@ -96,64 +83,78 @@ class LabelStore:
         if n == 0:
             raise InputError("the dataset has no images")
         max_label = max(source.labels, default=0)
-        dtype = np.uint16 if max_label < 65536 else np.int32
         n_labels = max_label + 1
         seg_shapes = np.array([tuple(int(x) for x in source.seg_shape(i)) for i in range(n)], np.int64).reshape(n, 2)
-        offsets = np.concatenate([[0], np.cumsum(seg_shapes[:, 0] * seg_shapes[:, 1])])
-        # Colour and object planes cover (nearly) every image: written in place; further planes kept per image.
-        full = [np.zeros(int(offsets[-1]), dtype) for _ in range(_FULL_PLANES)]
-        extra: list[np.ndarray] = []
+        sizes = seg_shapes[:, 0] * seg_shapes[:, 1]
+        offsets = np.concatenate([[0], np.cumsum(sizes)])
+        pixel_region = np.zeros(int(offsets[-1]), np.uint16 if sizes.max() <= 1 << 16 else np.int32)
+        per_image_labels: list[np.ndarray] = []
+        per_image_pixels: list[np.ndarray] = []
         img_rows, img_cols = [], []
-        hist_rows, hist_cols, hist_vals = [], [], []
         for i in range(n):
             if i % 64 == 0:
                 check_cancel(cancel)
                 report(progress, i / n, f"reading label maps {i}/{n}")
             shape = tuple(int(x) for x in seg_shapes[i])
-            size = shape[0] * shape[1]
             whole = sorted({int(num) for _, num in source.image_labels(i) if int(num) > 0})
+            if whole and whole[-1] > max_label:
+                raise InputError(f"image {i}: label numbers outside the label table")
             layers = [np.asarray(m) for _, m in source.pixel_layers(i)]
             for m in layers:
                 if m.shape != shape:
                     raise InputError(f"image {i}: label map is {m.shape}, segmentation size is {shape}")
             stack = (np.stack([m.reshape(-1) for m in layers]).astype(np.int64) if layers
-                     else np.zeros((0, size), np.int64))
+                     else np.zeros((0, shape[0] * shape[1]), np.int64))
             if stack.size and (stack.min() < 0 or stack.max() > max_label):
                 raise InputError(f"image {i}: label numbers outside the label table")
             if whole:
                 stack[np.isin(stack, whole)] = 0  # covered by the whole-image label already
-            planes = _dedupe(stack)
-            for k, plane in enumerate(full[:len(planes)]):
-                plane[offsets[i]:offsets[i + 1]] = planes[k]
-            extra.append(planes[_FULL_PLANES:].astype(dtype))
-            counts = np.bincount(planes.reshape(-1), minlength=n_labels)
-            counts[0] = 0
-            nz = np.flatnonzero(counts)
-            counts_nz = counts[nz]
-            if whole:
-                nz = np.concatenate([nz, whole])
-                counts_nz = np.concatenate([counts_nz, np.full(len(whole), size)])
-                img_rows += [i] * len(whole)
-                img_cols += whole
-            hist_rows.append(np.full(len(nz), i))
-            hist_cols.append(nz)
-            hist_vals.append(counts_nz)
-        report(progress, 1.0, "packing label planes")
+            labels, pixels, local = _regions(_dedupe(stack), n_labels)
+            pixel_region[offsets[i]:offsets[i + 1]] = local
+            per_image_labels.append(labels)
+            per_image_pixels.append(pixels)
+            img_rows += [i] * len(whole)
+            img_cols += whole
+        report(progress, 1.0, "packing regions")
+        depth = max(len(lb) for lb in per_image_labels)
+        dtype = np.uint16 if max_label < 1 << 16 else np.int32
+        region_labels = np.zeros((depth, sum(len(p) for p in per_image_pixels)), dtype)
+        image_regions = np.concatenate([[0], np.cumsum([len(p) for p in per_image_pixels])]).astype(np.int64)
+        for i, lb in enumerate(per_image_labels):
+            region_labels[:len(lb), image_regions[i]:image_regions[i + 1]] = lb
         image_labels = sp.csr_matrix((np.ones(len(img_rows), np.int32), (img_rows, img_cols)), shape=(n, n_labels))
-        image_hist = sp.csr_matrix((np.concatenate(hist_vals).astype(np.int64),
-                                    (np.concatenate(hist_rows), np.concatenate(hist_cols))), shape=(n, n_labels))
-        planes = [Plane(p, offsets[:-1].astype(np.int64), np.arange(n), True) for p in full]
-        planes += _assemble(extra, seg_shapes, dtype)
         names = {int(k): v.name for k, v in source.labels.items()}
         categories = {int(k): v.category for k, v in source.labels.items()}
-        return cls(seg_shapes, planes, image_labels, image_hist, names, categories)
+        return cls(seg_shapes, pixel_region, image_regions, region_labels,
+                   np.concatenate(per_image_pixels).astype(np.int64), image_labels, names, categories)
+
+    def histogram(self, regions: np.ndarray | None = None, weights: np.ndarray | None = None) -> sp.csr_matrix:
+        """Per image, the weighted count of each label over a set of regions (default: every region, weighted by
+        its pixels: the pixels of each label in each image). Image-level labels count the set's weight in the
+        image."""
+        if regions is None:
+            regions, weights = np.arange(self.n_regions), self.region_pixels
+        labels = self.region_labels[:, regions].astype(np.int64)
+        images = self.region_image[regions]
+        keep = labels > 0
+        rows = np.broadcast_to(images, labels.shape)[keep]
+        vals = np.broadcast_to(weights, labels.shape)[keep]
+        per_image = np.bincount(images, weights, minlength=self.n_images)
+        il = self.image_labels.tocoo()
+        rows = np.concatenate([rows, il.row])
+        cols = np.concatenate([labels[keep], il.col])
+        vals = np.concatenate([vals, per_image[il.row]])
+        hist = sp.csr_matrix((np.rint(vals).astype(np.int64), (rows, cols)), shape=(self.n_images, self.n_labels))
+        hist.sum_duplicates()
+        hist.eliminate_zeros()
+        return hist
 
     # ---- queries ------------------------------------------------------------------------------------------------
 
     @property
     def nbytes(self) -> int:
-        return (sum(p.data.nbytes + p.base.nbytes for p in self.planes) + self.image_hist.data.nbytes
-                + self.image_hist.indices.nbytes)
+        return (self.pixel_region.nbytes + self.region_labels.nbytes + self.region_pixels.nbytes
+                + self.region_image.nbytes + self.image_hist.data.nbytes + self.image_hist.indices.nbytes)
 
     def concepts(self, min_samples: int) -> np.ndarray:
         """Label numbers present in at least `min_samples` images (the papers' minimum-images filter)."""
@@ -165,26 +166,12 @@ class LabelStore:
             return pixels // self._uniform
         return np.searchsorted(self.offsets, pixels, side="right") - 1
 
+    def region_of(self, pixels: np.ndarray) -> np.ndarray:
+        """Region number of each global pixel index."""
+        return self.image_regions[self.image_of(pixels)] + self.pixel_region[pixels]
+
     def image_pixel_range(self, i: int) -> tuple[int, int]:
         return int(self.offsets[i]), int(self.offsets[i + 1])
-
-    def gather(self, pixels: np.ndarray, images: np.ndarray | None = None, planes: int | None = None) -> np.ndarray:
-        """Packed pixel-level labels at `pixels`: (planes, len(pixels)), 0 where a plane holds nothing.
-        `images` = image_of(pixels) when already known; `planes` limits the lookup to the first planes."""
-        use = self.planes[:planes]
-        out = np.zeros((len(use), len(pixels)), self.planes[0].data.dtype)
-        local = None
-        for k, plane in enumerate(use):
-            if plane.full:
-                out[k] = plane.data[pixels]
-                continue
-            if local is None:
-                images = self.image_of(pixels) if images is None else images
-                local = pixels - self.offsets[images]
-            start = plane.base[images]
-            ok = start >= 0
-            out[k][ok] = plane.data[start[ok] + local[ok]]
-        return out
 
     def image_has(self, label: int) -> np.ndarray | None:
         """Per image: does it carry `label` as an image-level label (None when it never does)."""
@@ -201,66 +188,66 @@ class LabelStore:
         h = self._label_image_lists
         return h.indices[h.indptr[label]:h.indptr[label + 1]]
 
-    def atom_pixels(self, label: int) -> np.ndarray:
-        """Sorted global pixel indices carrying `label` (pixel-level or through a whole-image label)."""
-        parts = []
-        images = np.sort(self.images_with(label))
+    def label_regions(self, label: int) -> np.ndarray:
+        """Sorted numbers of the regions carrying `label` (pixel-level, or through a whole-image label)."""
+        if self._label_regions is None:
+            planes, n_regions = self.region_labels.shape
+            cols = np.tile(np.arange(n_regions, dtype=np.int64), planes)
+            rows = self.region_labels.reshape(-1).astype(np.int64)
+            keep = rows > 0
+            self._label_regions = sp.csr_matrix((np.ones(int(keep.sum()), np.int8), (rows[keep], cols[keep])),
+                                                shape=(self.n_labels, n_regions))
+        m = self._label_regions
+        regions = m.indices[m.indptr[label]:m.indptr[label + 1]].astype(np.int64)
         whole = self.image_has(label)
-        if whole is not None:
-            parts += [np.arange(*self.image_pixel_range(i)) for i in images[whole[images]]]
-            images = images[~whole[images]]
-        if len(images):
-            share = (self.offsets[images + 1] - self.offsets[images]).sum() / max(1, self.n_pixels)
-            for plane, has in zip(self.planes, self.plane_has):
-                if not has[label]:
-                    continue
-                if not plane.full or share > 0.125:
-                    parts.append(plane.global_pixels(np.flatnonzero(plane.data == label), self.offsets))
-                    continue
-                for i in images:  # a rare label: scan only the images that hold it
-                    lo, hi = self.image_pixel_range(i)
-                    hits = np.flatnonzero(plane.data[lo:hi] == label)
-                    if len(hits):
-                        parts.append(hits + lo)
-        if not parts:
-            return np.zeros(0, np.int64)
-        return np.sort(np.concatenate(parts).astype(np.int64))
+        if whole is None:
+            return regions
+        marked = whole[self.region_image]
+        marked[regions] = True
+        return np.flatnonzero(marked)
 
-    def cooccurrence(self, chunk: int = 1 << 22) -> np.ndarray:
-        """n(a AND b) for all label pairs: int64 (n_labels, n_labels), one pass over the planes.
-
-        Pixel-level pairs come from pairs of planes (a pixel's labels are distinct across planes). With IL the
-        image-level incidence, H the per-image histogram and P the image sizes, a pair where a label is image-level
-        in image i counts H[i, other]: IL'H + H'IL - IL' diag(P) IL (the last term removes pairs counted twice).
-        """
-        n_labels = self.n_labels
-        pairs = np.zeros(n_labels * n_labels, np.int64)
-        for k, plane in enumerate(self.planes[1:], start=1):
-            for lo in range(0, len(plane.data), chunk):
-                here = plane.data[lo:lo + chunk].astype(np.int64)
-                used = np.flatnonzero(here)
-                at = self.gather(plane.global_pixels(used + lo, self.offsets), planes=k).astype(np.int64)
-                for j in range(k):
-                    both = at[j] > 0
-                    pairs += np.bincount(at[j][both] * n_labels + here[used][both], minlength=len(pairs))
-        pairs = pairs.reshape(n_labels, n_labels)
-        out = pairs + pairs.T
-        pixel_level = self.label_totals - np.asarray(self.image_labels.multiply(self._sizes[:, None]).sum(axis=0)
-                                                     ).ravel().astype(np.int64)
-        out[np.diag_indices(n_labels)] += pixel_level
-        il = self.image_labels.astype(np.int64)
-        h = self.image_hist
-        out += (il.T @ h).toarray() + (h.T @ il).toarray() - (il.T @ il.multiply(self._sizes[:, None])).toarray()
-        return out
-
-    def label_counts(self, labels: np.ndarray, images: np.ndarray) -> np.ndarray:
-        """Pixels of each label in a pixel set given as gather() labels and image_of() images: int64 (n_labels,)."""
-        counts = np.bincount(labels.reshape(-1), minlength=self.n_labels).astype(np.int64)
+    def label_counts(self, regions: np.ndarray, weights: np.ndarray) -> np.ndarray:
+        """Weighted label counts over regions: sum of `weights` of the regions carrying each label (int64,
+        n_labels). With weights = pixels, these are pixel counts."""
+        labels = self.region_labels[:, regions]
+        counts = np.bincount(labels.reshape(-1), np.tile(weights, len(labels)), minlength=self.n_labels)
+        counts = np.rint(counts).astype(np.int64)
         counts[0] = 0
         if self._image_level_labels:
-            per_image = np.bincount(images, minlength=self.n_images)
-            counts += np.asarray(self.image_labels.T @ per_image).ravel().astype(np.int64)
+            per_image = np.bincount(self.region_image[regions], weights, minlength=self.n_images)
+            counts += np.rint(self._image_labels_t @ per_image).astype(np.int64)
         return counts
+
+    def cooccurrence(self, regions: np.ndarray | None = None, weights: np.ndarray | None = None) -> np.ndarray:
+        """n(a AND b) for all label pairs over a weighted set of regions (default: the whole dataset, in pixels):
+        int64 (n_labels, n_labels).
+
+        Pixel-level pairs come from pairs of planes of each region (a region's labels are distinct across planes).
+        With IL the image-level incidence, H the set's per-image histogram and P its per-image weight, a pair where a
+        label is image-level in image i counts H[i, other]: IL'H + H'IL - IL' diag(P) IL (the last term removes
+        pairs counted twice).
+        """
+        if regions is None:
+            regions, weights = np.arange(self.n_regions), self.region_pixels
+        n_labels = self.n_labels
+        labels = self.region_labels[:, regions].astype(np.int64)
+        pairs = np.zeros(n_labels * n_labels, np.float64)
+        for k in range(1, len(labels)):
+            for j in range(k):
+                both = (labels[j] > 0) & (labels[k] > 0)
+                pairs += np.bincount(labels[j][both] * n_labels + labels[k][both], weights[both],
+                                     minlength=len(pairs))
+        pixel_level = np.bincount(labels.reshape(-1), np.tile(weights, len(labels)), minlength=n_labels)
+        pixel_level[0] = 0
+        out = np.rint(pairs).astype(np.int64).reshape(n_labels, n_labels)
+        out = out + out.T
+        out[np.diag_indices(n_labels)] += np.rint(pixel_level).astype(np.int64)
+        il = self.image_labels.astype(np.int64)
+        h = self.histogram(regions, weights)
+        per_image = np.bincount(self.region_image[regions], weights, minlength=self.n_images)
+        both_whole = il.T @ il.multiply(np.rint(per_image).astype(np.int64)[:, None])
+        out += (il.T @ h).toarray() + (h.T @ il).toarray() - both_whole.toarray()
+        return out
 
 
 def _dedupe(stack: np.ndarray) -> np.ndarray:
@@ -272,16 +259,11 @@ def _dedupe(stack: np.ndarray) -> np.ndarray:
     return stack[: int(used[-1]) + 1 if len(used) else 0]
 
 
-def _assemble(packed: list[np.ndarray], seg_shapes: np.ndarray, dtype: type) -> list[Plane]:
-    """Planes stored over the images that have them, from per-image stacks of planes."""
-    sizes = seg_shapes[:, 0] * seg_shapes[:, 1]
-    planes = []
-    for k in range(max(len(p) for p in packed)):
-        images = np.array([i for i, p in enumerate(packed) if len(p) > k], np.int64)
-        base = np.full(len(packed), -1, np.int64)
-        base[images] = np.concatenate([[0], np.cumsum(sizes[images])[:-1]])
-        data = np.zeros(int(sizes[images].sum()), dtype)
-        for i in images:
-            data[base[i]:base[i] + sizes[i]] = packed[i][k]
-        planes.append(Plane(data, base, images, full=False))
-    return planes
+def _regions(planes: np.ndarray, n_labels: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """One image's regions: (labels (planes, regions), pixels per region, region of each pixel)."""
+    size = planes.shape[1]
+    code = np.zeros(size, np.int64)
+    for plane in planes:  # one integer per distinct label tuple, renumbered densely after each plane
+        _, code = np.unique(code * n_labels + plane, return_inverse=True)
+    _, first, local, pixels = np.unique(code, return_index=True, return_inverse=True, return_counts=True)
+    return planes[:, first], pixels, local

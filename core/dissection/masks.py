@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from probescope.core.dissection.counts import PixelSet
+from probescope.core.dissection.counts import RegionSet
 from probescope.core.dissection.formula import Formula
 from probescope.core.dissection.labels import LabelStore
 from probescope.core.dissection.unitmasks import unit_mask
@@ -12,8 +12,10 @@ from probescope.core.dissection.unitmasks import unit_mask
 
 def formula_mask(store: LabelStore, image: int, formula: Formula) -> np.ndarray:
     """Where `formula` holds in `image`: bool (sh, sw)."""
+    first = int(store.image_regions[image])
+    regions = RegionSet.whole(store, np.arange(first, int(store.image_regions[image + 1])))
     lo, hi = store.image_pixel_range(image)
-    inside = PixelSet.at(store, np.arange(lo, hi)).evaluate(formula)
+    inside = regions.evaluate(formula)[store.pixel_region[lo:hi]]
     return inside.reshape(tuple(int(s) for s in store.seg_shapes[image]))
 
 

@@ -18,7 +18,7 @@ from probescope.core.atomic import write_json, write_text
 from probescope.core.dissection.formula import Formula
 from probescope.core.errors import InputError
 
-_TALLY_PREFIX = {"iou": "comp", "da-select": "daselect", "da-stop": "dastop"}
+_TALLY_PREFIX = {"iou": "comp", "da-select": "daselect", "da-stop": "dastop", "optimal": "optimal"}
 FORMAT = "probescope-dissection/1"
 
 
@@ -56,11 +56,18 @@ def _opt_from(d: dict | None) -> Explanation | None:
     return None if d is None else Explanation.from_json(d)
 
 
+def _opt_float(x) -> float | None:
+    return None if x is None else float(x)
+
+
 @dataclass
 class UnitResult:
     """Everything found for one unit. `trace[k]` is the beam (best first) after growing to k + 1 atoms; every
-    search mode walks this same sequence (see search.py). `sweep[k]` is the best-IoU formula capped at k + 1 atoms.
-    `accuracy[method][set]` = [top-1 accuracy, images] for the sets fired/explanation/union/intersection."""
+    beam search mode walks this same sequence (see search.py). `sweep[k]` is the best-IoU formula capped at k + 1
+    atoms. `accuracy[method][set]` = [top-1 accuracy, images] for the sets fired/explanation/union/intersection.
+    With the `optimal` search: `optimality_gap` = IoU of the optimal formula minus IoU of the `iou` beam search's
+    answer (>= 0; 0 when the beam found an optimum), `optimal_evaluated` = formulas whose IoU the branch and bound
+    computed exactly; both None without it (and in files written before they existed)."""
 
     unit: int
     threshold: float
@@ -72,6 +79,8 @@ class UnitResult:
     sweep: list[Explanation]
     top_atoms: list[tuple[int, float]] = field(default_factory=list)
     accuracy: dict[str, dict[str, list]] | None = None
+    optimality_gap: float | None = None
+    optimal_evaluated: int | None = None
 
     def to_json(self) -> dict:
         return {
@@ -81,7 +90,8 @@ class UnitResult:
             "trace": [[e.to_json() for e in beam] for beam in self.trace],
             "sweep": [e.to_json() for e in self.sweep],
             "top_atoms": [list(a) for a in self.top_atoms],
-            "accuracy": self.accuracy,
+            "accuracy": self.accuracy, "optimality_gap": self.optimality_gap,
+            "optimal_evaluated": self.optimal_evaluated,
         }
 
     @classmethod
@@ -93,7 +103,8 @@ class UnitResult:
             trace=[[Explanation.from_json(e) for e in beam] for beam in d["trace"]],
             sweep=[Explanation.from_json(e) for e in d["sweep"]],
             top_atoms=[(int(a), float(b)) for a, b in d.get("top_atoms", [])],
-            accuracy=d.get("accuracy"),
+            accuracy=d.get("accuracy"), optimality_gap=_opt_float(d.get("optimality_gap")),
+            optimal_evaluated=None if d.get("optimal_evaluated") is None else int(d["optimal_evaluated"]),
         )
 
 
@@ -127,7 +138,11 @@ class DissectionResult:
 
     @classmethod
     def from_json(cls, d: dict) -> DissectionResult:
-        return cls(settings=d["settings"], dataset=d["dataset"], model=d["model"],
+        settings = d["settings"]
+        if isinstance(settings, dict) and "beam_dedupe" not in settings:
+            # written before the beam had a dedupe mode or an IoU scope: it kept duplicates, over the whole dataset
+            settings = {**settings, "beam_dedupe": "none", "iou_scope": "dataset"}
+        return cls(settings=settings, dataset=d["dataset"], model=d["model"],
                    labels={int(k): (v[0], v[1]) for k, v in d["labels"].items()}, n_units=int(d["n_units"]),
                    units={int(u["unit"]): UnitResult.from_json(u) for u in d["units"]},
                    complete=bool(d.get("complete", False)))
@@ -156,6 +171,8 @@ class DissectionResult:
         for m in modes:
             p = _TALLY_PREFIX[m]
             header += [f"{p}_label", f"{p}_length", f"{p}_iou", f"{p}_da"]
+        if "optimal" in modes:
+            header.append("optimality_gap")
         buf = io.StringIO()
         w = csv.writer(buf, lineterminator="\n")
         w.writerow(header)
@@ -167,6 +184,8 @@ class DissectionResult:
             for m in modes:
                 e = r.explanations.get(m)
                 row += [e.label, e.length, e.iou, e.da] if e else ["", 0, 0.0, 0.0]
+            if "optimal" in modes:
+                row.append("" if r.optimality_gap is None else r.optimality_gap)
             w.writerow(row)
         return buf.getvalue()
 

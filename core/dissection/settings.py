@@ -17,7 +17,9 @@ from typing import Any
 
 from probescope.core.errors import InputError
 
-SEARCH_MODES = ("iou", "da-select", "da-stop")
+SEARCH_MODES = ("iou", "da-select", "da-stop", "optimal")
+DEDUPE_MODES = ("mask", "none")
+IOU_SCOPES = ("dataset", "category")
 SPEED_ONLY = ("device", "cache_mb")  # change how fast, never what is found
 
 
@@ -33,22 +35,38 @@ class DissectionSettings:
 
     quantile: float = field(default=0.005, metadata=_help("top quantile q: T_u = quantile(1 - q)"))
     beam_size: int = field(default=5, metadata=_help("formulas kept per step of the beam search"))
-    beam_limit: int = field(default=50, metadata=_help("candidate atoms per unit: the top N by IoU (0 = all)"))
+    beam_limit: int = field(default=0, metadata=_help(
+        "candidate concepts added at each beam step: 0 = every concept that passes --min-samples, those disjoint from "
+        "the unit's mask included (the default of Mu & Andreas' code, BEAM_SEARCH_LIMIT = None); N = the N concepts "
+        "with the highest IoU among those with IoU > 0 (the Detection Accuracy paper's code used 50)"))
+    beam_dedupe: str = field(default="mask", metadata=_help(
+        "mask: a formula whose mask over the dataset equals one already in the pool takes no beam slot (the one with "
+        "fewer atoms, then lower label numbers, stays); none: the original code's beams, duplicates included"))
     max_length: int = field(default=3, metadata=_help("atoms in compositional explanations"))
     min_samples: int = field(default=5, metadata=_help("drop concepts present in fewer images"))
     searches: tuple[str, ...] = field(default=("iou",), metadata=_help(
-        f"comma list of {', '.join(SEARCH_MODES)}"))
+        f"comma list of {', '.join(SEARCH_MODES)} (optimal: the best formula of up to --max-length atoms over all "
+        "concepts, by branch and bound, and how far the iou beam search is from it)"))
+    iou_scope: str = field(default="dataset", metadata=_help(
+        "dataset: IoU over every image (Mu & Andreas, the Detection Accuracy paper); category: a concept's IoU counts "
+        "the unit's pixels only in images where the unit meets a label of that concept's category (NetDissect and "
+        "NetDissect-Lite, for the full Broden index); a formula's scope is its concepts' categories together"))
     sweep_length: int = field(default=0, metadata=_help(
         "length sweep: best IoU and its DA at max lengths 1..N per unit (the seed's is 10; costs about N/2 times "
         "the length-3 search; 0 = none)"))
     da_limit: int = field(default=10, metadata=_help("safety cap on atoms for da-select / da-stop"))
     device: str = field(default="cpu", metadata=_help("cpu or cuda (mask upsampling)"))
-    cache_mb: int = field(default=1024, metadata=_help("memory for cached formula pixel sets, in MiB"))
+    cache_mb: int = field(default=256, metadata=_help(
+        "memory for the formulas' cached dataset-wide counts and region sets, in MiB"))
 
     def __post_init__(self) -> None:
         bad = [m for m in self.searches if m not in SEARCH_MODES]
         if bad:
             raise InputError(f"unknown search mode(s) {', '.join(bad)} (choose from {', '.join(SEARCH_MODES)})")
+        for name, value, choices in (("beam dedupe", self.beam_dedupe, DEDUPE_MODES),
+                                     ("IoU scope", self.iou_scope, IOU_SCOPES)):
+            if value not in choices:
+                raise InputError(f"unknown {name} {value!r} (choose from {', '.join(choices)})")
         if not 0 < self.quantile < 1:
             raise InputError(f"quantile must lie in (0, 1), got {self.quantile}")
         if self.beam_size < 1 or self.max_length < 1 or self.da_limit < 1:

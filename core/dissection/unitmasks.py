@@ -17,22 +17,25 @@ import torch
 import torch.nn.functional as F
 
 _ROUNDING_MARGIN = 1e-5  # relative; far above the few-ulp error of a float32 bilinear weighted sum
-_CHUNK_BYTES = 64 << 20
+_CHUNK_BYTES = 4 << 20  # small enough for the allocator to reuse memory (no page faults per chunk)
 
 
-def unit_thresholds(block: np.ndarray, quantile: float, chunk_values: int = 1 << 24) -> np.ndarray:
+def unit_thresholds(block: np.ndarray, quantile: float, chunk_values: int = 1 << 22) -> np.ndarray:
     """Exact per-unit thresholds for activations `block` (images, units, h, w): float64 (units,).
 
-    Works through a few units at a time (about `chunk_values` values), so a memmap of a whole layer is fine.
+    Works through a few units at a time (about `chunk_values` values) in one reused float64 buffer, partitioned in
+    place, so a memmap of a whole layer is fine and no memory is allocated per unit.
     """
     n, units = block.shape[:2]
     per_unit = max(1, block[:1, :1].size * n)
-    step = max(1, chunk_values // per_unit)
+    step = max(1, min(units, chunk_values // per_unit))
+    buffer = np.empty((step, n, per_unit // n), np.float64)
     out = np.empty(units, np.float64)
     for lo in range(0, units, step):
-        part = np.asarray(block[:, lo:lo + step], dtype=np.float64)
-        values = np.moveaxis(part, 1, 0).reshape(part.shape[1], -1)
-        out[lo:lo + step] = np.quantile(values, 1.0 - quantile, axis=1)
+        k = min(step, units - lo)
+        for j in range(k):
+            buffer[j] = block[:, lo + j].reshape(n, -1)
+        out[lo:lo + k] = np.quantile(buffer[:k].reshape(k, -1), 1.0 - quantile, axis=1, overwrite_input=True)
     return out
 
 

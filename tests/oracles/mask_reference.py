@@ -55,6 +55,7 @@ class MaskReference:
         self.concepts = sorted(c for c, k in present.items() if k >= max(1, min_samples))
         self._cache: OrderedDict[int, np.ndarray] = OrderedDict()
         self._cache_size = cache_masks
+        self._met_for: tuple[np.ndarray | None, tuple] = (None, ([], {}))
 
     def concept_mask(self, c: int) -> np.ndarray:
         m = self._cache.get(c)
@@ -78,9 +79,11 @@ class MaskReference:
             out[self.offsets[i]:self.offsets[i + 1]] = (up.double() >= threshold).numpy().reshape(-1)
         return threshold, out
 
-    def iou(self, mask: np.ndarray, g: np.ndarray) -> float:
-        union = int((mask | g).sum())
-        return int((mask & g).sum()) / union if union else 0.0
+    def iou(self, mask: np.ndarray, g: np.ndarray, unit: int | None = None) -> float:
+        """|M & G| / |M | G|; `unit` replaces |M| in the union (the category scope's unit size)."""
+        inter = int((mask & g).sum())
+        union = (int(mask.sum()) if unit is None else unit) + int(g.sum()) - inter
+        return inter / union if union else 0.0
 
     def da(self, mask: np.ndarray, g: np.ndarray) -> float:
         starts = self.offsets[:-1]
@@ -88,35 +91,69 @@ class MaskReference:
         hit = np.add.reduceat((mask & g).astype(np.int64), starts) > 0
         return int((present & hit).sum()) / int(present.sum()) if present.any() else 0.0
 
-    def search(self, mask: np.ndarray, beam_size: int, beam_limit: int, steps: int) -> list[list]:
-        """Beams after 0..steps growth steps, each [(formula, iou, da)] best first."""
-        ious = {c: self.iou(mask, self.concept_mask(c)) for c in self.concepts}
+    def scope_size(self, mask: np.ndarray, categories: dict[int, str], f: Formula) -> int:
+        """NetDissect-Lite's unit size for f's categories: the mask's pixels in the images where the mask meets a
+        label of one of them, or where the image has an image-level label of one of them."""
+        wanted = frozenset(categories[c] for c in f.atoms)
+        sizes = self._met(mask)[1]
+        if wanted not in sizes:
+            sizes[wanted] = sum(pixels for pixels, here in self._met(mask)[0]
+                                if {categories.get(c) for c in here} & wanted)
+        return sizes[wanted]
+
+    def _met(self, mask: np.ndarray) -> tuple[list[tuple[int, set[int]]], dict]:
+        """Per image: the mask's pixels there and the labels under it (plus the image-level ones); and the unit
+        sizes computed so far for this mask."""
+        if self._met_for[0] is not mask:
+            met = []
+            for i in range(len(self.shapes)):
+                lo, hi = self.offsets[i], self.offsets[i + 1]
+                m = mask[lo:hi]
+                here = set(np.unique(self.layers[:, lo:hi][:, m]).tolist()) | set(self.whole[:, lo].tolist())
+                met.append((int(m.sum()), here - {0}))
+            self._met_for = (mask, (met, {}))
+        return self._met_for[1]
+
+    def search(self, mask: np.ndarray, beam_size: int, beam_limit: int, steps: int, dedupe: str = "none",
+               categories: dict[int, str] | None = None) -> list[list]:
+        """Beams after 0..steps growth steps, each [(formula, iou, da)] best first, as the original code builds them:
+        every beam formula grown by every candidate (its own atoms included) and pooled with the beam as a list (a
+        formula grown again is pooled again). `dedupe="mask"` then skips a pool member whose mask equals a
+        better-ranked one's; `categories` (label -> category) switches to the per-category IoU scope."""
+        def score(f: Formula) -> float:
+            unit = None if categories is None else self.scope_size(mask, categories, f)
+            return self.iou(mask, self.formula_mask(f), unit)
+
+        ious = {c: score(Formula.atom(c)) for c in self.concepts}
         ranked = sorted(((c, v) for c, v in ious.items() if v > 0), key=lambda cv: (-cv[1], cv[0]))
         if not ranked:
             return []
-        candidates = [c for c, _ in (ranked[:beam_limit] if beam_limit > 0 else ranked)]
+        candidates = self.concepts if beam_limit <= 0 else [c for c, _ in ranked[:beam_limit]]
         beam = [(Formula.atom(c), v) for c, v in ranked[:beam_size]]
         beams = [beam]
         for _ in range(steps):
-            pool = dict(beam)
+            pool = list(beam)
             for f, _ in beam:
-                fm = self.formula_mask(f)
                 for c in candidates:
-                    if c in f.atoms:
-                        continue
-                    cm = self.concept_mask(c)
-                    for op, gm in ((OR, fm | cm), (AND, fm & cm), (AND_NOT, fm & ~cm)):
-                        pool.setdefault(f.extend(op, c), self.iou(mask, gm))
-            beam = sorted(pool.items(), key=lambda item: rank_key(*item))[:beam_size]
+                    for op in (OR, AND, AND_NOT):
+                        pool.append((f.extend(op, c), score(f.extend(op, c))))
+            pool.sort(key=lambda item: rank_key(*item))  # stable: the beam before its regrown copies
+            beam = []
+            for f, v in pool:
+                if dedupe == "none" or not any((self.formula_mask(f) == self.formula_mask(g)).all() for g, _ in beam):
+                    beam.append((f, v))
+                if len(beam) == beam_size:
+                    break
             beams.append(beam)
         return [[(f, v, self.da(mask, self.formula_mask(f))) for f, v in b] for b in beams]
 
     def dissect_unit(self, maps: np.ndarray, quantile: float = 0.005, beam_size: int = 5, beam_limit: int = 50,
                      max_length: int = 3, sweep_length: int = 0, da_limit: int = 10,
-                     searches: tuple[str, ...] = ("iou",)) -> ReferenceUnit:
+                     searches: tuple[str, ...] = ("iou",), dedupe: str = "none",
+                     categories: dict[int, str] | None = None) -> ReferenceUnit:
         threshold, mask = self.unit_mask(maps, quantile)
         steps = max(max_length, sweep_length, da_limit if set(searches) - {"iou"} else 1) - 1
-        beams = self.search(mask, beam_size, beam_limit, steps)
+        beams = self.search(mask, beam_size, beam_limit, steps, dedupe, categories)
         found: dict = {}
         if beams:
             found["iou"] = beams[max_length - 1][0]

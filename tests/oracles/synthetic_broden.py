@@ -138,13 +138,15 @@ def planted_formulas(dataset: SyntheticBroden, n_units: int, seed: int = 0) -> l
 
 
 def synthetic_activations(dataset: SyntheticBroden, formulas: list[Formula], noise: float = 0.3,
-                          seed: int = 0) -> np.ndarray:
+                          seed: int = 0, out: np.ndarray | None = None) -> np.ndarray:
     """float32 (images, units, feat, feat): each unit applies its formula with soft logic (a OR b = a + b - ab,
-    a AND b = ab, a AND NOT b = a(1 - b)) to its atoms' masks pooled to feature size, plus noise."""
+    a AND b = ab, a AND NOT b = a(1 - b)) to its atoms' masks pooled to feature size, plus noise. Written into
+    `out` when given (a memory-mapped file, for layers too large to hold)."""
     s = dataset.spec
     rng = np.random.default_rng([seed, 1])
     atoms = sorted({a for f in formulas for a in f.atoms})
-    out = np.empty((s.n_images, len(formulas), s.feat_size, s.feat_size), np.float32)
+    if out is None:
+        out = np.empty((s.n_images, len(formulas), s.feat_size, s.feat_size), np.float32)
     shape = dataset.seg_shape(0)
     for i in range(s.n_images):
         layers, whole = dataset.sample(i)
