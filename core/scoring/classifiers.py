@@ -44,6 +44,10 @@ class SizeGroups:
     groups: tuple[tuple[np.ndarray, torch.Tensor], ...]
     n: int
 
+    def __len__(self) -> int:
+        """Images in the batch, as for a prepared tensor."""
+        return self.n
+
 
 Prepared = torch.Tensor | SizeGroups
 Embedder = Callable[[torch.Tensor], tuple[torch.Tensor, torch.Tensor]]  # prepared batch on device -> (features, logits)
