@@ -15,7 +15,7 @@ import numpy as np
 
 from probescope.app.dissection.rows import SEARCHES
 from probescope.app.tasks import Partial, Progress, TaskContext
-from probescope.core.dissection.inputs import dataset_identity, model_identity, predicted_classes
+from probescope.core.dissection.inputs import dataset_identity, head_layer, model_identity, predicted_classes
 from probescope.core.dissection.results import DissectionResult
 from probescope.core.dissection.settings import DissectionSettings
 
@@ -78,7 +78,7 @@ def layer_task(loaded_model, layer: str, dataset, store, settings: DissectionSet
     A finished dissection in the cache comes back at once; a partial one is resumed (only missing units run).
     """
     from probescope.core.cache import cache_dir
-    from probescope.core.data.activations import extract_activations
+    from probescope.core.data.activations import extract_layers
     from probescope.core.dissection.labels import LabelStore
     from probescope.core.dissection.saved import dissect_in_blocks, resumable
     from probescope.core.errors import InputError
@@ -86,8 +86,9 @@ def layer_task(loaded_model, layer: str, dataset, store, settings: DissectionSet
     model = loaded_model.value
     model.module.eval()
     yield Progress(0.0, f"activations of {layer}")
-    activations = extract_activations(model, layer, dataset, cache_dir(), progress=ctx.progress,
-                                      cancel=ctx.cancelled)
+    head = head_layer(model) if getattr(model, "hookable", False) else None  # the predictions, in the same pass
+    activations = extract_layers(model, [layer] + ([head] if head else []), dataset, cache_dir(),
+                                 progress=ctx.progress, cancel=ctx.cancelled)[layer]
     if store is None:
         yield Progress(None, "reading the label maps")
         store = LabelStore.build(dataset, progress=ctx.progress, cancel=ctx.cancelled)

@@ -143,38 +143,71 @@ def extract_activations(
     """float32 (N, units, h, w) activations of `layer`: a read-only memmap of the cache, rebuilt if missing or
     stale; an in-memory array when cache_dir is None. Moves the model to `device` when one is given. Raises
     Cancelled (leaving no cache) when cancel() returns True; one hooked pass per model at a time (model.lock)."""
+    return extract_layers(model, [layer], images, cache_dir, batch_size=batch_size, device=device,
+                          progress=progress, cancel=cancel, workers=workers)[layer]
+
+
+def extract_layers(
+    model: LoadedModel,
+    layers: Sequence[str],
+    images: Images,
+    cache_dir: str | Path | None,
+    *,
+    batch_size: int = 32,
+    device: str | torch.device | None = None,
+    progress: ProgressCallback | None = None,
+    cancel: CancelCheck | None = None,
+    workers: int = 2,
+) -> dict[str, np.ndarray]:
+    """The activations of several layers, as `extract_activations` gives each one, from ONE pass over the images
+    for all those not cached yet (each cached file is the same as a single-layer extraction writes)."""
     source = _source(images)
     if source.n == 0:
         raise InputError("no images to extract activations from")
-    _check_layer(model, layer)
+    layers = list(dict.fromkeys(layers))
+    for layer in layers:
+        _check_layer(model, layer)
     if device is not None:
         model.to(device)
     if cache_dir is None:
-        return _run(model, layer, source, None, batch_size, progress, cancel, workers)
-    fields = _fields(model, layer, source)
+        return _run(model, layers, source, {}, batch_size, progress, cancel, workers)
     folder = Path(cache_dir) / CACHE_SUBDIR
-    path = folder / f"{_key(fields)}.npy"
-    cached = _load_cached(path, fields, source.n)
-    if cached is not None:
-        report(progress, 1.0, f"{layer}: read cached activations")
-        return cached
-    tmp = _temp_file(folder, path.name)
+    fields = {layer: _fields(model, layer, source) for layer in layers}
+    paths = {layer: folder / f"{_key(fields[layer])}.npy" for layer in layers}
+    out: dict[str, np.ndarray] = {}
+    for layer in layers:
+        cached = _load_cached(paths[layer], fields[layer], source.n)
+        if cached is not None:
+            report(progress, 1.0, f"{layer}: read cached activations")
+            out[layer] = cached
+    missing = [layer for layer in layers if layer not in out]
+    if not missing:
+        return out
+    temps: dict[str, Path] = {}
     try:
-        path.with_suffix(".json").unlink(missing_ok=True)
-        array = _run(model, layer, source, tmp, batch_size, progress, cancel, workers)
-        shape = list(array.shape)
-        array.flush()
-        del array
-        os.replace(tmp, path)
+        for layer in missing:
+            temps[layer] = _temp_file(folder, paths[layer].name)
+            paths[layer].with_suffix(".json").unlink(missing_ok=True)
+        arrays = _run(model, missing, source, temps, batch_size, progress, cancel, workers)
+        shapes = {layer: list(array.shape) for layer, array in arrays.items()}
+        for array in arrays.values():
+            array.flush()
+        del arrays
+        for layer in missing:
+            os.replace(temps.pop(layer), paths[layer])
     except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
+        for tmp in temps.values():
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
         raise
-    try:
-        write_json(path.with_suffix(".json"), {"fields": fields, "shape": shape, "model_name": model.name})
-    except OSError as exc:
-        raise InputError(f"could not write the activation cache ({exc.strerror or exc})", path) from None
-    return np.load(path, mmap_mode="r")
+    for layer in missing:
+        try:
+            write_json(paths[layer].with_suffix(".json"),
+                       {"fields": fields[layer], "shape": shapes[layer], "model_name": model.name})
+        except OSError as exc:
+            raise InputError(f"could not write the activation cache ({exc.strerror or exc})", paths[layer]) from None
+        out[layer] = np.load(paths[layer], mmap_mode="r")
+    return {layer: out[layer] for layer in layers}
 
 
 def _temp_file(folder: Path, name: str) -> Path:
@@ -206,34 +239,46 @@ class _StopForward(Exception):
 
 
 class _Capture:
-    """A forward hook keeping a copy of the layer's last output (copied at once: later in-place ops change it)."""
+    """A forward hook keeping a copy of the layer's last output (copied at once: later in-place ops change it).
+    `fired` (shared by the captures of one pass) records the order the hooked layers ran in."""
 
-    def __init__(self) -> None:
+    def __init__(self, fired: list[_Capture]) -> None:
         self.output: torch.Tensor | None = None
         self.calls = 0
         self.stop_early = False
+        self.fired = fired
 
     def __call__(self, _mod: nn.Module, _inp: object, out: object) -> None:
         if not isinstance(out, torch.Tensor):
             raise InputError(f"layer output is a {type(out).__name__}, not a tensor")
         self.output = out.detach().float().clone()
         self.calls += 1
+        self.fired.append(self)
         if self.stop_early:
             raise _StopForward
 
 
-def _forward(model: LoadedModel, layer: str, x: torch.Tensor, capture: _Capture) -> torch.Tensor:
+def _forward(model: LoadedModel, x: torch.Tensor, captures: dict[str, _Capture]) -> dict[str, torch.Tensor]:
+    """Every hooked layer's output for the batch x; the rest of the network is skipped once the last one ran (after
+    the first batch showed each runs once per forward: later calls would overwrite them)."""
     if not model.hookable:
         out = model.module(x)
         if not isinstance(out, torch.Tensor):
             raise InputError(f"{model.name}: output is a {type(out).__name__}, not a tensor")
-        return out.float()
-    capture.output, capture.calls = None, 0
+        return {layer: out.float() for layer in captures}
+    first = all(c.calls == 0 and not c.stop_early for c in captures.values())
+    for c in captures.values():
+        c.output, c.calls = None, 0
+    fired = next(iter(captures.values())).fired
+    fired.clear()
     with contextlib.suppress(_StopForward):
         model.module(x)
-    if capture.output is None:
-        raise InputError(f"{model.name}: layer {layer!r} did not run in the forward pass")
-    return capture.output
+    for layer, c in captures.items():
+        if c.output is None:
+            raise InputError(f"{model.name}: layer {layer!r} did not run in the forward pass")
+    if first and all(c.calls == 1 for c in captures.values()):
+        fired[-1].stop_early = True
+    return {layer: c.output for layer, c in captures.items()}
 
 
 def _as_units(t: torch.Tensor, layer: str) -> np.ndarray:
@@ -276,50 +321,55 @@ def _allocate(path: Path | None, shape: tuple[int, ...]) -> np.ndarray:
 
 
 @contextlib.contextmanager
-def _hooked(model: LoadedModel, layer: str, capture: _Capture) -> Iterator[None]:
-    """Hold the model's lock with `capture` hooked on `layer` (TorchScript: no hook, its output is the layer)."""
+def _hooked(model: LoadedModel, captures: dict[str, _Capture]) -> Iterator[None]:
+    """Hold the model's lock with each capture hooked on its layer (TorchScript: no hook, its output is the layer)."""
     with model.lock:
-        handle = dict(model.module.named_modules())[layer].register_forward_hook(capture) if model.hookable else None
+        modules = dict(model.module.named_modules()) if model.hookable else {}
+        handles = [modules[layer].register_forward_hook(c) for layer, c in captures.items()] if modules else []
         try:
             yield
         finally:
-            if handle is not None:
+            for handle in handles:
                 handle.remove()
 
 
 def _run(
     model: LoadedModel,
-    layer: str,
+    layers: list[str],
     source: _Source,
-    out_path: Path | None,
+    out_paths: dict[str, Path],
     batch_size: int,
     progress: ProgressCallback | None,
     cancel: CancelCheck | None,
     workers: int,
-) -> np.ndarray:
-    capture = _Capture()
+) -> dict[str, np.ndarray]:
+    """One pass over the images with every layer of `layers` hooked; each written to its path in `out_paths` (a
+    memmap) or kept in memory when it has none."""
+    fired: list[_Capture] = []
+    captures = {layer: _Capture(fired) for layer in layers}
     device = model.device
-    out: np.ndarray | None = None
+    out: dict[str, np.ndarray] = {}
+    names = ", ".join(layers)
     pool = ThreadPoolExecutor(max_workers=max(1, workers))
     batches = contextlib.closing(_batches(source, max(1, batch_size), pool))  # closed first: cancels pending decodes
-    with _hooked(model, layer, capture), pool, torch.inference_mode(), batches as loaded:
+    with _hooked(model, captures), pool, torch.inference_mode(), batches as loaded:
         for start, imgs in loaded:
             check_cancel(cancel)
             try:
                 x = model.preprocess(imgs, device=device)
             except InputError as exc:
                 raise InputError(f"{exc} (batch starting at {source.describe(start)})") from None
-            acts = _as_units(_forward(model, layer, x, capture), layer)
-            capture.stop_early = capture.calls == 1  # later calls would overwrite it: run to the end then
-            if out is None:
-                out = _allocate(out_path, (source.n, *acts.shape[1:]))
-            elif acts.shape[1:] != out.shape[1:]:
-                raise InputError(
-                    f"layer {layer!r} gives {acts.shape[1:]} for {source.describe(start)} but "
-                    f"{out.shape[1:]} for the first image: images differ in size; choose a resize setting"
-                )
-            out[start : start + len(acts)] = acts
-            done = start + len(acts)
-            report(progress, done / source.n, f"{layer}: {done}/{source.n} images")
-    assert out is not None
+            outputs = _forward(model, x, captures)
+            for layer, tensor in outputs.items():
+                acts = _as_units(tensor, layer)
+                if layer not in out:
+                    out[layer] = _allocate(out_paths.get(layer), (source.n, *acts.shape[1:]))
+                elif acts.shape[1:] != out[layer].shape[1:]:
+                    raise InputError(
+                        f"layer {layer!r} gives {acts.shape[1:]} for {source.describe(start)} but "
+                        f"{out[layer].shape[1:]} for the first image: images differ in size; choose a resize setting"
+                    )
+                out[layer][start : start + len(acts)] = acts
+            done = start + len(x)
+            report(progress, done / source.n, f"{names}: {done}/{source.n} images")
     return out
