@@ -221,3 +221,25 @@ def test_trace_picks_replay_the_engines_choices_and_correlation_shows(qtbot, env
         for m in data.SEARCHES:
             step, pos = picks.picks[m]
             assert r.trace[step][pos].formula == r.explanations[m].formula, (r.unit, m)
+
+
+def test_a_partly_dissected_layer_is_on_screen_before_the_next_block(env, monkeypatch):
+    """A launch after a stopped dissection shows the units saved so far at once, before dissecting more of them."""
+    from probescope.app.dissection.layer import layer_task
+    from probescope.app.tasks import Partial, TaskContext
+    from probescope.core.cache import cache_dir
+    from probescope.core.dissection import saved as saved_module
+    from probescope.core.dissection.results import DissectionResult
+
+    ws, pool, state = env
+    d = ws.data
+    path = cache_dir() / "dissection" / f"{d.key}.json"
+    stopped = DissectionResult.load(path)
+    keep = sorted(stopped.units)[:5]
+    stopped.units = {u: stopped.units[u] for u in keep}
+    stopped.complete = False
+    stopped.save(path)
+    monkeypatch.setattr(saved_module, "dissect", lambda *a, **k: pytest.fail("dissected before showing"))
+    steps = layer_task(state.get("model"), d.layer, d.dataset, d.store, d.settings, TaskContext())
+    first = next(item for item in steps if isinstance(item, Partial))
+    assert sorted(first.value.result.units) == keep and not first.value.result.complete

@@ -109,6 +109,8 @@ def layer_task(loaded_model, layer: str, dataset, store, settings: DissectionSet
 
     if previous is not None and previous.complete:
         return layer_data(previous)
+    if previous is not None and previous.units:
+        yield Partial(layer_data(previous))  # what an earlier launch finished is on screen before the next block
 
     def progress(fraction: float, message: str) -> None:
         ctx.progress(fraction, f"dissecting {layer}: {message}")
