@@ -3,9 +3,11 @@ palette."""
 
 from __future__ import annotations
 
+from types import SimpleNamespace
+
 import numpy as np
 import pytest
-from PySide6.QtCore import Qt
+from PySide6.QtCore import QPointF, Qt
 from PySide6.QtGui import QAction, QImage
 
 from probescope.widgets.command_palette import CommandPalette, matches
@@ -13,6 +15,7 @@ from probescope.widgets.dissection.plots import GroupedBars
 from probescope.widgets.dissection.table import UnitTable
 from probescope.widgets.images import blend, boundaries, label_colors, to_qimage
 from probescope.widgets.notification import Notification
+from probescope.widgets.similarity.plots import EmbeddingView
 from probescope.widgets.similarity.trial_grid import TrialGrid
 from probescope.widgets.task_progress import TaskProgress
 from probescope.widgets.thumbnail_grid import Thumbnail, ThumbnailGrid
@@ -112,6 +115,32 @@ def test_trial_grid_badges_picks(qtbot):
     assert captions[5] == "pick 1 · r5" and captions[2] == "pick 2 · r2" and captions[0] == "r0"
     with pytest.raises(ValueError):
         grid.set_trial((image, "q"), [(image, "r")] * 9, [])
+
+
+def test_embedding_view_finds_the_point_under_the_pointer(qtbot):
+    """Hover and click go to the nearest point within a few screen pixels (one vectorised search, however many
+    points), and nowhere when the pointer is between points; every spot is drawn in the item's one style."""
+    view = EmbeddingView()
+    qtbot.addWidget(view)
+    view.resize(400, 400)
+    view.show()
+    xy = np.array([[0.0, 0.0], [1.0, 0.0], [0.0, 1.0], [1.0, 1.0], [0.5, 0.5]])
+    view.set_points(xy, "five")
+    qtbot.waitExposed(view)
+    rects = view.points.data["sourceRect"]
+    assert (rects["w"] > 0).all() and len(set(map(tuple, rects.tolist()))) == 1
+    vb = view.plot.getPlotItem().vb
+    hovered, clicked = [], []
+    view.hovered.connect(hovered.append)
+    view.clicked.connect(clicked.append)
+    for x, y in ((1.0, 1.0), (0.99, 1.01), (0.75, 0.75), (0.5, 0.5)):
+        view._moved(vb.mapViewToScene(QPointF(x, y)))
+    assert hovered == [3, -1, 4] and len(view.hover_mark.data) == 1
+    assert view.point_at(vb.mapViewToScene(QPointF(0.0, 1.0))) == 2
+    assert view.point_at(QPointF(-50, -50)) == -1
+    view._clicked(SimpleNamespace(scenePos=lambda: vb.mapViewToScene(QPointF(1.0, 0.0))))
+    view._clicked(SimpleNamespace(scenePos=lambda: vb.mapViewToScene(QPointF(0.3, 0.6))))
+    assert clicked == [1]
 
 
 def test_notification_and_progress(qtbot):
