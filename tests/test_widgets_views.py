@@ -16,6 +16,7 @@ from probescope.widgets.dissection.table import UnitTable
 from probescope.widgets.images import blend, boundaries, label_colors, to_qimage
 from probescope.widgets.notification import Notification
 from probescope.widgets.similarity.plots import EmbeddingView
+from probescope.widgets.similarity.tables import TrialColumns, TrialList
 from probescope.widgets.similarity.trial_grid import TrialGrid
 from probescope.widgets.task_progress import TaskProgress
 from probescope.widgets.thumbnail_grid import Thumbnail, ThumbnailGrid
@@ -141,6 +142,24 @@ def test_embedding_view_finds_the_point_under_the_pointer(qtbot):
     view._clicked(SimpleNamespace(scenePos=lambda: vb.mapViewToScene(QPointF(1.0, 0.0))))
     view._clicked(SimpleNamespace(scenePos=lambda: vb.mapViewToScene(QPointF(0.3, 0.6))))
     assert clicked == [1]
+
+
+def test_trial_list_sorts_by_query_name_and_measures_only_rows_on_screen(qtbot):
+    """Sorting by query orders by the name (equal names tie, broken by trial number) as a sort of the names would;
+    the columns are sized from the rows on screen, not from a thousand more at every reset."""
+    query = np.array([3, 1, 3, 2, 1, 4, 2])
+    name_of = {1: "b", 2: "a", 3: "b", 4: "c"}  # stimuli 1 and 3 share a name
+    names = [name_of[q] for q in query]
+    columns = TrialColumns(np.zeros(7), np.full(7, np.nan), np.full(7, np.nan), query, names, np.ones(7, bool))
+    view = TrialList()
+    qtbot.addWidget(view)
+    view.list_model.set_trials(columns)
+    assert view.horizontalHeader().resizeContentsPrecision() == 0
+    view.sortByColumn(6, Qt.SortOrder.AscendingOrder)
+    want = np.lexsort((np.arange(7), np.unique(np.array(names, dtype=object), return_inverse=True)[1]))
+    assert view.list_model.rows.tolist() == want.tolist() == [3, 6, 0, 1, 2, 4, 5]
+    view.sortByColumn(6, Qt.SortOrder.DescendingOrder)
+    assert [names[t] for t in view.list_model.rows] == ["c", "b", "b", "b", "b", "a", "a"]
 
 
 def test_notification_and_progress(qtbot):
