@@ -113,6 +113,8 @@ def test_unit_view_shows_overlays_and_the_trace_of_the_engine(qtbot, env):
     assert ws.view.da_bars.values.tolist() == [r.netdissect.da] + [r.explanations[m].da for m in data.SEARCHES]
     assert ws.view.sweep.series["best IoU"][1] == [e.iou for e in r.sweep]
     assert ws.view.histogram.threshold == r.threshold
+    want, _ = np.histogram(np.asarray(ws.data.activations[:, unit], np.float32).ravel(), bins=60)
+    assert ws.view.histogram.counts.tolist() == want.tolist()  # computed with the overlays, drawn when they show
     # switching the explanation and clicking a trace formula change the concept overlay
     ws.view.controls.explanation.setCurrentIndex(data.METHODS.index("da-stop"))
     idle(qtbot, pool)

@@ -51,6 +51,7 @@ class UnitView(QWidget):
         ch.addWidget(self.sweep, 3)
         ch.addWidget(self.histogram, 3)
         charts.setMinimumHeight(200)
+        self._histogram_of: tuple[LayerData, int] | None = None  # the unit whose histogram the chart should show
         layout = QVBoxLayout(self)
         layout.setContentsMargins(0, 0, 0, 0)
         layout.addWidget(self.title)
@@ -71,16 +72,30 @@ class UnitView(QWidget):
         self.sweep.set_series({"best IoU": (lengths, [e.iou for e in heads]),
                                "its DA": (lengths, [e.da for e in heads])})
         integer_ticks(self.sweep, len(lengths))
-        values = np.asarray(d.activations[:, unit], dtype=np.float32).ravel()
-        counts, edges = np.histogram(values, bins=60)
-        self.histogram.set_histogram(edges, counts, u.threshold)
+        self._histogram_of = (d, unit)
+        self._draw_histogram()
         self.title.setText(f"<b>Unit {unit}</b>: threshold {u.threshold:.3g}, fires on {u.fired_images} images"
                            f" ({u.mask_pixels:,} mask pixels). Overlays: heat map = activation, "
                            f"<span style='color:#c9a400'>yellow outline = unit mask</span>, "
                            f"<span style='color:#0a9fd8'>cyan = explanation</span>")
 
     def set_caption(self, caption: str) -> None:
+        """The grid's caption, once the unit's overlays are on screen (its histogram came with them)."""
         self.caption.setText(caption + " (double-click an image for a large view)")
+        self._draw_histogram()
+
+    def _draw_histogram(self) -> None:
+        """The unit's activation histogram when the I/O pool has computed it (with the overlays), else only its
+        threshold: reading a unit's whole column of the layer in the GUI thread stalled every unit switch."""
+        if self._histogram_of is None:
+            return
+        d, unit = self._histogram_of
+        threshold = d.result.units[unit].threshold
+        found = d.histograms.get(unit)
+        if found is None:
+            self.histogram.show_threshold(threshold)
+        else:
+            self.histogram.set_histogram(*found, threshold)
 
 
 def show_trace(tree: TraceTree, d: LayerData, unit: UnitResult) -> None:
