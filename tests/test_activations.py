@@ -93,6 +93,22 @@ def test_several_layers_in_one_pass(tmp_path, images):
     np.testing.assert_allclose(in_memory["fc"], with_head["fc"], rtol=1e-4, atol=1e-5)  # other batch size
 
 
+def test_pooled_extraction_keeps_only_the_averages(tmp_path, images):
+    """pool='avg' stores each map's mean over its positions, equal to averaging the full maps, in a cache entry of
+    its own (the unpooled one is neither read nor written)."""
+    model = load_model(f"demo:{_save_demo(tmp_path / 'demo.pt', 0)}")
+    full = extract_activations(model, "layer3", images, None, batch_size=3)
+    pooled = extract_activations(model, "layer3", images, tmp_path / "cache", batch_size=3, pool="avg")
+    assert pooled.shape == (8, 128, 1, 1)
+    np.testing.assert_array_equal(pooled[:, :, 0, 0], full.mean(axis=(2, 3)))
+    assert [p.name for p in (tmp_path / "cache" / "activations").glob("*.npy")] == [
+        cache_path(model, "layer3", images, tmp_path / "cache", pool="avg").name]
+    assert cache_path(model, "layer3", images, tmp_path / "cache") != cache_path(model, "layer3", images,
+                                                                                tmp_path / "cache", pool="avg")
+    with pytest.raises(InputError, match="pooling"):
+        extract_activations(model, "layer3", images, None, pool="max")
+
+
 def test_cache_reused_and_invalidated(tmp_path, images):
     weights = _save_demo(tmp_path / "demo.pt", 0)
     cache = tmp_path / "cache"

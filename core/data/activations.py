@@ -88,9 +88,9 @@ def _source(images: Images) -> _Source:
     return _Source(len(seq), lambda i: seq[i], lambda i: f"image {i}", {"kind": "arrays", "sha256": digest.hexdigest()})
 
 
-def _fields(model: LoadedModel, layer: str, source: _Source) -> dict[str, Any]:
+def _fields(model: LoadedModel, layer: str, source: _Source, pool: str | None = None) -> dict[str, Any]:
     """Everything the cached array depends on (hashed into the cache key, stored in the sidecar)."""
-    return {
+    fields = {
         "version": CACHE_VERSION,
         "model": model.source_key,
         "layer": layer,
@@ -98,15 +98,18 @@ def _fields(model: LoadedModel, layer: str, source: _Source) -> dict[str, Any]:
         "preprocess": model.preprocess.key(),
         "dtype": "float32",
     }
+    if pool is not None:
+        fields["pool"] = pool
+    return fields
 
 
 def _key(fields: dict[str, Any]) -> str:
     return hashlib.sha256(json.dumps(fields, sort_keys=True).encode()).hexdigest()[:32]
 
 
-def cache_path(model: LoadedModel, layer: str, images: Images, cache_dir: str | Path) -> Path:
+def cache_path(model: LoadedModel, layer: str, images: Images, cache_dir: str | Path, pool: str | None = None) -> Path:
     """Where the activations of `layer` over `images` are (or would be) cached."""
-    return Path(cache_dir) / CACHE_SUBDIR / f"{_key(_fields(model, layer, _source(images)))}.npy"
+    return Path(cache_dir) / CACHE_SUBDIR / f"{_key(_fields(model, layer, _source(images), pool))}.npy"
 
 
 def _load_cached(path: Path, fields: dict[str, Any], n_images: int) -> np.ndarray | None:
@@ -139,12 +142,15 @@ def extract_activations(
     progress: ProgressCallback | None = None,
     cancel: CancelCheck | None = None,
     workers: int = 2,
+    pool: str | None = None,
 ) -> np.ndarray:
     """float32 (N, units, h, w) activations of `layer`: a read-only memmap of the cache, rebuilt if missing or
     stale; an in-memory array when cache_dir is None. Moves the model to `device` when one is given. Raises
-    Cancelled (leaving no cache) when cancel() returns True; one hooked pass per model at a time (model.lock)."""
+    Cancelled (leaving no cache) when cancel() returns True; one hooked pass per model at a time (model.lock).
+    `pool='avg'` averages each map over its positions as the batches come (N, units, 1, 1), so features of a conv
+    layer for 50,000 stimuli never hold, nor cache, the whole maps (20 GB for ResNet-50 layer4)."""
     return extract_layers(model, [layer], images, cache_dir, batch_size=batch_size, device=device,
-                          progress=progress, cancel=cancel, workers=workers)[layer]
+                          progress=progress, cancel=cancel, workers=workers, pool=pool)[layer]
 
 
 def extract_layers(
@@ -158,9 +164,12 @@ def extract_layers(
     progress: ProgressCallback | None = None,
     cancel: CancelCheck | None = None,
     workers: int = 2,
+    pool: str | None = None,
 ) -> dict[str, np.ndarray]:
     """The activations of several layers, as `extract_activations` gives each one, from ONE pass over the images
     for all those not cached yet (each cached file is the same as a single-layer extraction writes)."""
+    if pool not in (None, "avg"):
+        raise InputError(f"pooling must be 'avg' or none, got {pool!r}")
     source = _source(images)
     if source.n == 0:
         raise InputError("no images to extract activations from")
@@ -170,9 +179,9 @@ def extract_layers(
     if device is not None:
         model.to(device)
     if cache_dir is None:
-        return _run(model, layers, source, {}, batch_size, progress, cancel, workers)
+        return _run(model, layers, source, {}, batch_size, progress, cancel, workers, pool)
     folder = Path(cache_dir) / CACHE_SUBDIR
-    fields = {layer: _fields(model, layer, source) for layer in layers}
+    fields = {layer: _fields(model, layer, source, pool) for layer in layers}
     paths = {layer: folder / f"{_key(fields[layer])}.npy" for layer in layers}
     out: dict[str, np.ndarray] = {}
     for layer in layers:
@@ -188,7 +197,7 @@ def extract_layers(
         for layer in missing:
             temps[layer] = _temp_file(folder, paths[layer].name)
             paths[layer].with_suffix(".json").unlink(missing_ok=True)
-        arrays = _run(model, missing, source, temps, batch_size, progress, cancel, workers)
+        arrays = _run(model, missing, source, temps, batch_size, progress, cancel, workers, pool)
         shapes = {layer: list(array.shape) for layer, array in arrays.items()}
         for array in arrays.values():
             array.flush()
@@ -342,9 +351,10 @@ def _run(
     progress: ProgressCallback | None,
     cancel: CancelCheck | None,
     workers: int,
+    pooling: str | None = None,
 ) -> dict[str, np.ndarray]:
     """One pass over the images with every layer of `layers` hooked; each written to its path in `out_paths` (a
-    memmap) or kept in memory when it has none."""
+    memmap) or kept in memory when it has none; with `pooling='avg'` each map is averaged over its positions first."""
     fired: list[_Capture] = []
     captures = {layer: _Capture(fired) for layer in layers}
     device = model.device
@@ -362,6 +372,8 @@ def _run(
             outputs = _forward(model, x, captures)
             for layer, tensor in outputs.items():
                 acts = _as_units(tensor, layer)
+                if pooling == "avg":
+                    acts = acts.mean(axis=(2, 3), keepdims=True)
                 if layer not in out:
                     out[layer] = _allocate(out_paths.get(layer), (source.n, *acts.shape[1:]))
                 elif acts.shape[1:] != out[layer].shape[1:]:

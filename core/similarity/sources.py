@@ -106,8 +106,10 @@ def loaded_model_features(
     model: LoadedModel, catalog: Catalog, layer: str, *, pool: str = "avg", cache_dir: str | Path | None = None,
     progress: ProgressCallback | None = None, cancel: CancelCheck | None = None,
 ) -> np.ndarray:
-    """`model_features` for a model that is already loaded (the GUI's): through the activation cache."""
+    """`model_features` for a model that is already loaded (the GUI's): through the activation cache, which keeps
+    only the pooled features when pooling (the maps of a conv layer for 50,000 stimuli would fill gigabytes)."""
     from probescope.core.data.activations import extract_activations
 
-    acts = extract_activations(model, layer, CatalogImages(catalog), cache_dir, progress=progress, cancel=cancel)
-    return np.asarray(acts.mean(axis=(2, 3)) if pool == "avg" else acts.reshape(len(acts), -1), dtype=np.float32)
+    acts = extract_activations(model, layer, CatalogImages(catalog), cache_dir, progress=progress, cancel=cancel,
+                               pool="avg" if pool == "avg" else None)
+    return np.asarray(acts.reshape(len(acts), -1), dtype=np.float32)
