@@ -13,6 +13,7 @@ from PySide6.QtGui import QAction, QImage
 from probescope.widgets.command_palette import CommandPalette, matches
 from probescope.widgets.dissection.plots import GroupedBars
 from probescope.widgets.dissection.table import UnitTable
+from probescope.widgets.gallery.grid import GalleryGrid
 from probescope.widgets.images import blend, boundaries, label_colors, to_qimage
 from probescope.widgets.notification import Notification
 from probescope.widgets.similarity.plots import EmbeddingView
@@ -160,6 +161,25 @@ def test_trial_list_sorts_by_query_name_and_measures_only_rows_on_screen(qtbot):
     assert view.list_model.rows.tolist() == want.tolist() == [3, 6, 0, 1, 2, 4, 5]
     view.sortByColumn(6, Qt.SortOrder.DescendingOrder)
     assert [names[t] for t in view.list_model.rows] == ["c", "b", "b", "b", "b", "a", "a"]
+
+
+def test_gallery_grid_lays_a_new_order_out_in_batches(qtbot):
+    """A new order of many samples is laid out a batch of cells per event-loop turn (no single long turn), and a
+    cell far down is still selected and scrolled to."""
+    from PySide6.QtWidgets import QListView
+
+    n = 12_000
+    grid = GalleryGrid(48)
+    qtbot.addWidget(grid)
+    grid.resize(400, 300)
+    grid.show()
+    top = np.zeros((n, 3), np.int64)
+    grid.thumbnails.set_items(np.arange(n), top, np.full((n, 3), 1 / 3), ["a"])
+    grid.thumbnails.set_items(np.arange(n)[::-1].copy(), top, np.full((n, 3), 1 / 3), ["a"])
+    assert grid.layoutMode() == QListView.LayoutMode.Batched and grid.batchSize() < n
+    assert grid.select_image(0)
+    qtbot.waitUntil(lambda: grid.visualRect(grid.currentIndex()).intersects(grid.viewport().rect()), timeout=5000)
+    assert grid.current_image() == 0 and grid.visible_rows().stop == n
 
 
 def test_notification_and_progress(qtbot):
