@@ -109,12 +109,22 @@ def _load_dataset(request: OpenRequest, ctx: TaskContext, device: str) -> Iterat
                                    cancel=ctx.cancelled)
         ctx.check()
         label = "demo"
+        index = "index.csv"
     else:
-        root = Path(request.spec)
-        label = root.name
-    yield Progress(0.9, f"reading the index of {root}")
-    dataset = BrodenDataset.open(root)
+        root, index = dataset_root(request.spec)
+        label = root.name if index == "index.csv" else f"{root.name}/{index}"
+    yield Progress(0.9, f"reading {index} of {root}")
+    dataset = BrodenDataset.open(root, index)
     return Loaded("dataset", request.spec, f"{label} ({dataset.n_images} images)", dataset)
+
+
+def dataset_root(spec: str) -> tuple[Path, str]:
+    """(folder, index file name) of a dataset spec: a Broden folder (its index.csv), or one of its index files, such
+    as the full Broden's index_ade20k.csv (the ADE20K rows the compositional-explanation papers use)."""
+    path = Path(spec)
+    if path.suffix.lower() == ".csv":
+        return path.parent, path.name
+    return path, "index.csv"
 
 
 def _load_samples(request: OpenRequest, ctx: TaskContext, device: str) -> Iterator[Progress]:
@@ -182,6 +192,8 @@ def classify_path(path: str | Path) -> OpenRequest:
     if name == "index.csv":
         return OpenRequest("dataset", str(path.parent))
     suffix = path.suffix.lower()
+    if suffix == ".csv" and name.startswith("index") and (path.parent / "label.csv").is_file():
+        return OpenRequest("dataset", str(path))  # another index of a Broden folder (index_ade20k.csv)
     if suffix in (".npz", ".npy"):
         return OpenRequest("samples", str(path))
     if suffix in JUDGMENT_SUFFIXES:

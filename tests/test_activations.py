@@ -7,7 +7,7 @@ import pytest
 import torch
 from torch import nn
 
-from probescope.core.data.activations import cache_path, extract_activations
+from probescope.core.data.activations import cache_path, extract_activations, extract_layers
 from probescope.core.data.preprocess import CLASSIC
 from probescope.core.demo.model import DemoNet
 from probescope.core.demo.world import SCENES
@@ -69,6 +69,45 @@ def test_matches_direct_forward(demo, images, tmp_path):
     with torch.no_grad():
         want = demo.module(demo.preprocess(images)).numpy()
     np.testing.assert_allclose(logits[:, :, 0, 0], want, rtol=1e-4, atol=1e-4)
+
+
+def test_several_layers_in_one_pass(tmp_path, images):
+    """extract_layers runs the network once for every layer not cached, stops after the deepest one, and leaves the
+    same cache files as one extraction per layer."""
+    weights = _save_demo(tmp_path / "demo.pt", 0)
+    model = load_model(f"demo:{weights}")
+    calls = _count_forwards(model)
+    ran_fc = []
+    model.module.fc.register_forward_hook(lambda *_: ran_fc.append(1))
+    together = extract_layers(model, ["layer4", "layer2", "layer4"], images, tmp_path / "a", batch_size=3)
+    assert list(together) == ["layer4", "layer2"] and len(calls) == 3  # three batches, one pass each
+    assert len(ran_fc) == 1  # only the first batch runs to the end (to learn each layer runs once)
+    for layer in ("layer4", "layer2"):
+        alone = extract_activations(load_model(f"demo:{weights}"), layer, images, tmp_path / "b", batch_size=3)
+        assert np.array_equal(together[layer], alone)
+        assert (cache_path(model, layer, images, tmp_path / "a").read_bytes()
+                == cache_path(model, layer, images, tmp_path / "b").read_bytes())
+    with_head = extract_layers(model, ["layer2", "fc"], images, tmp_path / "a", batch_size=3)
+    assert len(calls) == 6 and np.array_equal(with_head["layer2"], together["layer2"])  # only fc was missing
+    in_memory = extract_layers(model, ["fc", "layer3"], images, None, batch_size=4)
+    np.testing.assert_allclose(in_memory["layer3"], _brute(model, images, "layer3"), rtol=1e-4, atol=1e-4)
+    np.testing.assert_allclose(in_memory["fc"], with_head["fc"], rtol=1e-4, atol=1e-5)  # other batch size
+
+
+def test_pooled_extraction_keeps_only_the_averages(tmp_path, images):
+    """pool='avg' stores each map's mean over its positions, equal to averaging the full maps, in a cache entry of
+    its own (the unpooled one is neither read nor written)."""
+    model = load_model(f"demo:{_save_demo(tmp_path / 'demo.pt', 0)}")
+    full = extract_activations(model, "layer3", images, None, batch_size=3)
+    pooled = extract_activations(model, "layer3", images, tmp_path / "cache", batch_size=3, pool="avg")
+    assert pooled.shape == (8, 128, 1, 1)
+    np.testing.assert_array_equal(pooled[:, :, 0, 0], full.mean(axis=(2, 3)))
+    assert [p.name for p in (tmp_path / "cache" / "activations").glob("*.npy")] == [
+        cache_path(model, "layer3", images, tmp_path / "cache", pool="avg").name]
+    assert cache_path(model, "layer3", images, tmp_path / "cache") != cache_path(model, "layer3", images,
+                                                                                tmp_path / "cache", pool="avg")
+    with pytest.raises(InputError, match="pooling"):
+        extract_activations(model, "layer3", images, None, pool="max")
 
 
 def test_cache_reused_and_invalidated(tmp_path, images):

@@ -91,6 +91,23 @@ def test_bad_files_fail_cleanly_and_keep_what_was_loaded(qtbot, window, small_wo
     assert window.workspaces["dissection"].view.images.thumbnails.rowCount() == thumbs
 
 
+def test_an_index_file_opens_only_its_rows(qtbot, window, small_world, tmp_path):
+    """`--dataset DIR/index_ade20k.csv` (or dropping that file): the folder's images, the rows of that index."""
+    import shutil
+
+    root = tmp_path / "broden"
+    shutil.copytree(small_world["dataset"], root)
+    lines = (root / "index.csv").read_text().splitlines(keepends=True)
+    (root / "index_ade20k.csv").write_text("".join(lines[:6]))
+    request = classify_path(root / "index_ade20k.csv")
+    assert request == OpenRequest("dataset", str(root / "index_ade20k.csv"))
+    with qtbot.waitSignal(window.opened, timeout=WAIT_MS) as blocker:
+        window.open(request)
+    loaded = blocker.args[0]
+    assert loaded.value.n_images == 5 and loaded.value.index_path == root / "index_ade20k.csv"
+    assert loaded.label == "broden/index_ade20k.csv (5 images)"
+
+
 def test_drag_and_drop_opens_by_kind(qtbot, window, small_world, tmp_path):
     assert classify_path(small_world["dataset"]).kind == "dataset"
     assert classify_path(small_world["dataset"] / "index.csv").kind == "dataset"

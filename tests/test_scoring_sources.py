@@ -89,6 +89,24 @@ def test_array_sources(tmp_path):
         open_source(tmp_path / "two.npz")
 
 
+def test_uncompressed_npz_is_memory_mapped(tmp_path):
+    """np.savez (stored) members are read in place, as .npy files are; compressed ones are read whole; a zip64
+    archive (what np.savez writes for large arrays) too."""
+    import zipfile
+
+    images = np.random.default_rng(2).integers(0, 256, (9, 4, 5, 3), dtype=np.uint8)
+    np.savez(tmp_path / "stored.npz", labels=np.arange(9), images=images)
+    np.savez_compressed(tmp_path / "packed.npz", images=images)
+    with zipfile.ZipFile(tmp_path / "zip64.npz", "w") as archive, archive.open("images.npy", "w",
+                                                                                  force_zip64=True) as fh:
+        np.lib.format.write_array(fh, images)
+    stored, packed, zip64 = (open_source(tmp_path / f"{n}.npz") for n in ("stored", "packed", "zip64"))
+    assert isinstance(stored.images, np.memmap) and isinstance(zip64.images, np.memmap)
+    assert not isinstance(packed.images, np.memmap)
+    for source in (stored, packed, zip64):
+        np.testing.assert_array_equal(np.asarray(source.images), images)
+
+
 def test_quantisation_rule():
     x = np.array([-1.0, -0.999, 0.0, 1.0, 2.0, -3.0])
     # (x + 1) * 127.5 -> 0, 0.1275, 127.5, 255, 382.5, -255 -> round half up, clamp

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 from pathlib import Path
@@ -69,3 +70,22 @@ def test_similarity_command_with_model_features(cache: Path, capsys, monkeypatch
     assert main([*argv, "--trust", str(tmp_path / "tiny.pt")]) == 0
     out = json.loads(capsys.readouterr().out)
     assert out["features"].endswith("output (avg)") and 0.4 < out["accuracy"]["cosine"] < 1.0
+
+
+def test_catalog_features_are_keyed_by_the_catalog_file_not_by_every_pixel(cache: Path, monkeypatch) -> None:
+    """The activation cache knows a file-backed catalog by its file and image paths (no image is decoded to look
+    the features up); the features are the stimuli's pooled activations, in catalog order."""
+    from probescope.core.data.activations import extract_activations
+    from probescope.core.models.loading import load_model
+    from probescope.core.similarity.sources import CatalogImages, model_features
+
+    catalog = load_judgments(demo.ensure_demo_judgments(cache).observations).catalog
+    first = model_features(catalog, "demo", "layer2", cache_dir=cache / "acts")
+    direct = extract_activations(load_model("demo"), "layer2", [CatalogImages(catalog)[i] for i in range(5)], None)
+    np.testing.assert_allclose(first[:5], direct.mean(axis=(2, 3)), rtol=1e-5, atol=1e-6)
+    decoded = []
+    monkeypatch.setattr(CatalogImages, "__getitem__", lambda self, i: decoded.append(i) or pytest.fail("decoded"))
+    np.testing.assert_array_equal(model_features(catalog, "demo", "layer2", cache_dir=cache / "acts"), first)
+    assert decoded == []
+    in_memory = CatalogImages(dataclasses.replace(catalog, source=None))
+    assert in_memory.files() is in_memory  # no file of its own: known by its pixels, as before

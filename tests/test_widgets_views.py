@@ -3,16 +3,21 @@ palette."""
 
 from __future__ import annotations
 
+from types import SimpleNamespace
+
 import numpy as np
 import pytest
-from PySide6.QtCore import Qt
+from PySide6.QtCore import QPointF, Qt
 from PySide6.QtGui import QAction, QImage
 
 from probescope.widgets.command_palette import CommandPalette, matches
 from probescope.widgets.dissection.plots import GroupedBars
 from probescope.widgets.dissection.table import UnitTable
+from probescope.widgets.gallery.grid import GalleryGrid
 from probescope.widgets.images import blend, boundaries, label_colors, to_qimage
 from probescope.widgets.notification import Notification
+from probescope.widgets.similarity.plots import EmbeddingView
+from probescope.widgets.similarity.tables import TrialColumns, TrialList
 from probescope.widgets.similarity.trial_grid import TrialGrid
 from probescope.widgets.task_progress import TaskProgress
 from probescope.widgets.thumbnail_grid import Thumbnail, ThumbnailGrid
@@ -112,6 +117,69 @@ def test_trial_grid_badges_picks(qtbot):
     assert captions[5] == "pick 1 · r5" and captions[2] == "pick 2 · r2" and captions[0] == "r0"
     with pytest.raises(ValueError):
         grid.set_trial((image, "q"), [(image, "r")] * 9, [])
+
+
+def test_embedding_view_finds_the_point_under_the_pointer(qtbot):
+    """Hover and click go to the nearest point within a few screen pixels (one vectorised search, however many
+    points), and nowhere when the pointer is between points; every spot is drawn in the item's one style."""
+    view = EmbeddingView()
+    qtbot.addWidget(view)
+    view.resize(400, 400)
+    view.show()
+    xy = np.array([[0.0, 0.0], [1.0, 0.0], [0.0, 1.0], [1.0, 1.0], [0.5, 0.5]])
+    view.set_points(xy, "five")
+    qtbot.waitExposed(view)
+    rects = view.points.data["sourceRect"]
+    assert (rects["w"] > 0).all() and len(set(map(tuple, rects.tolist()))) == 1
+    vb = view.plot.getPlotItem().vb
+    hovered, clicked = [], []
+    view.hovered.connect(hovered.append)
+    view.clicked.connect(clicked.append)
+    for x, y in ((1.0, 1.0), (0.99, 1.01), (0.75, 0.75), (0.5, 0.5)):
+        view._moved(vb.mapViewToScene(QPointF(x, y)))
+    assert hovered == [3, -1, 4] and len(view.hover_mark.data) == 1
+    assert view.point_at(vb.mapViewToScene(QPointF(0.0, 1.0))) == 2
+    assert view.point_at(QPointF(-50, -50)) == -1
+    view._clicked(SimpleNamespace(scenePos=lambda: vb.mapViewToScene(QPointF(1.0, 0.0))))
+    view._clicked(SimpleNamespace(scenePos=lambda: vb.mapViewToScene(QPointF(0.3, 0.6))))
+    assert clicked == [1]
+
+
+def test_trial_list_sorts_by_query_name_and_measures_only_rows_on_screen(qtbot):
+    """Sorting by query orders by the name (equal names tie, broken by trial number) as a sort of the names would;
+    the columns are sized from the rows on screen, not from a thousand more at every reset."""
+    query = np.array([3, 1, 3, 2, 1, 4, 2])
+    name_of = {1: "b", 2: "a", 3: "b", 4: "c"}  # stimuli 1 and 3 share a name
+    names = [name_of[q] for q in query]
+    columns = TrialColumns(np.zeros(7), np.full(7, np.nan), np.full(7, np.nan), query, names, np.ones(7, bool))
+    view = TrialList()
+    qtbot.addWidget(view)
+    view.list_model.set_trials(columns)
+    assert view.horizontalHeader().resizeContentsPrecision() == 0
+    view.sortByColumn(6, Qt.SortOrder.AscendingOrder)
+    want = np.lexsort((np.arange(7), np.unique(np.array(names, dtype=object), return_inverse=True)[1]))
+    assert view.list_model.rows.tolist() == want.tolist() == [3, 6, 0, 1, 2, 4, 5]
+    view.sortByColumn(6, Qt.SortOrder.DescendingOrder)
+    assert [names[t] for t in view.list_model.rows] == ["c", "b", "b", "b", "b", "a", "a"]
+
+
+def test_gallery_grid_lays_a_new_order_out_in_batches(qtbot):
+    """A new order of many samples is laid out a batch of cells per event-loop turn (no single long turn), and a
+    cell far down is still selected and scrolled to."""
+    from PySide6.QtWidgets import QListView
+
+    n = 12_000
+    grid = GalleryGrid(48)
+    qtbot.addWidget(grid)
+    grid.resize(400, 300)
+    grid.show()
+    top = np.zeros((n, 3), np.int64)
+    grid.thumbnails.set_items(np.arange(n), top, np.full((n, 3), 1 / 3), ["a"])
+    grid.thumbnails.set_items(np.arange(n)[::-1].copy(), top, np.full((n, 3), 1 / 3), ["a"])
+    assert grid.layoutMode() == QListView.LayoutMode.Batched and grid.batchSize() < n
+    assert grid.select_image(0)
+    qtbot.waitUntil(lambda: grid.visualRect(grid.currentIndex()).intersects(grid.viewport().rect()), timeout=5000)
+    assert grid.current_image() == 0 and grid.visible_rows().stop == n
 
 
 def test_notification_and_progress(qtbot):

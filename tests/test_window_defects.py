@@ -289,7 +289,7 @@ def test_more_small_things(qtbot, loaded, monkeypatch):
     gallery.large.close()
     # the embedding's hover names the stimulus
     view = loaded.workspaces["similarity"].embedding.view
-    assert "#3" in view._tip(0.0, 0.0, 3)
+    assert "#3" in view.tip(3)
     # a layer's rows keep their places while its units still arrive; the last block sorts them
     from probescope.widgets.dissection.table import UnitTable
 

@@ -113,6 +113,8 @@ def test_unit_view_shows_overlays_and_the_trace_of_the_engine(qtbot, env):
     assert ws.charts.da_bars.values.tolist() == [r.netdissect.da] + [r.explanations[m].da for m in data.SEARCHES]
     assert ws.charts.sweep.series["best IoU"][1] == [e.iou for e in r.sweep]
     assert ws.charts.histogram.threshold == r.threshold
+    want, _ = np.histogram(np.asarray(ws.data.activations[:, unit], np.float32).ravel(), bins=60)
+    assert ws.charts.histogram.counts.tolist() == want.tolist()  # computed with the overlays, drawn when they show
     # switching the explanation and clicking a trace formula change the concept overlay
     ws.view.controls.explanation.setCurrentIndex(data.METHODS.index("da-stop"))
     idle(qtbot, pool)
@@ -294,3 +296,25 @@ def test_optimal_search_shows_each_units_gap(qtbot, env):
     else:
         assert "The beam's explanation is optimal." in title
     assert "optimal" in ws.charts.iou_bars.names  # its bar beside the other explanations
+
+
+def test_a_partly_dissected_layer_is_on_screen_before_the_next_block(env, monkeypatch):
+    """A launch after a stopped dissection shows the units saved so far at once, before dissecting more of them."""
+    from probescope.app.dissection.layer import layer_task
+    from probescope.app.tasks import Partial, TaskContext
+    from probescope.core.cache import cache_dir
+    from probescope.core.dissection import saved as saved_module
+    from probescope.core.dissection.results import DissectionResult
+
+    ws, pool, state = env
+    d = ws.data
+    path = cache_dir() / "dissection" / f"{d.key}.json"
+    stopped = DissectionResult.load(path)
+    keep = sorted(stopped.units)[:5]
+    stopped.units = {u: stopped.units[u] for u in keep}
+    stopped.complete = False
+    stopped.save(path)
+    monkeypatch.setattr(saved_module, "dissect", lambda *a, **k: pytest.fail("dissected before showing"))
+    steps = layer_task(state.get("model"), d.layer, d.dataset, d.store, d.settings, TaskContext())
+    first = next(item for item in steps if isinstance(item, Partial))
+    assert sorted(first.value.result.units) == keep and not first.value.result.complete

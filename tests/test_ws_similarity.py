@@ -271,3 +271,25 @@ def test_list_filter_by_grade_class_against_the_session_grades(qtbot, env):
     cls = ts.query_class[0]
     ws.trials.class_filter.setCurrentText(cls)
     assert all(ts.query_class[t] == cls for t in ws.trials.trial_list.list_model.rows)
+
+
+def test_stimulus_captions_are_made_once_per_judgments():
+    """Captions of every stimulus are made once (the list needs one per trial: 312,500 at ImageNet-HSJ scale) and
+    forgotten with their judgments."""
+    import gc
+    from pathlib import Path
+
+    from probescope.core.similarity.catalog import Catalog
+    from probescope.core.similarity.readers import Judgments
+    from probescope.core.similarity.trials import Trials
+
+    catalog = Catalog(("a.png", "b.png", "c.png"), np.array([-1, -1, 0]), Path("."), ("cat", "", "cat"))
+    trials = Trials.make(np.array([0, 1]), np.array([[1, 2], [0, 2]]), np.array([[0], [1]]))
+    judgments = Judgments(trials, catalog, Path("x.csv"), "csv")
+    names = data.stimulus_names(judgments)
+    assert names == ["cat #0", "#1", "cat #2 (mirror of #0)"] and data.stimulus_names(judgments) is names
+    assert [data.stimulus_name(judgments, s) for s in (2, 0)] == [names[2], names[0]]
+    key = id(judgments)
+    del judgments
+    gc.collect()
+    assert key not in data._NAMES

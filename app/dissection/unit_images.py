@@ -78,6 +78,7 @@ class UnitImages(QObject):
 
         def task(ctx):
             total = None
+            d.histogram(unit)  # the view draws it once the overlays are shown
             if present and formula is not None:
                 images, total = present_images(d.store, formula, d.peaks, unit, k)
             else:
@@ -142,6 +143,7 @@ class UnitImages(QObject):
         def task(ctx):
             out = []
             for key, u, threshold, formula in wanted:
+                d.histogram(u)
                 items: list[ImageOverlay] = []
                 for part in overlay_task(d.dataset, d.store, d.activations, u, threshold, float(d.peaks[:, u].max()),
                                          [int(i) for i in d.top_images(u, k)], formula, options, False, ctx):

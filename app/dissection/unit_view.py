@@ -80,6 +80,7 @@ class UnitCharts(QWidget):
         layout.addWidget(self.sweep, 3)
         layout.addWidget(self.histogram, 3)
         self.setMinimumHeight(180)
+        self._histogram_of: tuple[LayerData, int] | None = None  # the unit whose histogram the chart should show
 
     def show_numbers(self, d: LayerData, unit: int) -> None:
         u = d.result.units[unit]
@@ -94,9 +95,21 @@ class UnitCharts(QWidget):
         self.sweep.set_series({"best IoU": (lengths, [e.iou for e in heads]),
                                "its DA": (lengths, [e.da for e in heads])})
         integer_ticks(self.sweep, len(lengths))
-        values = np.asarray(d.activations[:, unit], dtype=np.float32).ravel()
-        counts, edges = np.histogram(values, bins=60)
-        self.histogram.set_histogram(edges, counts, u.threshold)
+        self._histogram_of = (d, unit)
+        self.draw_histogram()
+
+    def draw_histogram(self) -> None:
+        """The unit's activation histogram when the I/O pool has computed it (with the overlays), else only its
+        threshold: reading a unit's whole column of the layer in the GUI thread stalled every unit switch."""
+        if self._histogram_of is None:
+            return
+        d, unit = self._histogram_of
+        threshold = d.result.units[unit].threshold
+        found = d.histograms.get(unit)
+        if found is None:
+            self.histogram.show_threshold(threshold)
+        else:
+            self.histogram.set_histogram(*found, threshold)
 
 
 def show_trace(tree: TraceTree, d: LayerData, unit: UnitResult) -> None:

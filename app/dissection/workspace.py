@@ -402,6 +402,7 @@ class DissectionWorkspace(Workspace):
 
     def _overlays_shown(self) -> None:
         self.view.set_caption(self.unit_images.caption)
+        self.charts.draw_histogram()  # computed with the overlays
         self._update_card()
         self._check_initial()
 

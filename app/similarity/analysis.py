@@ -12,6 +12,7 @@ import contextlib
 import dataclasses
 import hashlib
 import json
+import weakref
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -103,6 +104,7 @@ def analyse(judgments: Judgments, filters: Filters) -> TrialSet:
     query_class = tuple(classes[q] for q in trials.query) if classes else ("",) * len(trials)
     names = {s: grade_class(g) for s, g in grades.items()}
     classes_of = np.array([names.get(int(s), "ungraded") for s in trials.session], dtype=object)
+    stimulus_names(judgments)  # the list's captions, made here in the worker
     return TrialSet(trials, filters, kept, filtered, report, position, catch_grades(trials, position), session_grade,
                     query_class, classes_of)
 
@@ -153,8 +155,28 @@ def stimulus_classes(judgments: Judgments) -> tuple[str, ...]:
 
 def stimulus_name(judgments: Judgments, stimulus: int) -> str:
     """How a stimulus is captioned: its class and id, and what it mirrors."""
+    names = stimulus_names(judgments)
+    return names[stimulus] if 0 <= stimulus < len(names) else _caption(judgments, stimulus)
+
+
+_NAMES: dict[int, list[str]] = {}  # id(judgments) -> every stimulus's caption, dropped with the judgments
+
+
+def stimulus_names(judgments: Judgments) -> list[str]:
+    """Every stimulus's caption, made once per judgments (the trial list captions each of 312,500 trials' query;
+    `analyse` makes them in the worker)."""
+    key = id(judgments)
+    names = _NAMES.get(key)
+    if names is None:
+        names = _NAMES[key] = [_caption(judgments, s) for s in range(judgments.n_stimuli)]
+        weakref.finalize(judgments, _NAMES.pop, key, None)
+    return names
+
+
+def _caption(judgments: Judgments, stimulus: int) -> str:
     classes = stimulus_classes(judgments)
-    name = f"{classes[stimulus]} #{stimulus}" if classes and classes[stimulus] else f"#{stimulus}"
+    name = f"{classes[stimulus]} #{stimulus}" if classes and stimulus < len(classes) and classes[stimulus] else (
+        f"#{stimulus}")
     catalog = judgments.catalog
     if catalog is not None and stimulus < len(catalog.mirror_of) and catalog.mirror_of[stimulus] >= 0:
         name += f" (mirror of #{catalog.mirror_of[stimulus]})"

@@ -103,9 +103,9 @@ def _source(images: Images) -> _Source:
     return _Source(len(seq), lambda i: seq[i], lambda i: f"image {i}", {"kind": "arrays", "sha256": digest.hexdigest()})
 
 
-def _fields(model: LoadedModel, layer: str, source: _Source) -> dict[str, Any]:
+def _fields(model: LoadedModel, layer: str, source: _Source, pool: str | None = None) -> dict[str, Any]:
     """Everything the cached array depends on (hashed into the cache key, stored in the sidecar)."""
-    return {
+    fields = {
         "version": CACHE_VERSION,
         "model": model.source_key,
         "layer": layer,
@@ -113,15 +113,18 @@ def _fields(model: LoadedModel, layer: str, source: _Source) -> dict[str, Any]:
         "preprocess": model.preprocess.key(),
         "dtype": "float32",
     }
+    if pool is not None:
+        fields["pool"] = pool
+    return fields
 
 
 def _key(fields: dict[str, Any]) -> str:
     return hashlib.sha256(json.dumps(fields, sort_keys=True).encode()).hexdigest()[:32]
 
 
-def cache_path(model: LoadedModel, layer: str, images: Images, cache_dir: str | Path) -> Path:
+def cache_path(model: LoadedModel, layer: str, images: Images, cache_dir: str | Path, pool: str | None = None) -> Path:
     """Where the activations of `layer` over `images` are (or would be) cached."""
-    return Path(cache_dir) / CACHE_SUBDIR / f"{_key(_fields(model, layer, _source(images)))}.npy"
+    return Path(cache_dir) / CACHE_SUBDIR / f"{_key(_fields(model, layer, _source(images), pool))}.npy"
 
 
 class _BlockChecksums:
@@ -202,49 +205,91 @@ def extract_activations(
     progress: ProgressCallback | None = None,
     cancel: CancelCheck | None = None,
     workers: int = 2,
+    pool: str | None = None,
 ) -> np.ndarray:
     """float32 (N, units, h, w) activations of `layer`: a read-only memmap of the cache, rebuilt if missing or
     stale; an in-memory array when cache_dir is None. Moves the model to `device` when one is given. Raises
-    Cancelled (leaving no cache) when cancel() returns True; one hooked pass per model at a time (model.lock)."""
+    Cancelled (leaving no cache) when cancel() returns True; one hooked pass per model at a time (model.lock).
+    `pool='avg'` averages each map over its positions as the batches come (N, units, 1, 1), so features of a conv
+    layer for 50,000 stimuli never hold, nor cache, the whole maps (20 GB for ResNet-50 layer4)."""
+    return extract_layers(model, [layer], images, cache_dir, batch_size=batch_size, device=device,
+                          progress=progress, cancel=cancel, workers=workers, pool=pool)[layer]
+
+
+def extract_layers(
+    model: LoadedModel,
+    layers: Sequence[str],
+    images: Images,
+    cache_dir: str | Path | None,
+    *,
+    batch_size: int = 32,
+    device: str | torch.device | None = None,
+    progress: ProgressCallback | None = None,
+    cancel: CancelCheck | None = None,
+    workers: int = 2,
+    pool: str | None = None,
+) -> dict[str, np.ndarray]:
+    """The activations of several layers, as `extract_activations` gives each one, from ONE pass over the images
+    for all those not cached yet (each cached file is the same as a single-layer extraction writes)."""
+    if pool not in (None, "avg"):
+        raise InputError(f"pooling must be 'avg' or none, got {pool!r}")
     source = _source(images)
     if source.n == 0:
         raise InputError("no images to extract activations from")
-    _check_layer(model, layer)
+    layers = list(dict.fromkeys(layers))
+    for layer in layers:
+        _check_layer(model, layer)
     if device is not None:
         model.to(device)
     if cache_dir is None:
-        return _run(model, layer, source, None, batch_size, progress, cancel, workers)
-    fields = _fields(model, layer, source)
+        return _run(model, layers, source, {}, batch_size, progress, cancel, workers, pooling=pool)
     folder = Path(cache_dir) / CACHE_SUBDIR
-    path = folder / f"{_key(fields)}.npy"
-    report(progress, 0.0, f"{layer}: checking the activation cache")
-    cached = _load_cached(path, fields, source.n)
-    if cached is not None:
-        report(progress, 1.0, f"{layer}: read cached activations")
-        return cached
-    tmp, fd = _temp_file(folder, path.name)
+    fields = {layer: _fields(model, layer, source, pool) for layer in layers}
+    paths = {layer: folder / f"{_key(fields[layer])}.npy" for layer in layers}
+    out: dict[str, np.ndarray] = {}
+    for layer in layers:
+        report(progress, 0.0, f"{layer}: checking the activation cache")
+        cached = _load_cached(paths[layer], fields[layer], source.n)
+        if cached is not None:
+            report(progress, 1.0, f"{layer}: read cached activations")
+            out[layer] = cached
+    missing = [layer for layer in layers if layer not in out]
+    if not missing:
+        return out
+    temps: dict[str, tuple[Path, int]] = {}  # layer -> (locked temporary file, its descriptor)
+    checksums: dict[str, _BlockChecksums] = {}
     try:
-        path.with_suffix(".json").unlink(missing_ok=True)
-        checksums: list[_BlockChecksums] = []
-        array = _run(model, layer, source, tmp, batch_size, progress, cancel, workers, checksums)
-        shape = list(array.shape)
-        array.flush()
-        del array
+        for layer in missing:
+            temps[layer] = _temp_file(folder, paths[layer].name)
+            paths[layer].with_suffix(".json").unlink(missing_ok=True)
+        arrays = _run(model, missing, source, {layer: tmp for layer, (tmp, _fd) in temps.items()}, batch_size,
+                      progress, cancel, workers, checksums=checksums, pooling=pool)
+        shapes = {layer: list(array.shape) for layer, array in arrays.items()}
+        for array in arrays.values():
+            array.flush()
+        del arrays
     except BaseException:
-        os.close(fd)
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
+        for tmp, fd in temps.values():
+            os.close(fd)
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
         raise
-    os.close(fd)  # the lock goes before the rename (Windows renames no open file); a cleaner spares fresh files
-    try:
-        os.replace(tmp, path)
-    except OSError as exc:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise InputError(f"could not write the activation cache ({exc.strerror or exc})", path) from None
-    write_json(path.with_suffix(".json"), {"fields": fields, "shape": shape, "model_name": model.name,
-                                           "checksums": checksums[0].to_json()})
-    return np.load(path, mmap_mode="r")
+    for _tmp, fd in temps.values():
+        os.close(fd)  # the locks go before the renames (Windows renames no open file); a cleaner spares fresh files
+    for layer in missing:
+        tmp, _fd = temps.pop(layer)
+        try:
+            os.replace(tmp, paths[layer])
+        except OSError as exc:
+            for rest in [tmp, *(t for t, _ in temps.values())]:
+                with contextlib.suppress(OSError):
+                    os.unlink(rest)
+            raise InputError(f"could not write the activation cache ({exc.strerror or exc})", paths[layer]) from None
+        write_json(paths[layer].with_suffix(".json"), {"fields": fields[layer], "shape": shapes[layer],
+                                                       "model_name": model.name,
+                                                       "checksums": checksums[layer].to_json()})
+        out[layer] = np.load(paths[layer], mmap_mode="r")
+    return {layer: out[layer] for layer in layers}
 
 
 def _temp_file(folder: Path, name: str) -> tuple[Path, int]:
@@ -296,34 +341,46 @@ class _StopForward(Exception):
 
 
 class _Capture:
-    """A forward hook keeping a copy of the layer's last output (copied at once: later in-place ops change it)."""
+    """A forward hook keeping a copy of the layer's last output (copied at once: later in-place ops change it).
+    `fired` (shared by the captures of one pass) records the order the hooked layers ran in."""
 
-    def __init__(self) -> None:
+    def __init__(self, fired: list[_Capture]) -> None:
         self.output: torch.Tensor | None = None
         self.calls = 0
         self.stop_early = False
+        self.fired = fired
 
     def __call__(self, _mod: nn.Module, _inp: object, out: object) -> None:
         if not isinstance(out, torch.Tensor):
             raise InputError(f"layer output is a {type(out).__name__}, not a tensor")
         self.output = out.detach().float().clone()
         self.calls += 1
+        self.fired.append(self)
         if self.stop_early:
             raise _StopForward
 
 
-def _forward(model: LoadedModel, layer: str, x: torch.Tensor, capture: _Capture) -> torch.Tensor:
+def _forward(model: LoadedModel, x: torch.Tensor, captures: dict[str, _Capture]) -> dict[str, torch.Tensor]:
+    """Every hooked layer's output for the batch x; the rest of the network is skipped once the last one ran (after
+    the first batch showed each runs once per forward: later calls would overwrite them)."""
     if not model.hookable:
         out = model.module(x)
         if not isinstance(out, torch.Tensor):
             raise InputError(f"{model.name}: output is a {type(out).__name__}, not a tensor")
-        return out.float()
-    capture.output, capture.calls = None, 0
+        return {layer: out.float() for layer in captures}
+    first = all(c.calls == 0 and not c.stop_early for c in captures.values())
+    for c in captures.values():
+        c.output, c.calls = None, 0
+    fired = next(iter(captures.values())).fired
+    fired.clear()
     with contextlib.suppress(_StopForward):
         model.module(x)
-    if capture.output is None:
-        raise InputError(f"{model.name}: layer {layer!r} did not run in the forward pass")
-    return capture.output
+    for layer, c in captures.items():
+        if c.output is None:
+            raise InputError(f"{model.name}: layer {layer!r} did not run in the forward pass")
+    if first and all(c.calls == 1 for c in captures.values()):
+        fired[-1].stop_early = True
+    return {layer: c.output for layer, c in captures.items()}
 
 
 def _as_units(t: torch.Tensor, layer: str) -> np.ndarray:
@@ -398,61 +455,69 @@ def _size(n: int) -> str:
 
 
 @contextlib.contextmanager
-def _hooked(model: LoadedModel, layer: str, capture: _Capture) -> Iterator[None]:
-    """Hold the model's lock with `capture` hooked on `layer` (TorchScript: no hook, its output is the layer)."""
+def _hooked(model: LoadedModel, captures: dict[str, _Capture]) -> Iterator[None]:
+    """Hold the model's lock with each capture hooked on its layer (TorchScript: no hook, its output is the layer)."""
     with model.lock:
-        handle = dict(model.module.named_modules())[layer].register_forward_hook(capture) if model.hookable else None
+        modules = dict(model.module.named_modules()) if model.hookable else {}
+        handles = [modules[layer].register_forward_hook(c) for layer, c in captures.items()] if modules else []
         try:
             yield
         finally:
-            if handle is not None:
+            for handle in handles:
                 handle.remove()
 
 
 def _run(
     model: LoadedModel,
-    layer: str,
+    layers: list[str],
     source: _Source,
-    out_path: Path | None,
+    out_paths: dict[str, Path],
     batch_size: int,
     progress: ProgressCallback | None,
     cancel: CancelCheck | None,
     workers: int,
-    checksums: list[_BlockChecksums] | None = None,
-) -> np.ndarray:
-    """The activations of every image; with `checksums` (an empty list), the CRC-32 blocks of what was written."""
-    capture = _Capture()
+    checksums: dict[str, _BlockChecksums] | None = None,
+    pooling: str | None = None,
+) -> dict[str, np.ndarray]:
+    """One pass over the images with every layer of `layers` hooked; each written to its path in `out_paths` (a
+    memmap) or kept in memory when it has none; with `pooling='avg'` each map is averaged over its positions first;
+    with `checksums` (an empty dict), each layer's CRC-32 blocks of what was written."""
+    fired: list[_Capture] = []
+    captures = {layer: _Capture(fired) for layer in layers}
     device = model.device
-    out: np.ndarray | None = None
+    out: dict[str, np.ndarray] = {}
+    names = ", ".join(layers)
     pool = ThreadPoolExecutor(max_workers=max(1, workers))
     batches = contextlib.closing(_batches(source, max(1, batch_size), pool))  # closed first: cancels pending decodes
-    with _hooked(model, layer, capture), pool, torch.inference_mode(), batches as loaded:
+    with _hooked(model, captures), pool, torch.inference_mode(), batches as loaded:
         for start, imgs in loaded:
             check_cancel(cancel)
             try:
                 x = model.preprocess(imgs, device=device)
             except InputError as exc:
                 raise InputError(f"{exc} (batch starting at {source.describe(start)})") from None
-            acts = _as_units(_forward(model, layer, x, capture), layer)
-            capture.stop_early = capture.calls == 1  # later calls would overwrite it: run to the end then
-            if not np.isfinite(acts).all():
-                bad = int(np.argmin(np.isfinite(acts).reshape(len(acts), -1).all(axis=1)))
-                raise InputError(f"{model.name}: layer {layer!r} gives non-finite values (NaN or Inf) for "
-                                 f"{source.describe(start + bad)}")
-            if out is None:
-                out = _allocate(out_path, (source.n, *acts.shape[1:]))
+            outputs = _forward(model, x, captures)
+            for layer, tensor in outputs.items():
+                acts = _as_units(tensor, layer)
+                if pooling == "avg":
+                    acts = acts.mean(axis=(2, 3), keepdims=True)
+                if not np.isfinite(acts).all():
+                    bad = int(np.argmin(np.isfinite(acts).reshape(len(acts), -1).all(axis=1)))
+                    raise InputError(f"{model.name}: layer {layer!r} gives non-finite values (NaN or Inf) for "
+                                     f"{source.describe(start + bad)}")
+                if layer not in out:
+                    out[layer] = _allocate(out_paths.get(layer), (source.n, *acts.shape[1:]))
+                    if checksums is not None:
+                        checksums[layer] = _BlockChecksums(acts[0].nbytes)
+                elif acts.shape[1:] != out[layer].shape[1:]:
+                    raise InputError(
+                        f"layer {layer!r} gives {acts.shape[1:]} for {source.describe(start)} but "
+                        f"{out[layer].shape[1:]} for the first image: images differ in size; resize them (a "
+                        "preprocessing such as imagenet:stretch=N or imagenet:crop=N)"
+                    )
+                out[layer][start : start + len(acts)] = acts
                 if checksums is not None:
-                    checksums.append(_BlockChecksums(acts[0].nbytes))
-            elif acts.shape[1:] != out.shape[1:]:
-                raise InputError(
-                    f"layer {layer!r} gives {acts.shape[1:]} for {source.describe(start)} but "
-                    f"{out.shape[1:]} for the first image: images differ in size; resize them (a preprocessing "
-                    "such as imagenet:stretch=N or imagenet:crop=N)"
-                )
-            out[start : start + len(acts)] = acts
-            if checksums is not None:
-                checksums[0].add(start, out[start : start + len(acts)])
-            done = start + len(acts)
-            report(progress, done / source.n, f"{layer}: {done}/{source.n} images")
-    assert out is not None
+                    checksums[layer].add(start, out[layer][start : start + len(acts)])
+            done = start + len(x)
+            report(progress, done / source.n, f"{names}: {done}/{source.n} images")
     return out

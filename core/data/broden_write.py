@@ -43,6 +43,24 @@ def _csv(rows: Iterable[Sequence[object]]) -> str:
     return "".join(",".join(str(v) for v in row) + "\n" for row in rows)
 
 
+@dataclass(frozen=True)
+class WrittenImage:
+    """What one written image adds to the tables: its index.csv row and, per label map or image-level label, the
+    label number, its category and the share of the image it covers. Plain values, so a long writer can keep them
+    (as JSON) and finish the tables later."""
+
+    row: tuple[str | int, ...]
+    occurrences: tuple[tuple[int, str, float], ...]
+
+    def to_json(self) -> list:
+        return [list(self.row), [list(o) for o in self.occurrences]]
+
+    @staticmethod
+    def from_json(value: list) -> WrittenImage:
+        row, occurrences = value
+        return WrittenImage(tuple(row), tuple((int(n), str(c), float(s)) for n, c, s in occurrences))
+
+
 def write_broden(root: str | Path, images: Iterable[BrodenImage], labels: Sequence[Label],
                  image_format: str = "jpg") -> Path:
     """Write a Broden dataset: images, label PNGs, index.csv, label.csv, category.csv and c_<category>.csv.
@@ -51,39 +69,54 @@ def write_broden(root: str | Path, images: Iterable[BrodenImage], labels: Sequen
     from what is written, as in the released tables.
     """
     root = Path(root)
-    (root / "images").mkdir(parents=True, exist_ok=True)
+    written = [write_image(root, item, image_format) for item in images]
+    write_tables(root, written, labels)
+    return root
+
+
+def write_image(root: str | Path, item: BrodenImage, image_format: str = "jpg") -> WrittenImage:
+    """Write one image and its label PNGs under root/images; what it adds to the tables comes back."""
+    root = Path(root)
+    ih, iw = item.image.shape[:2]
+    seg = next((m.shape for maps in item.layers.values() for m in maps), (ih // 2, iw // 2))
+    image_rel = f"{item.name}.{image_format}"
+    buf = io.BytesIO()
+    Image.fromarray(item.image).save(buf, format="JPEG" if image_format == "jpg" else "PNG", quality=95)
+    write_bytes(root / "images" / image_rel, buf.getvalue())
+    cells = {}
+    occurrences = []
+    for category in KNOWN_CATEGORIES:
+        entries = []
+        for k, label_map in enumerate(item.layers.get(category, [])):
+            present, counts = np.unique(label_map[label_map > 0], return_counts=True)
+            if not len(present):
+                continue
+            rel = f"{item.name}_{category}" + (f"_{k + 1}" if category == "part" else "") + ".png"
+            write_bytes(root / "images" / rel, encode_label_png(label_map))
+            entries.append(rel)
+            occurrences += [(number, category, count / label_map.size)
+                            for number, count in zip(present.tolist(), counts.tolist())]
+        for number in item.image_labels.get(category, []):
+            entries.append(str(number))
+            occurrences.append((int(number), category, 1.0))
+        cells[category] = ";".join(entries)
+    row = (image_rel, item.split, ih, iw, seg[0], seg[1], *(cells[c] for c in KNOWN_CATEGORIES))
+    return WrittenImage(row, tuple(occurrences))
+
+
+def write_tables(root: str | Path, written: Iterable[WrittenImage], labels: Sequence[Label]) -> None:
+    """index.csv (rows in the given order), label.csv, category.csv and c_<category>.csv of written images."""
+    root = Path(root)
     index_rows = []
     frequency: Counter[int] = Counter()
     coverage: Counter[int] = Counter()
     in_category: dict[int, Counter[str]] = {label.number: Counter() for label in labels}
-    for item in images:
-        ih, iw = item.image.shape[:2]
-        seg = next((m.shape for maps in item.layers.values() for m in maps), (ih // 2, iw // 2))
-        image_rel = f"{item.name}.{image_format}"
-        buf = io.BytesIO()
-        Image.fromarray(item.image).save(buf, format="JPEG" if image_format == "jpg" else "PNG", quality=95)
-        write_bytes(root / "images" / image_rel, buf.getvalue())
-        cells = {}
-        for category in KNOWN_CATEGORIES:
-            entries = []
-            for k, label_map in enumerate(item.layers.get(category, [])):
-                present, counts = np.unique(label_map[label_map > 0], return_counts=True)
-                if not len(present):
-                    continue
-                rel = f"{item.name}_{category}" + (f"_{k + 1}" if category == "part" else "") + ".png"
-                write_bytes(root / "images" / rel, encode_label_png(label_map))
-                entries.append(rel)
-                for number, count in zip(present.tolist(), counts.tolist()):
-                    coverage[number] += count / label_map.size
-                    in_category[number][category] += 1
-            for number in item.image_labels.get(category, []):
-                entries.append(str(number))
-                coverage[number] += 1.0
-                in_category[number][category] += 1
-            cells[category] = ";".join(entries)
-        numbers = {n for c in KNOWN_CATEGORIES for n in _numbers_in(item, c)}
-        frequency.update(numbers)
-        index_rows.append([image_rel, item.split, ih, iw, seg[0], seg[1]] + [cells[c] for c in KNOWN_CATEGORIES])
+    for image in written:
+        index_rows.append(list(image.row))
+        for number, category, share in image.occurrences:
+            coverage[number] += share
+            in_category[number][category] += 1
+        frequency.update({number for number, _, _ in image.occurrences})
     write_text(root / "index.csv", _csv([["image", "split", "ih", "iw", "sh", "sw", *KNOWN_CATEGORIES]] + index_rows))
     label_rows = [["number", "name", "category", "frequency", "coverage", "syns"]]
     for label in labels:
@@ -93,12 +126,6 @@ def write_broden(root: str | Path, images: Iterable[BrodenImage], labels: Sequen
                            f"{coverage[label.number]:.4f}", label.name])
     write_text(root / "label.csv", _csv(label_rows))
     _write_category_tables(root, labels, frequency, coverage)
-    return root
-
-
-def _numbers_in(item: BrodenImage, category: str) -> set[int]:
-    found = {int(n) for m in item.layers.get(category, []) for n in np.unique(m) if n > 0}
-    return found | set(item.image_labels.get(category, []))
 
 
 def _write_category_tables(root: Path, labels: Sequence[Label], frequency: Counter, coverage: Counter) -> None:

@@ -79,52 +79,64 @@ def load_activation_file(path: Path, n_images: int) -> tuple[np.ndarray, dict]:
                  "mtime_ns": stat.st_mtime_ns}
 
 
+def head_layer(model: LoadedModel) -> str | None:
+    """The layer whose output is the model's class scores: the last module (a TorchScript model's output), when the
+    model names its classes; None otherwise."""
+    from probescope.core.models.loading import TORCHSCRIPT_OUTPUT
+
+    if not model.class_names:
+        return None
+    if not model.hookable:
+        return TORCHSCRIPT_OUTPUT
+    leaves = [name for name, m in model.module.named_modules() if name and not list(m.children())]
+    return leaves[-1] if leaves else None
+
+
+def _argmax(model: LoadedModel, logits: np.ndarray) -> np.ndarray | None:
+    """The predicted class per image, when the head is as wide as the model's class names."""
+    flat = np.asarray(logits).reshape(len(logits), -1)
+    return flat.argmax(axis=1) if flat.shape[1] == len(model.class_names or ()) else None
+
+
 def predicted_classes(model: LoadedModel, dataset: BrodenDataset, cache: Path | None, *, device: str | None = None,
                       progress: ProgressCallback | None = None,
                       cancel: CancelCheck | None = None) -> tuple[str, np.ndarray] | None:
     """(head layer, predicted class per image): the argmax of the last module's output (the classifier head; a
     TorchScript model's output), when the model names its classes and the head is as wide; None otherwise."""
     from probescope.core.data.activations import extract_activations
-    from probescope.core.models.loading import TORCHSCRIPT_OUTPUT
 
-    if not model.class_names:
+    head = head_layer(model)
+    if head is None:
         return None
-    if model.hookable:
-        leaves = [name for name, m in model.module.named_modules() if name and not list(m.children())]
-        if not leaves:
-            return None
-        head = leaves[-1]
-    else:
-        head = TORCHSCRIPT_OUTPUT
-    logits = extract_activations(model, head, dataset, cache, device=device, progress=progress, cancel=cancel)
-    flat = np.asarray(logits).reshape(len(logits), -1)
-    if flat.shape[1] != len(model.class_names):
-        return None
-    return head, flat.argmax(axis=1)
+    predictions = _argmax(model, extract_activations(model, head, dataset, cache, device=device, progress=progress,
+                                                     cancel=cancel))
+    return None if predictions is None else (head, predictions)
 
 
 def extract_model_layers(spec: str, layers: list[str | None], root: Path, index: str, source: str,
                          device: str = "cpu", trust: Trust = NO_TRUST, cache: Path | None = None, *,
                          class_names: Path | None = None, predict: bool = True,
                          progress: ProgressCallback | None = None) -> list[LayerInput]:
-    """Load the model once and extract every asked layer (None = the model's default layer) over the dataset, through
-    the activation cache at `cache` (default: the user cache folder). With `predict`, predictions are the argmax of
-    the last module's output (the classifier head) when its width matches the model's class names."""
+    """Load the model once and extract every asked layer (None = the model's default layer) over the dataset, in one
+    pass through the activation cache at `cache` (default: the user cache folder). With `predict`, predictions are
+    the argmax of the last module's output (the classifier head, captured in the same pass) when its width matches
+    the model's class names."""
     from probescope.core.cache import cache_dir
-    from probescope.core.data.activations import extract_activations
+    from probescope.core.data.activations import extract_layers
     from probescope.core.models.loading import load_model
 
     dataset, _ = open_dataset(root, index, source)
     folder = cache if cache is not None else cache_dir()
     model = load_model(spec, trust=trust, device=device, class_names=class_names)
-    predicted = predicted_classes(model, dataset, folder, device=device, progress=progress) if predict else None
-    predictions = predicted[1] if predicted else None
-    out = []
+    names = []
     for asked in layers:
         layer = asked or model.default_layer
         if not layer:
             raise InputError(f"{model.name}: no default layer; name one (see `probescope info {spec}`)")
-        act = extract_activations(model, layer, dataset, folder, device=device, progress=progress)
-        out.append(LayerInput(layer, act, int(act.shape[1]), model_identity(model, spec, layer), predictions,
-                              model.class_names))
-    return out
+        names.append(layer)
+    head = head_layer(model) if predict else None
+    arrays = extract_layers(model, names + ([head] if head else []), dataset, folder, device=device,
+                            progress=progress)
+    predictions = _argmax(model, arrays[head]) if head else None
+    return [LayerInput(layer, arrays[layer], int(arrays[layer].shape[1]), model_identity(model, spec, layer),
+                       predictions, model.class_names) for layer in names]

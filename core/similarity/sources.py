@@ -84,6 +84,14 @@ class CatalogImages:
     def __len__(self) -> int:
         return len(self.catalog)
 
+    def files(self) -> CatalogImages:
+        """These images as the activation cache identifies a probing dataset (`root`, `index_path`, `n_images`,
+        `load_image`, `image_path`): by the catalog file's size and time and the image paths, not by hashing every
+        decoded image (which read all 50,000 ImageNet-HSJ stimuli once more before each extraction, even a cached
+        one). A catalog that is no file of its own stays identified by its pixels."""
+        source = self.catalog.source
+        return _CatalogFiles(self.catalog) if source is not None and Path(source).is_file() else self
+
     def __getitem__(self, i: int) -> np.ndarray:
         from probescope.core.data.images import read_rgb
 
@@ -96,6 +104,26 @@ class CatalogImages:
         im = Image.fromarray(self[i])
         im.thumbnail((size, size))
         return np.asarray(im)
+
+
+class _CatalogFiles(CatalogImages):
+    @property
+    def root(self) -> Path:
+        return self.catalog.root
+
+    @property
+    def index_path(self) -> Path:
+        return Path(self.catalog.source)
+
+    @property
+    def n_images(self) -> int:
+        return len(self.catalog)
+
+    def load_image(self, i: int) -> np.ndarray:
+        return self[i]
+
+    def image_path(self, i: int) -> Path:
+        return self.catalog.image_path(i)
 
 
 def model_features(
@@ -118,8 +146,11 @@ def loaded_model_features(
     model: LoadedModel, catalog: Catalog, layer: str, *, pool: str = "avg", cache_dir: str | Path | None = None,
     progress: ProgressCallback | None = None, cancel: CancelCheck | None = None,
 ) -> np.ndarray:
-    """`model_features` for a model that is already loaded (the GUI's): through the activation cache."""
+    """`model_features` for a model that is already loaded (the GUI's): through the activation cache, which keeps
+    only the pooled features when pooling (the maps of a conv layer for 50,000 stimuli would fill gigabytes)."""
     from probescope.core.data.activations import extract_activations
 
-    acts = extract_activations(model, layer, CatalogImages(catalog), cache_dir, progress=progress, cancel=cancel)
-    return np.asarray(acts.mean(axis=(2, 3)) if pool == "avg" else acts.reshape(len(acts), -1), dtype=np.float32)
+    acts = extract_activations(model, layer, CatalogImages(catalog).files(), cache_dir, progress=progress,
+                               cancel=cancel,
+                               pool="avg" if pool == "avg" else None)
+    return np.asarray(acts.reshape(len(acts), -1), dtype=np.float32)

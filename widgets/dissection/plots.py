@@ -55,6 +55,15 @@ class ActivationHistogram(QWidget):
         self.bars.setOpts(x=[], height=[])
         self.line.hide()
 
+    def show_threshold(self, threshold: float) -> None:
+        """Only the threshold line: the counts are still being computed."""
+        self.counts = np.empty(0)
+        self.threshold = float(threshold)
+        self.bars.setOpts(x=[], height=[], width=1.0)
+        self.line.setValue(self.threshold)
+        self.line.label.setFormat(f"T = {self.threshold:.3g}")
+        self.line.show()
+
 
 class UnitScatter(QWidget):
     """IoU against DA, one point per unit: `set_points(units, iou, da, highlight)`; `unit_clicked(unit)`."""

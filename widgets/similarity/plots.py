@@ -22,28 +22,55 @@ PICK_COLORS = ("#e67e22", "#2e86de")
 REFERENCE_COLOR = "#8e44ad"
 
 
+class _Points(pg.ScatterPlotItem):
+    """A scatter whose spots share one style. pyqtgraph looks every new spot's symbol up in its atlas in a Python
+    loop (0.25 s for 50,000 stimuli, in the GUI thread); spots in the item's own style are looked up once."""
+
+    def updateSpots(self, dataSet=None):  # noqa: N802, N803  (pyqtgraph's names)
+        data = self.data if dataSet is None else dataSet
+        fresh = data["sourceRect"]["w"] == 0
+        if not (self.opts["pxMode"] and self.opts["useCache"] and fresh.sum() > 1 and _default_style(data, fresh)):
+            return super().updateSpots(dataSet)
+        first = np.flatnonzero(fresh)[:1]
+        style = list(zip(*self._style(["symbol", "size", "pen", "brush"], data=data, idx=first)))
+        data["sourceRect"][fresh] = self.fragmentAtlas[style][0]
+        self._maybeRebuildAtlas()
+        self._updateMaxSpotSizes(data=data)
+        self.invalidate()
+        return None
+
+
+def _default_style(data: np.ndarray, rows: np.ndarray) -> bool:
+    """No spot among `rows` has a style of its own (pyqtgraph marks the item's style with -1 / None)."""
+    return bool((data["size"][rows] == -1).all() and all(np.equal(data[f][rows], None).all()
+                                                          for f in ("symbol", "pen", "brush")))
+
+
 class EmbeddingView(QWidget):
     """Points of a 2-D embedding; `hovered(index)` (-1 when the pointer leaves every point), `clicked(index)`.
 
     `highlight(query, picks, references)` rings the shown trial's stimuli: the query dark, the picks in the grid's
-    pick colours, the other references purple.
+    pick colours, the other references purple. The point under the pointer is found by one vectorised distance in
+    screen pixels (pyqtgraph's own hover builds an object per point: 50,000 of them on the first move).
     """
 
     hovered = Signal(int)
     clicked = Signal(int)
+    HOVER_PX = 6  # how close (screen pixels) the pointer must come to a point's centre
 
     def __init__(self, parent: QWidget | None = None):
         super().__init__(parent)
         self.plot = titled_plot("", "", "")
         self.plot.setAspectLocked(True)
-        self.points = pg.ScatterPlotItem(size=7, pen=pg.mkPen("#ffffff", width=0.5), brush=pg.mkBrush("#7f8c8d"),
-                                         hoverable=True, hoverSize=11, hoverBrush=pg.mkBrush("#f1c40f"), tip=self._tip)
+        self.points = _Points(size=7, pen=pg.mkPen("#ffffff", width=0.5), brush=pg.mkBrush("#7f8c8d"))
         self.name_of: Callable[[int], str] | None = None  # what a point's tooltip says: the stimulus and its class
         self.marks = pg.ScatterPlotItem(size=15, brush=pg.mkBrush(0, 0, 0, 0))
-        self.plot.addItem(self.points)
-        self.plot.addItem(self.marks)
-        self.points.sigHovered.connect(self._hovered)
-        self.points.sigClicked.connect(self._clicked)
+        self.hover_mark = pg.ScatterPlotItem(size=11, pen=pg.mkPen("#ffffff", width=0.5),
+                                             brush=pg.mkBrush("#f1c40f"))
+        for item in (self.points, self.marks, self.hover_mark):
+            self.plot.addItem(item)
+        self.plot.scene().sigMouseMoved.connect(self._moved)
+        self.plot.scene().sigMouseClicked.connect(self._clicked)
         self.thumbnail = QLabel(self.plot)  # a child of the plot: drawn (and exported) over its corner
         self.thumbnail.setStyleSheet("background: white; border: 1px solid #888; color: black; padding: 2px;")
         self.thumbnail.hide()
@@ -58,10 +85,14 @@ class EmbeddingView(QWidget):
         """`name_of(i)` is point i's tooltip (the stimulus and its class); without it the tooltip says 'stimulus i'."""
         self._xy = np.asarray(xy, dtype=np.float64)
         self.name_of = name_of
-        brushes = [pg.mkBrush(c) for c in colors] if colors is not None else None
-        self.points.setData(pos=self._xy, data=np.arange(len(self._xy)), **({"brush": brushes} if brushes else {}))
+        if colors is not None:
+            palette = {c: pg.mkBrush(c) for c in set(colors)}
+            self.points.setData(pos=self._xy, brush=[palette[c] for c in colors])
+        else:
+            self.points.setData(pos=self._xy)
         self.plot.set_title(title)
         self.marks.setData([])
+        self._set_hover(-1)
         self.plot.autoRange()
 
     def highlight(self, query: int, picks: Sequence[int], references: Sequence[int]) -> None:
@@ -90,20 +121,38 @@ class EmbeddingView(QWidget):
         self.thumbnail.move(self.plot.width() - self.thumbnail.width() - 8, 8)
         self.thumbnail.show()
 
-    def _tip(self, x: float, y: float, data: object) -> str:
-        return self.name_of(int(data)) if self.name_of is not None else f"stimulus {int(data)}"
+    def tip(self, index: int) -> str:
+        """What the tooltip says over point `index`."""
+        return self.name_of(index) if self.name_of is not None else f"stimulus {index}"
 
-    def _hovered(self, _item, points, _event) -> None:
-        index = int(points[0].data()) if len(points) else -1
+    def point_at(self, scene_pos) -> int:
+        """The point within HOVER_PX screen pixels of `scene_pos` (the nearest), -1 when none is."""
+        vb = self.plot.getPlotItem().vb
+        if len(self._xy) == 0 or not vb.sceneBoundingRect().contains(scene_pos):
+            return -1
+        where = vb.mapSceneToView(scene_pos)
+        px, py = vb.viewPixelSize()
+        d2 = ((self._xy[:, 0] - where.x()) / px) ** 2 + ((self._xy[:, 1] - where.y()) / py) ** 2
+        nearest = int(np.argmin(d2))
+        return nearest if d2[nearest] <= self.HOVER_PX**2 else -1
+
+    def _moved(self, scene_pos) -> None:
+        index = self.point_at(scene_pos)
         if index != self._hover:
-            self._hover = index
-            if index < 0:
-                self.thumbnail.hide()
+            self._set_hover(index)
             self.hovered.emit(index)
 
-    def _clicked(self, _item, points, _event) -> None:
-        if len(points):
-            self.clicked.emit(int(points[0].data()))
+    def _set_hover(self, index: int) -> None:
+        self._hover = index
+        self.hover_mark.setData(pos=self._xy[[index]] if index >= 0 else np.empty((0, 2)))
+        self.plot.setToolTip(self.tip(index) if index >= 0 else "")
+        if index < 0:
+            self.thumbnail.hide()
+
+    def _clicked(self, event) -> None:
+        index = self.point_at(event.scenePos())
+        if index >= 0:
+            self.clicked.emit(index)
 
 
 class BarChart(QWidget):
