@@ -27,6 +27,10 @@ from pathlib import Path
 os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 T0 = time.perf_counter()
 
+from probescope.app.commands.gui import limit_blas_threads  # noqa: E402  (before NumPy, as the app)
+
+limit_blas_threads()
+
 
 class StallProbe:
     """A 5 ms timer that records its own lateness per phase, and a watchdog that samples the GUI thread's stack
@@ -133,10 +137,13 @@ def open_window(args: argparse.Namespace, workspace: str, size=(1600, 1000)):
     from probescope.app.settings import Settings
 
     app = QApplication.instance() or QApplication([sys.argv[0]])
-    flags = argparse.Namespace(model=getattr(args, "model", None), dataset=getattr(args, "dataset", None),
-                               batch=None, samples=getattr(args, "samples", None), generator=None,
-                               judgments=getattr(args, "judgments", None), catalog=getattr(args, "catalog", None),
-                               image_root=getattr(args, "image_root", None))
+    from probescope.app.commands.gui import add_arguments
+
+    gui_parser = argparse.ArgumentParser()
+    add_arguments(gui_parser)
+    argv = [f"--{name.replace('_', '-')}={value}" for name in ("model", "dataset", "samples", "judgments", "catalog",
+                                                              "image_root") if (value := getattr(args, name, None))]
+    flags = gui_parser.parse_args(argv)  # the flags `probescope gui` would have, defaults included
     settings_dir = tempfile.mkdtemp(prefix="scale-gui-")
     window = MainWindow(Settings(Path(settings_dir) / "settings.ini"), device="cpu")
     keep_gui_responsive()
@@ -198,7 +205,7 @@ def dissection(args: argparse.Namespace) -> dict:
     out["switches"] = len(switches)
     probe.set_phase("layer tab (plots of every unit)")
     t = time.perf_counter()
-    ws.tabs.setCurrentWidget(ws.layer_views)
+    ws.area.raise_panel("layer")
     app.processEvents()
     out["layer_tab_ms"] = (time.perf_counter() - t) * 1000
     out["layer_points"] = len(ws.data.result.units)
@@ -271,7 +278,7 @@ def similarity(args: argparse.Namespace) -> dict:
         filters[name] = round((time.perf_counter() - t) * 1000, 1)
     out["filter_ms"] = filters
     probe.set_phase("embedding scatter: hover")
-    ws.tabs.setCurrentWidget(ws.embedding)
+    ws.area.raise_panel("embedding")
     pause(0.5)
     view = ws.embedding.view
     out["scatter_points"] = len(view._xy)
@@ -293,7 +300,7 @@ def similarity(args: argparse.Namespace) -> dict:
     out["hover_max_ms"] = hovers[-1] * 1000
     pause(0.5)
     if args.screenshot:
-        ws.tabs.setCurrentWidget(ws.embedding)
+        ws.area.raise_panel("embedding")
         _screenshot(window, args.screenshot, probe)
     probe.stop()
     out.update(probe.report())
