@@ -73,6 +73,20 @@ def test_kid_pool_is_a_fixed_subset_of_a_large_reference():
     assert live.kid() == pytest.approx(mmd2_unbiased(gen, pool), rel=1e-9)
 
 
+def test_live_kid_covers_the_first_samples_only():
+    """Past kid_sample_size the running KID stops growing (each batch would cost O(N) more): it is then the unbiased
+    MMD^2 of the first kid_sample_size samples, also when the cap falls inside a batch."""
+    rng = np.random.default_rng(5)
+    ref, real = reference_set(rng)
+    gen = np.abs(rng.normal(size=(90, 12))).astype(np.float32)
+    live = LiveScores(ref, kid_sample_size=50)
+    for start in range(0, 90, 30):
+        live.add(gen[start : start + 30], rng.normal(size=(30, 5)))
+    assert live.n == 90 and live.kid_samples == 50
+    assert live.kid() == pytest.approx(mmd2_unbiased(gen[:50], real), rel=1e-9)
+    assert live.fid() == pytest.approx(frechet_distance(gaussian_stats(gen), ref.stats), rel=1e-7)  # FID: all 90
+
+
 def test_what_each_reference_allows():
     rng = np.random.default_rng(3)
     gen, logits = rng.normal(size=(10, 12)), rng.normal(size=(10, 5))

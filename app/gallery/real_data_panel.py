@@ -25,7 +25,7 @@ from PySide6.QtWidgets import (
 from probescope.app.gallery.real_data import DATASET, NONE, ReferenceChoice
 from probescope.core.scoring.coverage import ClassCoverage
 from probescope.core.scoring.extrapolate import InfiniteNFit
-from probescope.core.scoring.live_scores import LIVE_KID_REFERENCE, Readout
+from probescope.core.scoring.live_scores import LIVE_KID_REFERENCE, LIVE_KID_SAMPLES, Readout
 from probescope.widgets.dissection.table import UnitTable  # a sortable table keyed by its first cell (here: class)
 from probescope.widgets.gallery.inverse_n import InverseNPlot
 from probescope.widgets.ink import ink
@@ -34,7 +34,8 @@ COVERAGE_COLUMNS = ("#", "class", "real", "generated", "real %", "generated %", 
 METRICS = (  # key in Readout.values, row title, scale, what the live number is
     ("IS", "IS", 1.0, "one marginal over all N (the split protocol is in Score)"),
     ("FID", "FID", 1.0, "Fréchet distance of the Gaussian fits"),
-    ("KID", "KID ×10³", 1e3, f"unbiased MMD², every pair, ≤ {LIVE_KID_REFERENCE:,} reference images"),
+    ("KID", "KID ×10³", 1e3, f"unbiased MMD², every pair of the first {LIVE_KID_SAMPLES:,} samples and ≤ "
+     f"{LIVE_KID_REFERENCE:,} reference images"),
     ("precision", "Precision", 0.0, "generated images inside the real k-NN balls (k = 3)"),
     ("recall", "Recall", 0.0, "real images inside the generated k-NN balls (k = 3)"),
 )

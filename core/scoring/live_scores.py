@@ -3,12 +3,15 @@
 The gallery feeds each batch's features and logits (one forward pass) to `LiveScores.add` and redraws from its
 readers. An update costs O(m d^2) for the running Gaussian fits (the features, and the features whitened by the
 reference fit, so FID needs no covariance product), O(m (N + M) d) for the running KID over all pairs (N samples so
-far, M reference samples in its pool) and O(m n_classes) for IS. Readers are cached until the next batch:
-fid O(r^3) (one symmetric eigenvalue problem, r <= d the reference's rank), kid and IS O(1) after the update,
-precision_recall O((N^2 + N M) d), the infinite-N fits a few FID/IS evaluations on random subsets, coverage O(n).
+far, up to LIVE_KID_SAMPLES; M reference samples in its pool) and O(m n_classes) for IS. Readers are cached until
+the next batch: fid O(r^3) (one symmetric eigenvalue problem, r <= d the reference's rank), kid and IS O(1) after
+the update, precision_recall O((N^2 + N M) d), the infinite-N fits a few FID/IS evaluations on random subsets,
+coverage O(n).
 
-The live values are single estimates over everything seen so far: KID over all pairs rather than the subset
-protocol's mean, IS with one marginal rather than the split protocol; front ends label them apart.
+The live values are single estimates over everything seen so far: KID over all pairs (of the first
+LIVE_KID_SAMPLES samples: past them each batch would cost the GUI thread O(m N d), 0.1 s a batch at N = 25,000)
+rather than the subset protocol's mean, IS with one marginal rather than the split protocol; front ends label them
+apart.
 """
 
 from __future__ import annotations
@@ -32,6 +35,7 @@ from probescope.core.scoring.precision_recall import DEFAULT_K, PrecisionRecall,
 from probescope.core.scoring.reference import ReferenceSet
 
 LIVE_KID_REFERENCE = 2000  # reference samples in the running KID's pool (a fixed random subset when there are more)
+LIVE_KID_SAMPLES = 5000  # generated samples the running KID covers (the first ones: a stream's order is random)
 T = TypeVar("T")
 
 
@@ -62,11 +66,12 @@ class LiveScores:
         class_names: Sequence[str] | None = None,
         prc_k: int = DEFAULT_K,
         kid_reference_size: int = LIVE_KID_REFERENCE,
+        kid_sample_size: int = LIVE_KID_SAMPLES,
         seed: int = extrapolate.DEFAULT_SEED,
     ):
         self.reference = reference
         self.class_names = tuple(class_names) if class_names is not None else None
-        self.prc_k, self.seed = prc_k, seed
+        self.prc_k, self.seed, self.kid_sample_size = prc_k, seed, kid_sample_size
         self.inception = LiveInceptionScore(keep_rows=False)
         self.gaussian = RunningGaussian()  # of the features: mean, trace and the covariance to export
         self._whitened = RunningGaussian()  # of the features whitened by the reference fit: FID's eigenvalues
@@ -100,8 +105,9 @@ class LiveScores:
         self.gaussian.add(features)
         if self.reference is not None:
             self._whitened.add(self.reference.frechet.whiten(features))
-        if self._kid is not None:
-            self._kid.add(features, self._features.values)
+        if self._kid is not None and self._kid.n < self.kid_sample_size:
+            covered = self._kid.n
+            self._kid.add(features[: self.kid_sample_size - covered], self._features.values[:covered])
         self._features.append(features)
         self._logits.append(logits)
         self._cache.clear()
@@ -133,7 +139,8 @@ class LiveScores:
             self.gaussian.mean, self.gaussian.trace, self._whitened.cov), "FID")
 
     def kid(self) -> float:
-        """Unbiased MMD^2 over all pairs of the samples so far and the reference pool (not the subset protocol)."""
+        """Unbiased MMD^2 over all pairs of the samples so far (the first `kid_sample_size`) and the reference pool
+        (not the subset protocol)."""
         self._require_reference("KID").require_features("KID")
         return self._cached(("kid",), lambda: self._kid.value, "KID")
 
@@ -167,6 +174,11 @@ class LiveScores:
                              "mu and sigma")
         return self._cached(("coverage",), lambda: class_coverage(
             reference.class_counts, self.inception.argmax_counts, self.class_names))
+
+    @property
+    def kid_samples(self) -> int:
+        """How many generated samples the running KID covers."""
+        return 0 if self._kid is None else self._kid.n
 
     @property
     def kid_reference(self) -> np.ndarray:
