@@ -13,7 +13,7 @@ import dataclasses
 import hashlib
 import json
 import weakref
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -157,6 +157,26 @@ def stimulus_name(judgments: Judgments, stimulus: int) -> str:
     """How a stimulus is captioned: its class and id, and what it mirrors."""
     names = stimulus_names(judgments)
     return names[stimulus] if 0 <= stimulus < len(names) else _caption(judgments, stimulus)
+
+
+def query_captions(judgments: Judgments, query: np.ndarray) -> tuple[list[str], np.ndarray]:
+    """Each trial's query caption and the trial list's sort key for it, made in the worker: at 312,500 trials the
+    GUI thread spent 290 ms on the captions and 200 ms on the ranks."""
+    return caption_ranks(query, lambda stimulus: stimulus_name(judgments, stimulus))
+
+
+def caption_ranks(query: np.ndarray, name_of: Callable[[int], str]) -> tuple[list[str], np.ndarray]:
+    """(name_of(q) per trial, its rank among all names: equal names, equal ranks), looking each stimulus up once."""
+    ids, inverse = np.unique(query, return_inverse=True)
+    inverse = inverse.reshape(-1)
+    unique_names = [name_of(int(i)) for i in ids]
+    rank = np.empty(len(ids), dtype=np.float64)
+    previous, r = None, -1
+    for k in sorted(range(len(ids)), key=unique_names.__getitem__):
+        if unique_names[k] != previous:
+            previous, r = unique_names[k], r + 1
+        rank[k] = r
+    return [unique_names[k] for k in inverse.tolist()], rank[inverse]
 
 
 _NAMES: dict[int, list[str]] = {}  # id(judgments) -> every stimulus's caption, dropped with the judgments

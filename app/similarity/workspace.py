@@ -183,14 +183,18 @@ class SimilarityWorkspace(Workspace):
     def _run_analysis(self) -> None:
         judgments, filters = self.loaded.value, self.filters
 
-        def done(trialset: data.TrialSet) -> None:
+        def analyse(ctx):
+            trialset = data.analyse(judgments, filters)
+            return trialset, data.query_captions(judgments, trialset.trials.query)
+
+        def done(result) -> None:
+            trialset, (names, rank) = result
             first = self.trialset is None
             self.trialset = trialset
             self.quality.show_report(trialset, self.loaded.value.simulated)
-            names = [data.stimulus_name(judgments, int(q)) for q in trialset.trials.query]
             self.trials.trial_list.list_model.set_trials(TrialColumns(
                 trialset.trials.session, trialset.session_grade, trialset.catch_grade, trialset.trials.query, names,
-                trialset.kept_mask))
+                trialset.kept_mask, rank))
             self.apply_list_filters()
             if first:
                 self.fits.start(trialset, self.loaded)
@@ -198,7 +202,7 @@ class SimilarityWorkspace(Workspace):
                     self.add_layer(self.state.layer)
             self._run_scores()
 
-        self.pool.submit(lambda ctx: data.analyse(judgments, filters), name="quality control",
+        self.pool.submit(analyse, name="quality control",
                          key=self._key("analysis"), executor=COMPUTE, on_result=done)
 
     def list_mask(self) -> np.ndarray:
