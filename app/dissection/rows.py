@@ -56,6 +56,18 @@ def is_specialised(row: UnitRow) -> bool:
     return specialised(row.explanations)
 
 
+def filtered(rows: dict[int, UnitRow], text: str, category: str | None, interpretable_above: float | None,
+             specialised_only: bool) -> set[int]:
+    """The units the table shows: an explanation naming `text` (any case), of `category` (None: all), interpretable
+    above an IoU (None: any), specialised (when asked)."""
+    text = text.strip().lower()
+    return {u for u, row in rows.items()
+            if (not text or any(text in c.lower() for c in row.concepts()))
+            and (category is None or row.category == category)
+            and (interpretable_above is None or is_interpretable(row, interpretable_above))
+            and (not specialised_only or is_specialised(row))}
+
+
 @dataclass(frozen=True)
 class LayerCounts:
     """What a layer's summary line (and a batch job's row) says: units, interpretable units, their distinct NetDissect

@@ -14,12 +14,14 @@ from collections.abc import Callable
 from PySide6.QtCore import QObject, QTimer, Signal
 
 from probescope.app.dissection.layer import LayerData
-from probescope.app.dissection.overlays import ImageOverlay, overlay_task, present_images
+from probescope.app.dissection.overlays import ImageOverlay, image_labels, image_overlay, overlay_task, present_images
 from probescope.app.dissection.panels import UnitControls
 from probescope.app.dissection.rows import explanation_of
 from probescope.app.tasks import IO, Partial
 from probescope.app.workers import WorkerPool
 from probescope.core.dissection.formula import Formula
+from probescope.widgets.image_detail import ImageDetail
+from probescope.widgets.images import to_qimage
 from probescope.widgets.thumbnail_grid import ThumbnailGrid
 
 OVERLAY_CACHE = 96  # units x views whose overlays stay in memory
@@ -158,3 +160,30 @@ class UnitImages(QObject):
 
         self.pool.submit(task, name="overlays of the neighbouring units", key=self._key("prefetch"),
                          executor=IO, on_result=store)
+
+    def open_large(self, row: int, formula: Formula | None, label: str, detail: ImageDetail) -> None:
+        """The large view of the grid's image `row` in `detail`, with the same overlays (`formula`, labelled
+        `label`) and the image's labels, built in the I/O pool."""
+        d, unit = self.data, self.unit
+        if d is None or not 0 <= row < len(self.overlays):
+            return
+        item = self.overlays[row]
+        threshold = d.result.units[unit].threshold
+        options = self.controls.options()
+        scale = float(d.peaks[:, unit].max())
+        label = label or "explanation"
+
+        def task(ctx):
+            ctx.check()
+            overlay, rgb = image_overlay(d.dataset, d.store, d.activations, unit, threshold, scale, item.image,
+                                         formula, options)
+            return to_qimage(rgb), image_labels(d.dataset, item.image), overlay
+
+        def show(result) -> None:
+            image, labels, overlay = result
+            notes = (f"unit {unit} · image {item.image} ({d.dataset.image_path(item.image).name})<br>"
+                     f"peak activation {overlay.peak:.3f}; unit mask {overlay.unit_pixels} px; "
+                     f"{label}: {overlay.concept_pixels} px, {overlay.overlap:.0%} inside the unit mask")
+            detail.show_image(image, f"Unit {unit}, image {item.image}", notes, labels)
+
+        self.pool.submit(task, name="large image", key=self._key("detail"), executor=IO, on_result=show)

@@ -21,36 +21,33 @@ from pathlib import Path
 
 from PySide6.QtCore import Qt
 from PySide6.QtGui import QAction
-from PySide6.QtWidgets import QFileDialog, QHBoxLayout, QLabel, QMenu, QPushButton, QVBoxLayout, QWidget
+from PySide6.QtWidgets import QFileDialog, QLabel, QMenu, QVBoxLayout, QWidget
 
 from probescope.app.dissection import rows as r
 from probescope.app.dissection.batch_browser import BatchBrowser
+from probescope.app.dissection.card import card_panel, fill_card
 from probescope.app.dissection.layer import DEFAULT_SETTINGS, LayerData, layer_task, settings_label
 from probescope.app.dissection.layer_views import LayerViews
-from probescope.app.dissection.overlays import image_labels, image_overlay
 from probescope.app.dissection.panels import BatchPanel, FilterBar, RunsPanel
 from probescope.app.dissection.role import RolePanel
 from probescope.app.dissection.unit_images import UnitImages
 from probescope.app.dissection.unit_view import UnitCharts, UnitView, show_trace
-from probescope.app.export import PRESETS, ExportTarget, export_widget
+from probescope.app.export import ExportTarget, export_widget
 from probescope.app.figure_menu import figure_menu
-from probescope.app.panel_area import scrolled
-from probescope.app.tasks import IO, TaskError
+from probescope.app.tasks import TaskError
 from probescope.app.workspace import Workspace
 from probescope.core.dissection.formula import Formula
 from probescope.core.dissection.results import Explanation
 from probescope.core.dissection.settings import DissectionSettings
 from probescope.widgets.command_palette import matches
-from probescope.widgets.dissection.card import CardLine, UnitCard
+from probescope.widgets.dissection.card import UnitCard
 from probescope.widgets.dissection.table import UnitTable
 from probescope.widgets.dissection.trace import TraceTree
 from probescope.widgets.image_detail import ImageDetail
-from probescope.widgets.images import to_qimage
 
 # The explanations and their IoU first (what a narrow panel shows without scrolling), then DA, lengths, the rest.
 COLUMNS = ("unit", "NetDissect", "ND IoU", "compositional", "comp IoU", "da-stop", "stop IoU", "ND DA", "comp DA",
            "stop DA", "len", "stop len", "da-select", "sel IoU", "sel DA", "opt gap", "category")
-CARD_IMAGES = 12
 
 
 def row_cells(row: r.UnitRow) -> list[object]:
@@ -112,28 +109,13 @@ class DissectionWorkspace(Workspace):
         area.add("charts", "Unit numbers", self.charts, "bottom", 0.30, Qt.Orientation.Vertical)
         area.add("trace", "Beam trace", self.trace, "right", 0.29)
         for key, title, widget in (("role", "Role", self.role), ("layer", "Layer", self.layer_views),
-                                   ("card", "Unit card", self._card_panel()),
+                                   ("card", "Unit card", card_panel(self.card, self._export_card)),
                                    ("settings", "Settings", self.runs), ("batch", "Batch", self.batch)):
             area.add(key, title, widget, "right")
             area.tab(key, "trace")
         area.raise_panel("trace")
         area.panels["layer"].visibilityChanged.connect(self.layer_views.set_on_screen)
         area.panels["role"].visibilityChanged.connect(lambda shown: shown and self._show_role())
-
-    def _card_panel(self) -> QWidget:
-        """The unit card under its export buttons: the dialog, and the paper presets."""
-        buttons = QHBoxLayout()
-        for text, preset in (("Export…", None), *((p.name, p) for p in PRESETS)):
-            button = QPushButton(text)
-            button.clicked.connect(lambda _=False, p=preset: self._export_card(p))
-            buttons.addWidget(button)
-        buttons.addStretch(1)
-        panel = QWidget()
-        layout = QVBoxLayout(panel)
-        layout.setContentsMargins(0, 0, 0, 0)
-        layout.addLayout(buttons)
-        layout.addWidget(scrolled(self.card), 1)
-        return panel
 
     def _export_card(self, preset) -> None:
         window = self.window()
@@ -298,20 +280,10 @@ class DissectionWorkspace(Workspace):
 
     def _apply_filters(self) -> None:
         f = self.filters
-        text = f.search.text().strip().lower()
         category = f.category.currentText()
-        keep = set()
-        for u, row in self.rows.items():
-            if text and not any(text in c.lower() for c in row.concepts()):
-                continue
-            if category != "all categories" and row.category != category:
-                continue
-            if f.interpretable.isChecked() and not r.is_interpretable(row, f.iou_min.value()):
-                continue
-            if f.specialised.isChecked() and not r.is_specialised(row):
-                continue
-            keep.add(u)
-        self.units.show_only(keep)
+        self.units.show_only(r.filtered(self.rows, f.search.text(), None if category == "all categories" else category,
+                                        f.iou_min.value() if f.interpretable.isChecked() else None,
+                                        f.specialised.isChecked()))
 
     # -- the selected unit -----------------------------------------------------------------------------------------
     @property
@@ -407,20 +379,9 @@ class DissectionWorkspace(Workspace):
         self._check_initial()
 
     def _update_card(self) -> None:
-        d = self.data
-        if d is None or self.unit not in d.result.units:
-            return
-        u = d.result.units[self.unit]
-        lines = [CardLine(r.METHOD_NAMES[m], e.label, e.length, e.iou, e.da)
-                 for m in r.METHODS if (e := self.explanation(m)) is not None]
-        role = self.role.card_line(self.unit)
-        self.card.set_card(f"Unit {self.unit} · {d.layer}",
-                           f"{d.model_label}; threshold {u.threshold:.3g} (top {d.settings.quantile:g}); "
-                           f"fires on {u.fired_images} images; {self.unit_images.caption}"
-                           + (f"; {role}" if role else ""),
-                           [i.thumbnail.image for i in self.overlays[:CARD_IMAGES]], lines,
-                           "heat map: activation · yellow outline: unit mask at T · cyan: "
-                           f"{self.formula_label or 'explanation'}")
+        if self.data is not None and self.unit in self.data.result.units:
+            fill_card(self.card, self.data, self.unit, self.explanation, self.unit_images.caption,
+                      self.role.card_line(self.unit), [i.thumbnail.image for i in self.overlays], self.formula_label)
 
     def _check_initial(self) -> None:
         if self._layer_done and self.unit_images.ready:
@@ -478,28 +439,7 @@ class DissectionWorkspace(Workspace):
     # -- large view, exports ---------------------------------------------------------------------------------------
     def open_image(self, row: int) -> None:
         """The large view of the grid's image `row`, with the same overlays and its labels."""
-        if not 0 <= row < len(self.overlays) or self.data is None:
-            return
-        d, unit, formula, item = self.data, self.unit, self.formula, self.overlays[row]
-        threshold = d.result.units[unit].threshold
-        options = self.view.controls.options()
-        scale = float(d.peaks[:, unit].max())
-        label = self.formula_label or "explanation"
-
-        def task(ctx):
-            ctx.check()
-            overlay, rgb = image_overlay(d.dataset, d.store, d.activations, unit, threshold, scale, item.image,
-                                         formula, options)
-            return to_qimage(rgb), image_labels(d.dataset, item.image), overlay
-
-        def show(result) -> None:
-            image, labels, overlay = result
-            notes = (f"unit {unit} · image {item.image} ({d.dataset.image_path(item.image).name})<br>"
-                     f"peak activation {overlay.peak:.3f}; unit mask {overlay.unit_pixels} px; "
-                     f"{label}: {overlay.concept_pixels} px, {overlay.overlap:.0%} inside the unit mask")
-            self.detail.show_image(image, f"Unit {unit}, image {item.image}", notes, labels)
-
-        self.pool.submit(task, name="large image", key=self.task_key("detail"), executor=IO, on_result=show)
+        self.unit_images.open_large(row, self.formula, self.formula_label, self.detail)
 
     def export_unit_card(self, path: str | Path, width: int | None = None) -> Path:
         """Write the unit card (PNG at `width` pixels, SVG or PDF by suffix)."""

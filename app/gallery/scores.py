@@ -33,6 +33,8 @@ SORT_KEYS: dict[str, str] = {
 FILTER_KEYS = ("kl", "entropy", "confidence")
 NO_INFORMATION = 1e-12  # log IS (nats) below this is rounding: IS = 1, and shares of log IS are undefined
 
+KL_BADGE_LIMIT = 2_000_000  # images x classes up to which every cell's KL badge follows the live marginal
+
 
 @dataclass(frozen=True)
 class Decomposition:
@@ -202,6 +204,21 @@ class GalleryScores:
             return idx[::-1] if descending else idx
         v = self.values(key)[idx]
         return idx[np.argsort(-v if descending else v, kind="stable")]
+
+    def badges(self, key: str, value_filter: tuple | None) -> tuple[np.ndarray | None, str]:
+        """Each cell's badge and its name: KL against the current marginal, or the confidence past KL_BADGE_LIMIT
+        (every image's KL costs O(N x classes) after each batch) unless the view sorts or filters by KL anyway."""
+        if not self.n:
+            return None, "p"
+        uses_kl = key == "kl" or (value_filter or ("",))[0] == "kl"
+        if uses_kl or self.n * (self.n_classes or 0) <= KL_BADGE_LIMIT:
+            return self.kl(), "KL"
+        return self.confidence, "p"
+
+    def notes(self, i: int) -> str:
+        """What the large view says under image i."""
+        return (f"image {i} of {self.n:,}; H(p(y|x)) = {float(self.entropy[i]):.3f} nats; KL against the "
+                f"marginal {self.kl_of(i):.3f} nats")
 
     def write_csv(self, path: str | Path, class_names: Sequence[str] | None = None) -> Path:
         """Per-image scores as CSV (atomic): class, confidence, entropy, KL and share of log IS."""

@@ -13,27 +13,26 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-import numpy as np
 from PySide6.QtCore import Qt, QTimer
-from PySide6.QtGui import QImage
 from PySide6.QtWidgets import QFileDialog, QLabel, QVBoxLayout, QWidget
 
 from probescope.app.export import ExportTarget
 from probescope.app.gallery.controls import GalleryControls
 from probescope.app.gallery.images import SampleImages
-from probescope.app.gallery.panels import DetailPanel, ScorePanel, class_name
+from probescope.app.gallery.panels import DetailPanel, ScorePanel
 from probescope.app.gallery.real_data_panel import RealDataPanel
 from probescope.app.gallery.real_data_scores import RealDataScores
-from probescope.app.gallery.scores import SORT_KEYS, GalleryScores
+from probescope.app.gallery.scores import GalleryScores
+from probescope.app.gallery.split import SplitProtocol
 from probescope.app.gallery.stream import DemoStream, ResumedSource, load_classifier_task, stream_task
+from probescope.app.gallery.views import SampleViews
 from probescope.app.panel_area import scrolled
-from probescope.app.tasks import COMPUTE, IO, TaskError
+from probescope.app.tasks import COMPUTE, TaskError
 from probescope.app.workspace import Workspace
 from probescope.core.demo.sampler import DemoSampler
 from probescope.core.scoring.classifiers import classifier_of_model
 from probescope.core.scoring.examples import CLASS_NAMES as EXAMPLE_CLASSES
 from probescope.core.scoring.examples import worked_example
-from probescope.core.scoring.protocol import DEFAULT_SEED, DEFAULT_SPLITS, splittable
 from probescope.widgets.command_palette import matches
 from probescope.widgets.gallery.grid import ContactSheet, GalleryGrid
 from probescope.widgets.image_detail import ImageDetail
@@ -41,8 +40,6 @@ from probescope.widgets.image_detail import ImageDetail
 UPDATE_MS = 40  # the live IS redraws at most this often (25 Hz), at least once per arriving batch
 SLOW_UPDATE_S = 0.25  # the marginal and the curve: at most 4 times a second while streaming
 GRID_UPDATE_S = 1.0  # the grid's order and badges, the detail (a full repaint of the grid): once a second
-SPLIT_EVERY_S = 0.5  # the split protocol is recomputed at most this often while streaming
-KL_BADGE_LIMIT = 2_000_000  # images x classes up to which every cell's KL badge follows the live marginal
 
 
 class GalleryWorkspace(Workspace):
@@ -57,9 +54,7 @@ class GalleryWorkspace(Workspace):
         self.classifier = None  # a core.scoring Classifier
         self.class_names: tuple[str, ...] | None = None
         self.score_updates = 0  # redraws of the live numbers (measured by the benchmark)
-        self.split = None
-        self._split_n = 0
-        self._split_time = self._slow_time = self._grid_time = 0.0
+        self._slow_time = self._grid_time = 0.0
         self._run_knobs: tuple[int, float] | None = None  # the demo sampler's knobs of the run scored now
         self._kept: tuple | None = None  # the opened samples' scores while a worked example is shown
         self._offered: str | None = None  # what the score panel's notice offers (see _offer)
@@ -74,6 +69,9 @@ class GalleryWorkspace(Workspace):
         self.real = RealDataScores(pool, self.task_key, self.real_panel, self._pause_for_reference, self.start,
                                    self.score_panel.show_distances)
         self.large = ImageDetail(self)
+        self.views = SampleViews(lambda: (self.scores, self.class_names), self.controls, self.images, self.grid,
+                                 self.sheet, self.caption, self.detail, self.large)
+        self.splits = SplitProtocol(pool, self.task_key("scores:split"), self.score_panel, self._classifier_label)
         self._update_timer = QTimer(self)
         self._update_timer.setSingleShot(True)
         self._update_timer.setInterval(UPDATE_MS)
@@ -114,13 +112,9 @@ class GalleryWorkspace(Workspace):
         for signal in (c.sort.currentIndexChanged, c.descending.toggled, c.class_filter.currentIndexChanged,
                        c.filter_key.currentIndexChanged, c.filter_low.valueChanged, c.filter_high.valueChanged,
                        c.sheet_count.valueChanged):
-            signal.connect(lambda *_: self._order_changed())
+            signal.connect(lambda *_: self.views.order_changed())
         c.csv_button.clicked.connect(self._export_csv_dialog)
         self.score_panel.notice_button.clicked.connect(self._notice_clicked)
-        self.grid.current_image_changed.connect(self._show_detail)
-        self.grid.doubleClicked.connect(lambda index: self.open_image(self.grid.thumbnails.image_index(index.row())))
-        self.grid.activated.connect(lambda index: self.open_image(self.grid.thumbnails.image_index(index.row())))
-        self.grid.thumbnails_wanted.connect(self._load_thumbnails)
 
     def export_targets(self) -> list[ExportTarget]:
         return [ExportTarget("Gallery", self), ExportTarget("Contact sheet", self.sheet),
@@ -166,7 +160,8 @@ class GalleryWorkspace(Workspace):
         key = self.controls.source.currentData()
         if key == "samples":
             if self._kept is not None:  # back from a worked example: the scored set as it was
-                self.scores, self.split, self._split_n, self.class_names, real = self._kept
+                self.scores, split, self.class_names, real = self._kept
+                self.splits.restore(split)
                 self._kept = None
                 self.real.bring_back(real)
                 if self.classifier is not None:
@@ -181,7 +176,7 @@ class GalleryWorkspace(Workspace):
             return
         self.stop()
         if self._kept is None:
-            self._kept = (self.scores, self.split, self._split_n, self.class_names, self.real.set_aside())
+            self._kept = (self.scores, self.splits.kept(), self.class_names, self.real.set_aside())
             self.scores = GalleryScores()
         self._clear()
         self.class_names = EXAMPLE_CLASSES
@@ -263,8 +258,7 @@ class GalleryWorkspace(Workspace):
     def _clear(self) -> None:
         self.stop()
         self.scores.reset()
-        self.split = None
-        self._split_n = 0
+        self.splits.reset()
         self.images.forget()  # pending reads and the split protocol belonged to the old scores
         self.grid.thumbnails.clear()
         self.detail.clear()
@@ -340,6 +334,11 @@ class GalleryWorkspace(Workspace):
     def streaming(self) -> bool:
         return self._streaming
 
+    @property
+    def split(self):
+        """The split protocol's last result (None below its size)."""
+        return self.splits.result
+
     def _knobs_changed(self) -> None:
         """The knobs apply to the next run: a run's images are all drawn with the knobs it started with."""
         self._show_run()
@@ -393,120 +392,27 @@ class GalleryWorkspace(Workspace):
         scores = self.scores
         d = scores.decomposition()
         self.score_panel.show_numbers(d, "streaming…" if self._streaming else "")
-        self._maybe_split(final=not self._streaming)
+        self.splits.update(scores, final=not self._streaming)
         self.real.update(self._streaming)
         now = time.monotonic()
         if self._streaming and now - self._slow_time < SLOW_UPDATE_S:
             return
         self._slow_time = now
-        self._fill_class_filter()
+        self.views.controls.set_class_names(self.views.names())
         self.score_panel.show_distribution(d, self.class_names, scores.live.history if d else ((), ()))
         if self._streaming and now - self._grid_time < GRID_UPDATE_S:
             return
         self._grid_time = now
-        self._order_changed()
-        current = self.grid.current_image()
-        if current < 0 and scores.n:
-            self.grid.select_image(0)
-        elif current >= 0:
-            self._show_numbers(current)
-
-    def _fill_class_filter(self) -> None:
-        n = self.scores.n_classes or 0
-        self.controls.set_class_names([self.class_names[k] if self.class_names and k < len(self.class_names)
-                                       else f"class {k}" for k in range(n)])
-
-    def _order_changed(self) -> None:
-        scores = self.scores
-        settings = self.controls.view_settings()
-        order = scores.order(**settings) if scores.n else []
-        # Every image's KL costs O(N x classes) after each batch; past KL_BADGE_LIMIT (50,000 Inception rows) the
-        # badges show confidence unless the view sorts or filters by KL anyway.
-        uses_kl = settings["key"] == "kl" or (settings["value_filter"] or ("",))[0] == "kl"
-        if scores.n and (uses_kl or scores.n * (scores.n_classes or 0) <= KL_BADGE_LIMIT):
-            badge, badge_label = scores.kl(), "KL"
-        else:
-            badge, badge_label = (scores.confidence if scores.n else None), "p"
-        names = self.class_names or [f"class {k}" for k in range(scores.n_classes or 0)]
-        self.grid.thumbnails.set_items(order, scores.top_classes, scores.top_probs, names, badge, badge_label)
-        self.sheet.set_rows(min(self.controls.sheet_count.value(), len(order)))
-        shown = f"{len(order):,} of {scores.n:,} images" if scores.n else "no images"
-        badge_text = "KL against the current marginal (nats)" if badge_label == "KL" else "confidence"
-        self.caption.setText(f"<b>{shown}</b>, {SORT_KEYS[self.controls.sort.currentData()]} order "
-                             f"— bars: top classes; badge: {badge_text}")
-
-    def _maybe_split(self, final: bool) -> None:
-        """Recompute the split protocol in the I/O pool when N changed (throttled while streaming)."""
-        n = self.scores.n
-        if not splittable(n, DEFAULT_SPLITS):
-            self.split = None
-            self.score_panel.show_split(None, self._classifier_label(), DEFAULT_SPLITS, n)
-            return
-        if n == self._split_n or self.pool.is_shut_down or (
-                not final and time.monotonic() - self._split_time < SPLIT_EVERY_S):
-            return
-        self._split_n, self._split_time = n, time.monotonic()
-        rows = self.scores.live.probabilities()  # rows never change once written: safe to read in a worker
-
-        def task(ctx):
-            from probescope.core.scoring.distributions import ClassScores
-            from probescope.core.scoring.protocol import split_inception_score
-
-            return split_inception_score(ClassScores(rows, "probs"), DEFAULT_SPLITS, True, DEFAULT_SEED)
-
-        def done(split) -> None:
-            self.split = split
-            self.score_panel.show_split(split, self._classifier_label(), DEFAULT_SPLITS, n)
-
-        self.pool.submit(task, name="split protocol", key=self.task_key("scores:split"), executor=IO, on_result=done)
+        self.views.redraw()
 
     def _classifier_label(self) -> str:
         if self.controls.source.currentData() != "samples":
             return "none (given probabilities)"
         return self.classifier.name if self.classifier is not None else "—"
 
-    # -- thumbnails and detail --------------------------------------------------------------------------------------
-    def _load_thumbnails(self, wanted: list[int]) -> None:
-        rows = self.sheet.rows()
-        model = self.grid.thumbnails
-        wanted = wanted + [model.image_index(r) for r in range(rows) if model.pixmap(model.image_index(r)) is None]
-
-        def show(images: dict[int, QImage]) -> None:
-            model.add_thumbnails(images)
-            self.grid.viewport().update()
-            self.sheet.update()
-
-        self.images.load_thumbnails(wanted, show)
-
-    def _show_detail(self, i: int) -> None:
-        self._show_numbers(i)
-        if not self.images.load_image(i, self.detail.set_image):
-            self.detail.set_image(self.grid.thumbnails.kept_thumbnail(i))
-
     def open_image(self, i: int) -> None:
         """The large view of image i (double-click or Enter), with its top classes."""
-        scores = self.scores
-        if not 0 <= i < scores.n:
-            return
-        p = scores.probabilities(i)
-        top = np.argsort(-p)[:10]
-        names = [class_name(self.class_names, int(k)) for k in top]
-        classes = [f"{name}: {p[k]:.3f}" for name, k in zip(names, top)]
-        notes = (f"image {i} of {scores.n:,}; H(p(y|x)) = {float(scores.entropy[i]):.3f} nats; KL against the "
-                 f"marginal {scores.kl_of(i):.3f} nats")
-
-        def show(image) -> None:
-            self.large.show_image(image, f"Sample #{i}", notes, classes, "Top classes p(y|x)")
-
-        if not self.images.load_image(i, show, "large"):
-            show(self.grid.thumbnails.kept_thumbnail(i))
-
-    def _show_numbers(self, i: int) -> None:
-        scores = self.scores
-        if not 0 <= i < scores.n:
-            return
-        self.detail.show_sample(i, scores.probabilities(i), float(scores.entropy[i]), scores.kl_of(i),
-                                scores.n, scores.live.mutual_information, self.class_names)
+        self.views.open_image(i)
 
     # -- export -----------------------------------------------------------------------------------------------------
     def export_csv(self, path: str | Path) -> Path:
