@@ -169,6 +169,8 @@ class Drill:
         if not keep_cache and acts.exists():
             shutil.rmtree(acts)
         for layer in ("layer4", "layer3"):
+            if self.units[layer] == "skip":
+                continue
             before = du(acts)
             argv = self.probescope("dissect", "--dataset", str(self.dataset), "--model", self.spec18, "--layer", layer,
                                    "--class-names", str(self.root / "models" / "categories_places365.txt"),
@@ -346,8 +348,8 @@ def main() -> int:
     parser.add_argument("--label", default="run", help="name of this run in DIR/drill.json (e.g. before, after)")
     parser.add_argument("--dataset", default="broden", help="dataset folder under DIR for steps 1-3 (broden, or "
                         "the 10%% subset broden-10pct)")
-    parser.add_argument("--units4", help="layer4 units to dissect in step 1 (default all)")
-    parser.add_argument("--units3", help="layer3 units to dissect in step 1 (default all)")
+    parser.add_argument("--units4", help="layer4 units to dissect in step 1 (default all; 'skip': not layer4)")
+    parser.add_argument("--units3", help="layer3 units to dissect in step 1 (default all; 'skip': not layer3)")
     parser.add_argument("--keep-cache", action="store_true", help="step 1 starts from the cached activations")
     parser.add_argument("--code", type=Path, help="a folder holding another `probescope` package to run instead of "
                         "this checkout's (its core/app/widgets/assets inside it)")

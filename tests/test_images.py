@@ -67,6 +67,42 @@ def test_postscript_named_png_never_reaches_its_decoder(tmp_path, monkeypatch, c
     assert marker.exists()
 
 
+def test_probing_images_and_stimuli_open_by_the_same_list(tmp_path, monkeypatch):
+    """A PostScript file in a Broden dataset's images or among a catalog's stimuli is refused by name like a sample:
+    the dataset and the stimulus source read through the same opener."""
+    from oracles.synthetic_broden import SyntheticBroden, SyntheticSpec, write_synthetic_broden
+    from probescope.core.data.broden import BrodenDataset
+    from probescope.core.similarity.catalog import Catalog
+    from probescope.core.similarity.sources import CatalogImages
+
+    marker = tmp_path / "ghostscript-ran"
+    monkeypatch.setattr(EpsImagePlugin.EpsImageFile, "_open", lambda *a, **k: marker.write_text("ran"))
+    root = write_synthetic_broden(tmp_path / "broden", SyntheticBroden(SyntheticSpec(n_images=3, seg_size=8,
+                                                                                      feat_size=2)))
+    dataset = BrodenDataset.open(root)
+    dataset.image_path(1).write_bytes(EPS)
+    with pytest.raises(InputError, match="image does not decode: not a PNG, JPEG"):
+        dataset.load_image(1)
+    stimuli = CatalogImages(Catalog(("a.png",), np.array([-1]), tmp_path))
+    (tmp_path / "a.png").write_bytes(EPS)
+    with pytest.raises(InputError, match=r"a\.png: image does not decode"):
+        stimuli[0]
+    assert not marker.exists()
+
+
+def test_score_error_after_progress_starts_its_own_line(tmp_path, capsys):
+    folder = tmp_path / "samples"
+    folder.mkdir()
+    for k in range(3):
+        Image.new("RGB", (16, 16), (40 * k, 0, 0)).save(folder / f"{k}.png")
+    (folder / "z.png").write_bytes(EPS)
+    assert main(["score", "--images", str(folder), "--batch-size", "1"]) == 2
+    err = capsys.readouterr().err
+    assert "%" in err  # progress was shown first
+    [line] = [text for text in err.split("\n") if "error:" in text]
+    assert line.startswith("probescope score: error:") and "z.png: image does not decode" in line
+
+
 def test_other_formats_are_refused_by_name(tmp_path):
     Image.new("RGB", (4, 4)).save(tmp_path / "x.png", format="GIF")
     with pytest.raises(InputError, match="x.png: image does not decode: not a PNG"):
