@@ -41,6 +41,7 @@ from probescope.widgets.notification import Notification
 from probescope.widgets.task_panel import TaskPanel
 from probescope.widgets.task_progress import TaskProgress
 
+PROGRESS_MS = 100  # the status bar's progress and the Tasks panel are redrawn at most this often
 
 class MainWindow(QMainWindow):
     """`opened(Loaded)` after an open succeeds; `open_failed(OpenRequest, TaskError)` after it fails.
@@ -108,9 +109,15 @@ class MainWindow(QMainWindow):
         self._tick = QTimer(self)  # rates and times left move on while a task says nothing new
         self._tick.setInterval(1000)
         self._tick.timeout.connect(self._update_progress)
-        self.pool.started.connect(self._update_progress)
-        self.pool.progress.connect(self._update_progress)
-        self.pool.finished.connect(self._update_progress)
+        # Progress is redrawn at most every PROGRESS_MS, not at every event of every task: hundreds of overlay and
+        # thumbnail tasks starting and ending at once redrew the task table hundreds of times (1.4 s at a stretch)
+        self._progress_due = QTimer(self)
+        self._progress_due.setSingleShot(True)
+        self._progress_due.setInterval(PROGRESS_MS)
+        self._progress_due.timeout.connect(self._update_progress)
+        self.pool.started.connect(self._progress_changed)
+        self.pool.progress.connect(self._progress_changed)
+        self.pool.finished.connect(self._progress_changed)
         self.pool.failed.connect(self._task_failed)
 
         self.menus = Menus(self)
@@ -259,9 +266,13 @@ class MainWindow(QMainWindow):
         self._update_trust()
         self.statusBar().showMessage("Trusted files forgotten: files that run code are asked about again", 5000)
 
-    def _update_progress(self, *args) -> None:
+    def _progress_changed(self, *args) -> None:
         if args and isinstance(args[0], TaskHandle) and args[0].done:
             self.activity.forget(args[0].id)
+        if not self._progress_due.isActive():
+            self._progress_due.start()
+
+    def _update_progress(self) -> None:
         active = [h for h in self.pool.active() if not h.cancelled]
         rows = [self.activity.row(h.id, h.name, h.progress) for h in active]
         self.tasks.show_rows([(r.key, r.name, r.stage, r.fraction, r.done, r.rate, r.left) for r in rows])

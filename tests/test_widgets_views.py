@@ -221,3 +221,17 @@ def test_command_palette_filters_and_runs(qtbot):
     assert palette.visible_commands() == ["&Export Figure…"]
     palette.run_current()
     assert ran == ["export"]
+
+
+def test_task_panel_lists_the_first_tasks_and_counts_the_rest(qtbot):
+    """Hundreds of queued image tasks make a short table (each redraw rebuilt a row of widgets per task)."""
+    from probescope.widgets.task_panel import MAX_ROWS, TaskPanel
+
+    panel = TaskPanel()
+    qtbot.addWidget(panel)
+    rows = [(k, f"task {k}", f"stage {k}", None, "", "", "") for k in range(MAX_ROWS + 60)]
+    panel.show_rows(rows)
+    assert panel.table.rowCount() == MAX_ROWS + 1 and panel.table.item(MAX_ROWS, 0).text() == "… and 60 more"
+    assert panel.stages() == [f"stage {k}" for k in range(MAX_ROWS)]
+    panel.show_rows(rows[:2])
+    assert panel.table.rowCount() == 2 and panel.stages() == ["stage 0", "stage 1"]

@@ -16,6 +16,7 @@ from PySide6.QtWidgets import (
 )
 
 COLUMNS = ("task", "stage", "progress", "done", "rate", "left", "")
+MAX_ROWS = 40  # tasks listed; more are counted in the last row (hundreds of image tasks can be queued at once)
 
 
 class TaskPanel(QWidget):
@@ -31,18 +32,21 @@ class TaskPanel(QWidget):
         self.table.verticalHeader().setVisible(False)
         self.table.setEditTriggers(QTableWidget.EditTrigger.NoEditTriggers)
         header = self.table.horizontalHeader()
-        header.setSectionResizeMode(QHeaderView.ResizeMode.ResizeToContents)
+        header.setSectionResizeMode(QHeaderView.ResizeMode.Interactive)  # sized after each redraw, not per cell
         header.setSectionResizeMode(1, QHeaderView.ResizeMode.Stretch)
         layout = QVBoxLayout(self)
         layout.setContentsMargins(0, 0, 0, 0)
         layout.addWidget(self.table)
         self._keys: list[int] = []
+        self._more = 0
 
     def show_rows(self, rows: Sequence[Sequence]) -> None:
+        more = max(0, len(rows) - MAX_ROWS)
+        rows = rows[:MAX_ROWS]
         keys = [int(row[0]) for row in rows]
-        if keys != self._keys:  # other tasks: rebuild the rows (and their cancel buttons)
-            self._keys = keys
-            self.table.setRowCount(len(rows))
+        if keys != self._keys or more != self._more:  # other tasks: rebuild the rows (and their cancel buttons)
+            self._keys, self._more = keys, more
+            self.table.setRowCount(len(rows) + (1 if more else 0))
             for k, key in enumerate(keys):
                 bar = QProgressBar()
                 bar.setMaximumHeight(16)
@@ -51,6 +55,8 @@ class TaskPanel(QWidget):
                 cancel.setText("Cancel")
                 cancel.clicked.connect(lambda _=False, key=key: self.cancel_requested.emit(key))
                 self.table.setCellWidget(k, 6, cancel)
+            if more:
+                self.table.setItem(len(rows), 0, QTableWidgetItem(f"… and {more:,} more"))
         for k, (_key, name, stage, fraction, done, rate, left) in enumerate(rows):
             for column, text in ((0, name), (1, stage), (3, done), (4, rate), (5, left)):
                 self.table.setItem(k, column, QTableWidgetItem(text))
@@ -60,6 +66,8 @@ class TaskPanel(QWidget):
             else:
                 bar.setRange(0, 1000)
                 bar.setValue(round(1000 * min(max(fraction, 0.0), 1.0)))
+        for column in (0, 2, 3, 4, 5, 6):
+            self.table.resizeColumnToContents(column)
 
     def stages(self) -> list[str]:
-        return [self.table.item(k, 1).text() for k in range(self.table.rowCount())]
+        return [self.table.item(k, 1).text() for k in range(len(self._keys))]
