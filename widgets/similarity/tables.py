@@ -122,9 +122,9 @@ class TrialListModel(QAbstractTableModel):
         if self.columns is None or rows.size == 0:
             return rows
         column, order = self._sort
+        rows = np.sort(rows)  # equal keys keep trial order: a stable sort of the rows in trial order
         key = self.sort_key(column)[rows]
-        order_index = np.lexsort((rows, -key if order == Qt.SortOrder.DescendingOrder else key))
-        return rows[order_index]
+        return rows[np.argsort(-key if order == Qt.SortOrder.DescendingOrder else key, kind="stable")]
 
     def row_of(self, trial: int) -> int:
         """Row showing trial `trial`, -1 when it is filtered out."""
