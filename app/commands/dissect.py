@@ -96,9 +96,10 @@ def _dissect(args: argparse.Namespace, settings, units: list[int] | None, trust)
     import numpy as np
 
     from probescope.app.cli import end_progress_line, stderr_progress
+    from probescope.core.cache import cache_dir
     from probescope.core.dissection.correlation import correct_predictions, read_label_map, scene_truth
     from probescope.core.dissection.inputs import extract_model_layers, load_activation_file, open_dataset
-    from probescope.core.dissection.labels import LabelStore
+    from probescope.core.dissection.label_cache import label_store
     from probescope.core.dissection.saved import dissect_in_blocks, resumable, write_layer
     from probescope.core.errors import InputError
     from probescope.core.models.loading import read_class_names
@@ -128,7 +129,7 @@ def _dissect(args: argparse.Namespace, settings, units: list[int] | None, trust)
     if units is not None and units[-1] >= act.shape[1]:
         raise InputError(f"--units: unit {units[-1]} out of range (the layer has {act.shape[1]} units)")
 
-    store = LabelStore.build(dataset, progress=progress)
+    store = label_store(dataset, cache_dir(), progress=progress)
     correct = None
     if predictions is not None:
         if class_names is None:

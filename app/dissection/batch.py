@@ -144,7 +144,8 @@ def saved_layer_task(job: BatchJob, origin: str, live_model, live_dataset, store
                      ctx: TaskContext) -> Iterator[Progress]:
     """LayerData of a merged batch job. `live_model` / `live_dataset` are the loaded ones (reused when they are the
     ones the batch used), `store_of` a (dataset, LabelStore) already built."""
-    from probescope.core.dissection.labels import LabelStore
+    from probescope.core.cache import cache_dir
+    from probescope.core.dissection.label_cache import label_store
 
     yield Progress(None, f"reading {job.result.name} of {job.model}/{job.layer}")
     result = DissectionResult.load(job.result)
@@ -153,7 +154,7 @@ def saved_layer_task(job: BatchJob, origin: str, live_model, live_dataset, store
         store = store_of[1]
     else:
         yield Progress(None, "reading the label maps")
-        store = LabelStore.build(dataset, progress=ctx.progress, cancel=ctx.cancelled)
+        store = label_store(dataset, cache_dir(), progress=ctx.progress, cancel=ctx.cancelled)
     activations = yield from job_activations(result, job.layer, dataset, live_model, device, ctx)
     yield Progress(None, "peak activation per image")
     peaks = unit_peaks(activations)

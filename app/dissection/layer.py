@@ -99,7 +99,7 @@ def layer_task(loaded_model, layer: str, dataset, store, settings: DissectionSet
     """
     from probescope.core.cache import cache_dir
     from probescope.core.data.activations import extract_layers
-    from probescope.core.dissection.labels import LabelStore
+    from probescope.core.dissection.label_cache import label_store
     from probescope.core.dissection.saved import dissect_in_blocks, resumable
     from probescope.core.errors import InputError
 
@@ -111,7 +111,7 @@ def layer_task(loaded_model, layer: str, dataset, store, settings: DissectionSet
                                  progress=ctx.progress, cancel=ctx.cancelled)[layer]
     if store is None:
         yield Progress(None, "reading the label maps")
-        store = LabelStore.build(dataset, progress=ctx.progress, cancel=ctx.cancelled)
+        store = label_store(dataset, cache_dir(), progress=ctx.progress, cancel=ctx.cancelled)
     yield Progress(None, "peak activation per image")
     peaks = unit_peaks(activations)
     model_info, dataset_info = identity(loaded_model, model, layer, dataset)

@@ -23,9 +23,10 @@ from probescope.core.batch.chunks import (
 from probescope.core.batch.executors import Executor, LocalExecutor
 from probescope.core.batch.manifest import Manifest, ModelJob, folder_name
 from probescope.core.batch.status import BatchStatus, stderr_log
+from probescope.core.cache import cache_dir
 from probescope.core.dissection.correlation import correct_predictions, scene_truth
 from probescope.core.dissection.inputs import LayerInput, load_activation_file, open_dataset
-from probescope.core.dissection.labels import LabelStore
+from probescope.core.dissection.label_cache import label_store
 from probescope.core.dissection.saved import run_identity, write_layer
 from probescope.core.locks import folder_lock
 from probescope.core.trust import NO_TRUST, Trust
@@ -55,7 +56,7 @@ class _Batch:
         dataset, self.dataset_info = open_dataset(m.dataset, m.index, m.source)
         if log is not None:
             log(f"reading the label maps of {dataset.n_images} images")
-        store = LabelStore.build(dataset)
+        store = label_store(dataset, cache_dir())
         self.store_ref = self.ex.put(store)
         self.store = store
         for model in m.models:
