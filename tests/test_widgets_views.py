@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 from PySide6.QtCore import QPointF, Qt
 from PySide6.QtGui import QAction, QImage
+from PySide6.QtWidgets import QHeaderView
 
 from probescope.widgets.command_palette import CommandPalette, matches
 from probescope.widgets.dissection.plots import GroupedBars
@@ -165,6 +166,18 @@ def test_trial_list_sorts_by_query_name_and_measures_only_rows_on_screen(qtbot):
     assert view.list_model.rows.tolist() == want.tolist() == [3, 6, 0, 1, 2, 4, 5]
     view.sortByColumn(6, Qt.SortOrder.DescendingOrder)
     assert [names[t] for t in view.list_model.rows] == ["c", "b", "b", "b", "b", "a", "a"]
+    # hidden (another workspace on screen), the columns are not measured: Qt would measure every row
+    calls = []
+    original = view.list_model.data
+    view.list_model.data = lambda index, role=Qt.ItemDataRole.DisplayRole: calls.append(1) or original(index, role)
+    mode = view.horizontalHeader().sectionResizeMode
+    assert mode(0) == QHeaderView.ResizeMode.Interactive
+    view.select_trial(4)
+    assert not calls
+    view.show()
+    assert mode(0) == QHeaderView.ResizeMode.ResizeToContents and view.horizontalHeader().stretchLastSection()
+    view.select_trial(2)
+    assert calls  # (the count above sees the view's reads)
 
 
 def test_gallery_grid_lays_a_new_order_out_in_batches(qtbot):
