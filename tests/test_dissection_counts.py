@@ -130,6 +130,25 @@ def test_unit_pixels_match_full_upsampling(varied):
     assert (got == np.flatnonzero(brute_unit_mask(maps, t, ds))).all()
 
 
+@pytest.mark.parametrize("varied", [True, False])
+def test_a_dead_unit_masks_every_pixel_counted_in_chunks(varied, monkeypatch):
+    """A unit with one constant value everywhere has T = that value and (A >= T) covers the dataset (the protocol's
+    mask); its regions are counted a chunk of pixels at a time, as large masks are, with the same result."""
+    from probescope.core.dissection import counts as counts_module
+    from probescope.core.dissection.counts import RegionSet
+
+    ds = random_dataset(6, n=20, varied_shapes=varied)
+    store = LabelStore.build(ds)
+    maps = np.zeros((20, 3, 3), np.float32)
+    pixels = unit_pixels(maps, 0.0, store.offsets, store.seg_shapes)
+    assert pixels.dtype == np.int32 and (pixels == np.arange(store.n_pixels)).all()
+    whole = RegionSet.at_pixels(store, pixels)
+    monkeypatch.setattr(counts_module, "PIXEL_CHUNK", 7)
+    chunked = RegionSet.at_pixels(store, pixels)
+    assert (chunked.regions == whole.regions).all() and (chunked.weights == whole.weights).all()
+    assert (whole.regions == np.arange(store.n_regions)).all() and (whole.weights == store.region_pixels).all()
+
+
 def brute_scores(mask: np.ndarray, g: np.ndarray, img: np.ndarray, n: int) -> tuple[float, float]:
     union = (mask | g).sum()
     iou = (mask & g).sum() / union if union else 0.0

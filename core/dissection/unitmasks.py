@@ -62,7 +62,8 @@ def unit_mask(act_map: np.ndarray, threshold: float, seg_shape: tuple[int, int],
 
 def unit_pixels(maps: np.ndarray, threshold: float, offsets: np.ndarray, seg_shapes: np.ndarray,
                 device: str = "cpu") -> np.ndarray:
-    """Sorted global pixel indices of the unit's mask over the dataset.
+    """Sorted global pixel indices of the unit's mask over the dataset (int32 while the dataset has fewer than 2^31
+    pixels, else int64).
 
     `maps` holds the unit's activations (images, h, w); `offsets` (images + 1) and `seg_shapes` (images, 2) number
     the pixels as the label store does.
@@ -73,11 +74,13 @@ def unit_pixels(maps: np.ndarray, threshold: float, offsets: np.ndarray, seg_sha
     margin = _ROUNDING_MARGIN * (abs(threshold) + np.abs(flat).max(axis=1).astype(np.float64))
     candidates = np.flatnonzero(peak >= threshold - margin)
     if not len(candidates):
-        return np.zeros(0, np.int64)
+        return np.zeros(0, np.int32 if int(offsets[-1]) < 2**31 else np.int64)
     out = []
+    dtype = np.int32 if int(offsets[-1]) < 2**31 else np.int64  # half the bytes below 2G pixels (ADE20K: 278M)
     t32 = float32_threshold(threshold)
     shapes = seg_shapes[candidates]
-    for shape in np.unique(shapes, axis=0):
+    groups = np.unique(shapes, axis=0)
+    for shape in groups:
         images = candidates[(shapes == shape).all(axis=1)]
         per_chunk = max(1, _CHUNK_BYTES // (4 * int(shape[0]) * int(shape[1])))
         for start in range(0, len(images), per_chunk):
@@ -85,5 +88,8 @@ def unit_pixels(maps: np.ndarray, threshold: float, offsets: np.ndarray, seg_sha
             size = int(shape[0]) * int(shape[1])
             up = upsample(maps[chunk], (int(shape[0]), int(shape[1])), device)
             hit = np.flatnonzero((up >= t32).cpu().numpy())
-            out.append(offsets[chunk[hit // size]] + hit % size)
-    return np.sort(np.concatenate(out)).astype(np.int64)
+            out.append((offsets[chunk[hit // size]] + hit % size).astype(dtype, copy=False))
+    pixels = np.concatenate(out)
+    if len(groups) > 1:  # one size: chunks come in image order, already sorted
+        pixels.sort()  # in place: a dead unit's mask (T = its constant value) is every pixel, 278M at ADE20K scale
+    return pixels
