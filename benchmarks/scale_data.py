@@ -248,6 +248,7 @@ def make_checkpoints(folder: Path, progress: Progress) -> dict[str, Path]:
 def make_judgments(folder: Path, progress: Progress) -> dict[str, Path]:
     """Stimulus images (resumable by chunk), catalog.hdf5, obs-drill.hdf5 and obs-drill-coarse.hdf5."""
     from probescope.core.demo import world
+    from probescope.core.demo.judgments import answer_as_people
     from probescope.core.similarity.catalog import Catalog, write_catalog_hdf5
     from probescope.core.similarity.simulate import sample_outcomes
     from probescope.core.similarity.trials import Trials
@@ -306,17 +307,7 @@ def make_judgments(folder: Path, progress: Progress) -> dict[str, Path]:
     refs[is_catch] = catch_refs
     choices = np.concatenate([sample_outcomes(z, query[s:s + 50_000], refs[s:s + 50_000], 2, rng)
                               for s in range(0, m, 50_000)])
-    catch_slot = np.full(m, -1)
-    catch_slot[is_catch] = slot
-    other = np.where(choices[:, 0] == catch_slot, choices[:, 1], choices[:, 0])
-    u = rng.random(m)
-    first, second = is_catch & (u < 0.95), is_catch & (u >= 0.95) & (u < 0.99)
-    choices[first] = np.stack([catch_slot, other], 1)[first]
-    choices[second] = np.stack([other, catch_slot], 1)[second]
-    sloppy = careless[participant]
-    random_picks = np.argsort(rng.random((m, 8)), axis=1)[:, :2]
-    choices[sloppy] = random_picks[sloppy]
-    rt = np.where(sloppy, rng.lognormal(np.log(1400), 0.5, m), rng.lognormal(np.log(5200), 0.45, m))
+    rt = answer_as_people(rng, choices, is_catch, slot, careless[participant])
 
     mirror_of = np.concatenate([np.full(n_orig, -1), mirrored]).astype(np.int64)
     classes = tuple(wnid[s] for s in scenes) + tuple(wnid[scenes[k]] for k in mirrored)

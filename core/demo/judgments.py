@@ -97,18 +97,7 @@ def simulate(seed: int = SEED) -> tuple[list, np.ndarray, dict[str, np.ndarray]]
     refs[is_catch] = catch_refs
 
     choices = sample_outcomes(z, query, refs, 2, rng)
-    # people recognise their query's mirror image: careful participants pick it first 95% of the time, second 4%
-    u = rng.random(m)
-    catch_slot = np.full(m, -1)
-    catch_slot[is_catch] = slot
-    other = np.where(choices[:, 0] == catch_slot, choices[:, 1], choices[:, 0])
-    first, second = is_catch & (u < 0.95), is_catch & (u >= 0.95) & (u < 0.99)
-    choices[first] = np.stack([catch_slot, other], 1)[first]
-    choices[second] = np.stack([other, catch_slot], 1)[second]
-    sloppy = careless[participant]
-    random_picks = np.argsort(rng.random((m, 8)), axis=1)[:, :2]
-    choices[sloppy] = random_picks[sloppy]
-    rt = np.where(sloppy, rng.lognormal(np.log(1400), 0.5, m), rng.lognormal(np.log(5200), 0.45, m))
+    rt = answer_as_people(rng, choices, is_catch, slot, careless[participant])
 
     coarse_q = rng.integers(0, N_STIMULI, N_COARSE)
     coarse_refs = random_references(rng, coarse_q, originals, 8)
@@ -119,6 +108,25 @@ def simulate(seed: int = SEED) -> tuple[list, np.ndarray, dict[str, np.ndarray]]
         "coarse_choices": coarse_choices, "mirrored": mirrored,
     }
     return samples, z, columns
+
+
+def answer_as_people(rng: np.random.Generator, choices: np.ndarray, is_catch: np.ndarray, slot: np.ndarray,
+                     sloppy: np.ndarray) -> np.ndarray:
+    """Turn the model's (m, 2) choices among 8 references into what people answer, in place, and return each
+    trial's response time (ms). People recognise their query's mirror image in a catch trial (in reference `slot`):
+    careful participants pick it first 95% of the time, second 4%; careless ones (`sloppy` per trial) pick two
+    references at random, and fast."""
+    m = len(choices)
+    u = rng.random(m)
+    catch_slot = np.full(m, -1)
+    catch_slot[is_catch] = slot
+    other = np.where(choices[:, 0] == catch_slot, choices[:, 1], choices[:, 0])
+    first, second = is_catch & (u < 0.95), is_catch & (u >= 0.95) & (u < 0.99)
+    choices[first] = np.stack([catch_slot, other], 1)[first]
+    choices[second] = np.stack([other, catch_slot], 1)[second]
+    random_picks = np.argsort(rng.random((m, 8)), axis=1)[:, :2]
+    choices[sloppy] = random_picks[sloppy]
+    return np.where(sloppy, rng.lognormal(np.log(1400), 0.5, m), rng.lognormal(np.log(5200), 0.45, m))
 
 
 def write_demo_judgments(folder: str | Path, seed: int = SEED) -> DemoJudgments:
