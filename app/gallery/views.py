@@ -50,8 +50,7 @@ class SampleViews:
                              f"— bars: top classes; badge: {badge_text}")
 
     def redraw(self) -> None:
-        """The class filter's names, the grid, and the selected image's numbers (the first image when none is)."""
-        self.controls.set_class_names(self.names())
+        """The grid, and the selected image's numbers (the first image when none is)."""
         self.order_changed()
         current = self.grid.current_image()
         if current < 0 and self.current()[0].n:

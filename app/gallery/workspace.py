@@ -398,7 +398,7 @@ class GalleryWorkspace(Workspace):
         if self._streaming and now - self._slow_time < SLOW_UPDATE_S:
             return
         self._slow_time = now
-        self.views.controls.set_class_names(self.views.names())
+        self.controls.set_class_names(self.views.names())
         self.score_panel.show_distribution(d, self.class_names, scores.live.history if d else ((), ()))
         if self._streaming and now - self._grid_time < GRID_UPDATE_S:
             return
