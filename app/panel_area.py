@@ -28,7 +28,8 @@ def scrolled(widget: QWidget) -> QScrollArea:
 
 class PanelArea(QMainWindow):
     """`add(key, title, widget, side)` puts a panel beside the central view; `tab(key, onto)` stacks it as a tab;
-    `proportions` ({key: share of the area's width or height}) shape the default arrangement."""
+    `proportions` ({(key, orientation): share of the area's width or height}) shape the default arrangement: a
+    panel may have both, e.g. a right-hand column's width and its top panel's height."""
 
     def __init__(self, prefix: str, parent: QWidget | None = None):
         super().__init__(parent)
@@ -39,7 +40,7 @@ class PanelArea(QMainWindow):
         self.prefix = prefix
         self.panels: dict[str, QDockWidget] = {}
         self._on_screen: dict[str, bool] = {}  # a stacked panel's widget is "visible" to Qt under its tab
-        self.proportions: dict[str, tuple[float, Qt.Orientation]] = {}
+        self.proportions: dict[tuple[str, Qt.Orientation], float] = {}
         self.default_state: QByteArray | None = None
         self._saved: QByteArray | None = None
         self._arranging = False
@@ -60,7 +61,7 @@ class PanelArea(QMainWindow):
         self._on_screen[key] = False
         dock.visibilityChanged.connect(lambda shown, k=key: self._on_screen.__setitem__(k, shown))
         if share:
-            self.proportions[key] = (share, orientation)
+            self.proportions[(key, orientation)] = share
         return dock
 
     def set_central(self, widget: QWidget) -> None:
@@ -109,10 +110,10 @@ class PanelArea(QMainWindow):
 
     def _apply_proportions(self) -> None:
         for orientation, total in ((Qt.Orientation.Horizontal, self.width()), (Qt.Orientation.Vertical, self.height())):
-            keys = [k for k, (_, o) in self.proportions.items() if o == orientation]
+            keys = [k for k, o in self.proportions if o == orientation]
             if keys:
-                self.resizeDocks([self.panels[k] for k in keys], [int(self.proportions[k][0] * total) for k in keys],
-                                 orientation)
+                self.resizeDocks([self.panels[k] for k in keys],
+                                 [int(self.proportions[(k, orientation)] * total) for k in keys], orientation)
 
     def restore(self, state: QByteArray | None) -> None:
         """The arrangement saved by `saveState()` (applied once the area is first shown)."""

@@ -333,5 +333,13 @@ def test_the_default_arrangement_is_made_at_the_size_the_workspace_gets(qtbot, s
         central = area.centralWidget().width()
         assert central >= 0.3 * area.width(), (central, area.width())
         assert area.panels["units"].width() <= 0.4 * area.width()
+        # a panel with a width share and a height share keeps both (Similarity's right-hand column)
+        window.set_workspace("similarity")
+        area = window.workspaces["similarity"].area
+        qtbot.waitUntil(lambda: area.default_state is not None, timeout=WAIT_MS)
+        models, embedding = area.panels["models"], area.panels["embedding"]
+        qtbot.waitUntil(lambda: models.width() <= 0.4 * area.width(), timeout=WAIT_MS)  # (docks resize at the next
+        assert area.centralWidget().width() >= 0.25 * area.width()                      # layout pass)
+        assert models.height() < embedding.height()
     finally:
         window.close()

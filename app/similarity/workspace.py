@@ -81,7 +81,7 @@ class SimilarityWorkspace(Workspace):
             area.add(key, title, widget, "right")
             area.tab(key, "embedding")
         area.raise_panel("embedding")
-        area.proportions["models"] = (0.26, Qt.Orientation.Vertical)
+        area.proportions[("models", Qt.Orientation.Vertical)] = 0.26  # (its column keeps its width share)
 
     def _connect(self) -> None:
         self.trials.changed.connect(self.apply_list_filters)
