@@ -63,6 +63,7 @@ class GalleryWorkspace(Workspace):
         self.grid = GalleryGrid(96)
         self.sheet = ContactSheet(self.grid.thumbnails, self.grid.delegate)
         self.caption = QLabel()
+        self.caption.setWordWrap(True)  # (a narrow grid pane wraps it instead of cutting it off)
         self.score_panel = ScorePanel()
         self.detail = DetailPanel()
         self.real_panel = RealDataPanel()
