@@ -72,7 +72,7 @@ class SimilarityWorkspace(Workspace):
         area = self.area
         area.set_central(central)
         area.add("trials", "Trials", self.trials, "left", 0.30)
-        area.add("models", "Model table", self.models, "right", 0.36)
+        area.add("models", "Model table", scrolled(self.models), "right", 0.36)  # short: it scrolls, never clips
         area.add("embedding", "Embedding", self.embedding, "right")
         area.split("models", "embedding", Qt.Orientation.Vertical)
         for key, title, widget in (("quality", "Data quality", self.quality),
@@ -81,7 +81,7 @@ class SimilarityWorkspace(Workspace):
             area.add(key, title, widget, "right")
             area.tab(key, "embedding")
         area.raise_panel("embedding")
-        area.proportions[("models", Qt.Orientation.Vertical)] = 0.26  # (its column keeps its width share)
+        area.proportions[("models", Qt.Orientation.Vertical)] = 0.32  # (its column keeps its width share)
 
     def _connect(self) -> None:
         self.trials.changed.connect(self.apply_list_filters)
