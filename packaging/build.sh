@@ -14,7 +14,7 @@ bundle="$dist/probescope"
 rm -rf "$build" "$bundle"
 mkdir -p "$build"
 start=$(date +%s)
-"$python" "$root/packaging/stage.py" "$build/stage" >/dev/null  # the source folders as the probescope.* namespace
+"$python" "$root/packaging/stage.py" "$build/stage" >/dev/null  # the package and its guide
 PROBESCOPE_STAGE="$build/stage" "$python" -m PyInstaller --noconfirm --log-level WARN \
     --workpath "$build/work" --distpath "$dist" "$root/packaging/probescope.spec"
 end=$(date +%s)

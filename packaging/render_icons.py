@@ -9,7 +9,7 @@ import os
 import sys
 from pathlib import Path
 
-ICONS = Path(__file__).resolve().parent.parent / "assets" / "icons"
+ICONS = Path(__file__).resolve().parent.parent / "src" / "probescope" / "assets" / "icons"
 SIZES = (16, 24, 32, 48, 64, 128, 256, 512)
 
 

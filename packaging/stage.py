@@ -1,8 +1,8 @@
-"""Lay the source tree out as the installed `probescope.*` namespace, for PyInstaller to analyse.
+"""Stage what the bundle holds, for PyInstaller to analyse: the `probescope` package from src/ and the user guide.
 
-The source keeps its layers as top-level folders (core/, widgets/, app/, assets/) that pyproject.toml's
-`package-dir` maps onto `probescope.core`, ... This copies each mapped folder to its place under STAGE_DIR, so the
-bundle holds exactly what an install would, without building a wheel. Usage: python packaging/stage.py STAGE_DIR
+The bundle then holds exactly what an install would, plus docs/ for the Help menu, without building a wheel (an
+editable install of the build environment would otherwise point the analysis at the checkout).
+Usage: python packaging/stage.py STAGE_DIR
 """
 
 from __future__ import annotations
@@ -11,27 +11,16 @@ import shutil
 import sys
 from pathlib import Path
 
-import tomllib
-
 ROOT = Path(__file__).resolve().parent.parent
 
 
 def stage(out: Path, root: Path = ROOT) -> list[str]:
-    """Copy every package of pyproject.toml's package-dir under `out`, and the user guide (docs/) into the assets;
-    returns the package names staged."""
-    config = tomllib.loads((root / "pyproject.toml").read_text(encoding="utf-8"))
-    package_dir: dict[str, str] = config["tool"]["setuptools"]["package-dir"]
+    """Copy src/probescope under `out`, and the user guide (docs/) into its assets; returns the packages staged."""
     if out.exists():
         shutil.rmtree(out)
-    staged = []
-    for package, folder in sorted(package_dir.items()):  # parents before children
-        source = root / folder
-        if not (source / "__init__.py").is_file():
-            print(f"stage: skipping {package}: {source} is not a package yet", file=sys.stderr)
-            continue
-        shutil.copytree(source, out / package.replace(".", "/"), dirs_exist_ok=True,
-                        ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
-        staged.append(package)
+    shutil.copytree(root / "src" / "probescope", out / "probescope",
+                    ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+    staged = sorted(".".join(init.parent.relative_to(out).parts) for init in out.rglob("__init__.py"))
     guide = out / "probescope" / "assets" / "guide"  # the user guide, for the app's Help menu (app/help.py)
     shutil.copytree(root / "docs", guide, dirs_exist_ok=True,
                     ignore=shutil.ignore_patterns("*.svg", "*.pdf"))  # (the vector screenshots: not needed there)

@@ -12,44 +12,32 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
+SRC = ROOT / "src"
 QT_MODULES = ("PySide6", "PyQt5", "PyQt6", "PySide2", "shiboken6", "pyqtgraph", "qtpy")
 
 
-def _lint_imports(stage: Path) -> subprocess.CompletedProcess:
-    """lint-imports with pyproject.toml's contracts over `stage`, a copy of the tree laid out as the installed
-    `probescope` namespace (the source folders core/, app/, widgets/ only become probescope.* once installed)."""
-    env = {**os.environ, "PYTHONPATH": str(stage)}
+def _lint_imports(tree: Path) -> subprocess.CompletedProcess:
+    """lint-imports with pyproject.toml's contracts over `tree`, a folder that holds the `probescope` package."""
+    env = {**os.environ, "PYTHONPATH": str(tree)}
     run = "import sys; from importlinter.cli import lint_imports_command; sys.exit(lint_imports_command())"
-    return subprocess.run([sys.executable, "-c", run, "--no-cache", str(ROOT / "pyproject.toml")], cwd=stage,
+    return subprocess.run([sys.executable, "-c", run, "--no-cache", str(ROOT / "pyproject.toml")], cwd=tree,
                           env=env, capture_output=True, text=True, timeout=300)
 
 
-@pytest.fixture(scope="module")
-def staged(tmp_path_factory) -> Path:
-    sys.path.insert(0, str(ROOT / "packaging"))
-    try:
-        from stage import stage
-    finally:
-        sys.path.remove(str(ROOT / "packaging"))
-    out = tmp_path_factory.mktemp("staged")
-    stage(out, ROOT)
-    return out
-
-
-def test_import_contracts_are_kept(staged):
+def test_import_contracts_are_kept():
     """core imports no Qt, app or widgets; widgets no torch, app or core; task modules and headless commands no Qt."""
-    out = _lint_imports(staged)
+    out = _lint_imports(SRC)
     assert out.returncode == 0, out.stdout + out.stderr
     assert "0 broken" in out.stdout
 
 
 @pytest.mark.parametrize("layer", ["core", "widgets"])
-def test_a_probe_import_of_the_app_breaks_the_contracts(staged, tmp_path, layer):
+def test_a_probe_import_of_the_app_breaks_the_contracts(tmp_path, layer):
     """The checker itself: a module in core/ or widgets/ that imports probescope.app makes lint-imports fail."""
     import shutil
 
     probe_tree = tmp_path / "tree"
-    shutil.copytree(staged, probe_tree)
+    shutil.copytree(SRC, probe_tree, ignore=shutil.ignore_patterns("__pycache__"))
     (probe_tree / "probescope" / layer / "probe_of_the_contracts.py").write_text(
         "from probescope.app import workers  # noqa: F401\n", encoding="utf-8")
     out = _lint_imports(probe_tree)
@@ -60,8 +48,8 @@ def test_a_probe_import_of_the_app_breaks_the_contracts(staged, tmp_path, layer)
 def test_importing_all_of_core_loads_no_qt():
     """Transitive check: import every core module in a fresh interpreter and look at sys.modules."""
     modules = sorted(
-        "probescope.core." + ".".join(p.relative_to(ROOT / "core").with_suffix("").parts).removesuffix(".__init__")
-        for p in (ROOT / "core").rglob("*.py")
+        ".".join(p.relative_to(SRC).with_suffix("").parts).removesuffix(".__init__")
+        for p in (SRC / "probescope" / "core").rglob("*.py")
     )
     code = (
         "import importlib, sys\n"

@@ -26,7 +26,7 @@ def guide_folder() -> Path | None:
     """Where the user guide's pages are: the source tree's docs/, else the bundle's copy; None when neither."""
     from probescope.assets import ASSETS_DIR
 
-    for folder in (ASSETS_DIR.parent / "docs", ASSETS_DIR / "guide"):
+    for folder in (ASSETS_DIR.parents[2] / "docs", ASSETS_DIR / "guide"):  # src/probescope/assets -> docs/
         if (folder / "README.md").is_file():
             return folder
     return None
