@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import argparse
 import sys
-from pathlib import Path
 
 from probescope.app.cli import add_trust_arguments, trust_from_args
 from probescope.core.scoring.sources import DEFAULT_EXTENSIONS
@@ -93,10 +92,9 @@ def _load_matrix(path_text: str, kind: str):
     import numpy as np
 
     from probescope.core.errors import InputError
+    from probescope.core.files import readable_file
 
-    path = Path(path_text)
-    if not path.is_file():
-        raise InputError("file not found", path)
+    path = readable_file(path_text)
     try:
         loaded = np.load(path, allow_pickle=False)
         if isinstance(loaded, np.lib.npyio.NpzFile):

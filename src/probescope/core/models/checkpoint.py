@@ -23,6 +23,7 @@ import torch
 from torch import nn
 
 from probescope.core.errors import InputError
+from probescope.core.files import readable_file
 from probescope.core.trust import Trust, read_trusted
 
 try:
@@ -38,12 +39,7 @@ _NUMPY_DATA = [_SCALAR, (_SCALAR, "numpy.core.multiarray.scalar"), np.dtype] + [
 
 
 def check_file(path: str | Path) -> Path:
-    path = Path(path).expanduser()
-    if not path.exists():
-        raise InputError("no such file", path)
-    if not path.is_file():
-        raise InputError("not a file", path)
-    return path
+    return readable_file(Path(path).expanduser(), "no such file")
 
 
 def is_torchscript(path: Path) -> bool:

@@ -23,14 +23,14 @@ from pathlib import Path
 import numpy as np
 
 from probescope.core.errors import InputError
+from probescope.core.files import readable_file
 
 CHUNK_ROWS = 4096  # rows per Gram product in gaussian_stats: bounds the float64 working copy (64 MB at d = 2048)
 
 
 def read_npz(path: Path, names: tuple[str, ...] | None = None) -> dict[str, np.ndarray]:
     """The arrays of a .npz file (only `names` when given, if present), or InputError naming the file."""
-    if not path.is_file():
-        raise InputError("file not found", path)
+    readable_file(path)
     try:
         loaded = np.load(path, allow_pickle=False)
         if not isinstance(loaded, np.lib.npyio.NpzFile):

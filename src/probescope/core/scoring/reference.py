@@ -10,6 +10,7 @@ are drawn by index, so the order counts), and found again whatever the folder is
 from __future__ import annotations
 
 import hashlib
+import os
 import zipfile
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -79,7 +80,7 @@ def reference_source(
 
         return BrodenImageSource(ensure_demo_dataset(progress=progress, cancel=cancel))
     path = Path(spec)
-    if path.is_dir() and (path / "index.csv").is_file():
+    if path.is_dir() and os.path.lexists(path / "index.csv"):  # a broken index.csv is named by the dataset reader
         return BrodenImageSource(path)
     if path.is_file() and path.suffix.lower() == ".npz" and _is_statistics_file(path):
         return path

@@ -19,6 +19,7 @@ from pathlib import Path
 import numpy as np
 
 from probescope.core.errors import InputError
+from probescope.core.files import readable_file
 
 
 @dataclass(frozen=True)
@@ -174,9 +175,7 @@ def read_catalog_csv(path: str | Path, root: str | Path | None = None) -> Catalo
 
 def read_catalog(path: str | Path, root: str | Path | None = None) -> Catalog:
     """Any supported catalog file, by suffix (.hdf5/.h5, .csv, .txt for stimuli.txt)."""
-    path = Path(path)
-    if not path.is_file():
-        raise InputError("catalog file not found", path)
+    path = readable_file(path, "catalog file not found")
     suffix = path.suffix.lower()
     if suffix in (".hdf5", ".h5"):
         return read_catalog_hdf5(path, root)

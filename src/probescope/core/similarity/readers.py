@@ -21,6 +21,7 @@ from pathlib import Path, PurePosixPath
 import numpy as np
 
 from probescope.core.errors import InputError
+from probescope.core.files import folder_problem, readable_file, walk_files
 from probescope.core.similarity.catalog import Catalog, parse_base36, read_catalog, read_stimuli_txt
 from probescope.core.similarity.trials import PAD, Trials
 
@@ -202,9 +203,8 @@ def read_zip_release(path: str | Path, root: str | Path | None = None) -> Judgme
     files: dict[str, bytes] = {}
     try:
         if path.is_dir():
-            for f in path.rglob("*"):
-                if f.is_file() and (f.name == "stimuli.txt" or f.suffix == ".json"):
-                    files[f.relative_to(path).as_posix()] = f.read_bytes()
+            for f in walk_files(path, lambda name: name == "stimuli.txt" or name.endswith(".json")):
+                files[f.relative_to(path).as_posix()] = f.read_bytes()
         else:
             with zipfile.ZipFile(path) as zf:
                 for name in zf.namelist():
@@ -368,8 +368,8 @@ def load_judgments(
     `index_base` how a psiz file numbers its stimuli, when its content cannot tell (the other layouts define it).
     """
     path = Path(path)
-    if not path.exists():
-        raise InputError("judgments file not found", path)
+    if folder_problem(path) is not None:
+        readable_file(path, "judgments file not found")
     suffix = path.suffix.lower()
     if index_base is not None and suffix not in (".hdf5", ".h5"):
         raise InputError("an index base is read only for psiz HDF5 files (this layout defines its own)", path)
