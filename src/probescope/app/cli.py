@@ -13,6 +13,7 @@ import sys
 import warnings
 
 from probescope import __version__
+from probescope.core.bounds import Bound, IntRanges
 from probescope.core.errors import InputError, Note
 from probescope.core.tasks import ProgressCallback
 
@@ -74,6 +75,67 @@ def trust_from_args(args: argparse.Namespace):
     return Trust.of_files(list(args.trust), everything=args.trust_code)
 
 
+class BoundedArg:
+    """argparse type of a numeric option: one number within `bound` (refused in one line otherwise, before the
+    command runs). The bound stays readable (`.bound`), so the table of every option's bounds is tested."""
+
+    def __init__(self, bound: Bound):
+        self.bound = bound
+        self.__name__ = "number"
+
+    def __call__(self, text: str) -> int | float:
+        try:
+            return self.bound.parse(text)
+        except InputError as exc:
+            raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+class NumbersArg:
+    """argparse type of an option that writes several numbers, e.g. 1400x900 or 128,50000[,1000]: one bound each,
+    `optional` of them may be left off (they are then 0)."""
+
+    def __init__(self, bounds: tuple[Bound, ...], sep: str, example: str, optional: int = 0):
+        self.bounds, self.sep, self.example, self.optional = bounds, sep, example, optional
+        self.__name__ = "numbers"
+
+    def __call__(self, text: str) -> tuple:
+        parts = text.lower().split(self.sep)
+        if not len(self.bounds) - self.optional <= len(parts) <= len(self.bounds):
+            raise argparse.ArgumentTypeError(f"expected e.g. {self.example}, got {text!r}")
+        try:
+            values = [bound.parse(part) for bound, part in zip(self.bounds, parts)]
+        except InputError as exc:
+            raise argparse.ArgumentTypeError(f"{exc} (in {text!r})") from None
+        return tuple(values) + (0,) * (len(self.bounds) - len(values))
+
+
+class RangesArg:
+    """argparse type of an option that lists whole numbers as ranges ('0-9,17'): kept as ranges (IntRanges) until
+    the data bounds them, so no absurd range is ever expanded."""
+
+    def __init__(self, bound: Bound):
+        self.bound = bound
+        self.__name__ = "ranges"
+
+    def __call__(self, text: str) -> IntRanges:
+        try:
+            return IntRanges.parse(text, "", self.bound)
+        except InputError as exc:
+            raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+class CommandLineError(Exception):
+    """A command line argparse cannot read: `main` prints it in one line and returns 2."""
+
+
+class OneLineParser(argparse.ArgumentParser):
+    """Refuses a bad command line in one line (`probescope score: error: argument --splits: ...`), as every other
+    refusal is, instead of argparse's usage block before the message."""
+
+    def error(self, message: str):
+        raise CommandLineError(f"{self.prog}: error: {message} (see {self.prog} --help)")
+
+
 _python_showwarning = warnings.showwarning
 
 
@@ -87,7 +149,7 @@ def _show_warning(message, category, filename, lineno, file=None, line=None) -> 
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="probescope", description="Look inside vision models and score them.")
+    parser = OneLineParser(prog="probescope", description="Look inside vision models and score them.")
     parser.add_argument("--version", action="version", version=f"probescope {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name, (module_name, help_text) in COMMANDS.items():
@@ -108,7 +170,11 @@ def main(argv: list[str] | None = None) -> int:
     if not argv:
         argv = ["gui"]
     parser = build_parser()
-    args = parser.parse_args(argv)
+    try:
+        args = parser.parse_args(argv)
+    except CommandLineError as exc:
+        print(exc, file=sys.stderr)
+        return 2
     if args.command is None:
         parser.print_help()
         return 2

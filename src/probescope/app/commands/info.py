@@ -5,7 +5,8 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from probescope.app.cli import add_trust_arguments, trust_from_args
+from probescope.app.cli import BoundedArg, add_trust_arguments, trust_from_args
+from probescope.core.bounds import IMAGE_SIDE
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -18,7 +19,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_trust_arguments(parser)
     parser.add_argument("--class-names", type=Path, help="text file with one class name per line")
     parser.add_argument("--preprocess", help="classic | imagenet, optionally :stretch=N or :crop=N")
-    parser.add_argument("--input-size", type=int, help="square input size for probing layer shapes")
+    parser.add_argument("--input-size", type=BoundedArg(IMAGE_SIDE), help="square input size for probing layer shapes")
 
 
 def _dataset_target(spec: str, index: str) -> tuple[Path, str] | None:
