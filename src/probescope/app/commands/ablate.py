@@ -115,7 +115,8 @@ def run(args: argparse.Namespace) -> int:
         raise InputError(f"{model.name}: no default layer; name one with --layer (see `probescope info`)")
     if not model.class_names:
         raise InputError(f"{model.name} does not name its classes: give --class-names (one per line)")
-    truth = scene_truth(dataset, model.class_names, read_label_map(args.label_map) if args.label_map else None)
+    truth = scene_truth(dataset, model.class_names, read_label_map(args.label_map) if args.label_map else None,
+                        overrides_source=args.label_map)
     labelled_images(truth)
     dissection = _dissection(args, model, layer)
     activations = extract_activations(model, layer, dataset, cache_dir(), device=args.device, progress=progress)

@@ -123,8 +123,9 @@ def _dissect(args: argparse.Namespace, settings, units, trust) -> int:
     if predictions is not None:
         if class_names is None:
             raise InputError("--predictions needs --class-names (or a --model with class names) to read true labels")
-        truth = scene_truth(store, class_names, read_label_map(args.label_map) if args.label_map else None)
-        correct = correct_predictions(predictions, truth)
+        truth = scene_truth(store, class_names, read_label_map(args.label_map) if args.label_map else None,
+                            overrides_source=args.label_map)
+        correct = correct_predictions(predictions, truth, args.predictions)
         end_progress_line()
         print(f"{int((truth >= 0).sum())} of {len(truth)} images have a true label among the model's classes",
               file=sys.stderr)

@@ -97,7 +97,7 @@ def run(args: argparse.Namespace) -> int:
     if within is not None:
         out["within_ensemble_correlation"] = {"pearson": within.value, "pairs": within.n_pairs}
     if coarse is not None and len(coarse):
-        out["coarse_grained_loss"] = ensemble_cross_entropy(ens, coarse, seed=args.seed)
+        out["coarse_grained_loss"] = ensemble_cross_entropy(ens, coarse, seed=args.seed, source=coarse_name)
         out["coarse_trials"] = len(coarse)
         out["coarse_set"] = coarse_name
     if previous is not None:

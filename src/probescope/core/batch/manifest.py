@@ -36,6 +36,7 @@ import tomllib
 from probescope.core.bounds import UNITS, Bound
 from probescope.core.dissection.settings import DissectionSettings
 from probescope.core.errors import InputError
+from probescope.core.files import readable_file
 
 _MODEL_KEYS = ("spec", "layers", "name", "gpus", "activations", "layer")
 _UNSAFE = re.compile(r"[^A-Za-z0-9._+-]+")
@@ -77,11 +78,9 @@ def folder_name(text: str) -> str:
 
 def read_manifest(path: str | Path) -> Manifest:
     """Read and check a manifest; InputError names the file and the first problem."""
-    path = Path(path)
+    path = readable_file(path)
     try:
         doc = tomllib.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise InputError("file not found", path) from None
     except (OSError, UnicodeDecodeError) as exc:
         raise InputError(f"cannot read the manifest ({exc})", path) from None
     except tomllib.TOMLDecodeError as exc:

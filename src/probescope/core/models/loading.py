@@ -300,7 +300,8 @@ def list_layers(model: LoadedModel, input_size: tuple[int, int] | None = None) -
         with model.lock, torch.inference_mode():
             model.module(x)
     except RuntimeError as exc:
-        raise InputError(f"{model.name}: a {height}x{width} input does not run ({ckpt._first_line(exc)})") from None
+        raise InputError(f"{model.name}: a {height}x{width} input does not run ({ckpt._first_line(exc)})",
+                         model.source) from None
     finally:
         for handle in handles:
             handle.remove()
