@@ -128,6 +128,17 @@ class CommandLineError(Exception):
     """A command line argparse cannot read: `main` prints it in one line and returns 2."""
 
 
+def device_arg(text: str) -> str:
+    """argparse type of --device: a device of this machine (probescope.core.devices decides), refused in one line
+    before anything loads."""
+    from probescope.core.devices import device_problem
+
+    problem = device_problem(text)
+    if problem is not None:
+        raise argparse.ArgumentTypeError(problem)
+    return text.strip()
+
+
 class OneLineParser(argparse.ArgumentParser):
     """Refuses a bad command line in one line (`probescope score: error: argument --splits: ...`), as every other
     refusal is, instead of argparse's usage block before the message."""

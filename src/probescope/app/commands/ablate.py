@@ -10,7 +10,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from probescope.app.cli import BoundedArg, RangesArg, add_trust_arguments, trust_from_args
+from probescope.app.cli import BoundedArg, RangesArg, add_trust_arguments, device_arg, trust_from_args
 from probescope.core import bounds
 
 
@@ -42,7 +42,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "separated, else full forward passes; tail / hook: insist on one (default: auto)")
     parser.add_argument("--class-names", type=Path, help="model class names, one per line (to match scene labels)")
     parser.add_argument("--label-map", type=Path, help="CSV label,class: dataset scene label -> model class name")
-    parser.add_argument("--device", default="cpu", help="torch device (default cpu)")
+    parser.add_argument("--device", default="cpu", type=device_arg, help="torch device (default cpu)")
     parser.add_argument("--batch-size", type=BoundedArg(bounds.BATCH), default=64,
                         help="images per batch (default %(default)s)")
     add_trust_arguments(parser)
@@ -103,11 +103,6 @@ def run(args: argparse.Namespace) -> int:
     progress = stderr_progress()
     if args.top_units and not args.each:
         raise InputError("--top-units ranks the units of an --each run: add --each")
-    if args.device.startswith("cuda"):
-        import torch
-
-        if not torch.cuda.is_available():
-            raise InputError("--device cuda: no CUDA device available")
     dataset, dataset_info = open_dataset(args.dataset, args.index, args.source or "")
     model = load_model(args.model, trust=trust_from_args(args), device=args.device, class_names=args.class_names)
     layer = args.layer or model.default_layer

@@ -11,7 +11,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from probescope.app.cli import BoundedArg, RangesArg, add_trust_arguments, trust_from_args
+from probescope.app.cli import BoundedArg, RangesArg, add_trust_arguments, device_arg, trust_from_args
 from probescope.core.bounds import UNIT
 
 
@@ -47,6 +47,7 @@ def add_settings_arguments(parser: argparse.ArgumentParser) -> None:
         flag = "--search" if f.name == "searches" else "--" + f.name.replace("_", "-")
         default = ",".join(f.default) if f.name == "searches" else f.default
         kind = BoundedArg(f.metadata["bound"]) if "bound" in f.metadata else type(default)
+        kind = device_arg if f.name == "device" else kind
         group.add_argument(flag, dest=f.name, type=kind, default=default,
                            help=f"{f.metadata['help']} (default: %(default)s)")
 
@@ -95,11 +96,6 @@ def _dissect(args: argparse.Namespace, settings, units, trust) -> int:
     from probescope.core.models.loading import read_class_names
 
     progress = stderr_progress()
-    if args.device.startswith("cuda"):
-        import torch
-
-        if not torch.cuda.is_available():
-            raise InputError("--device cuda: no CUDA device available")
     dataset, dataset_info = open_dataset(args.dataset, args.index, args.source or "")
     class_names = read_class_names(args.class_names) if args.class_names else None
     predictions = None

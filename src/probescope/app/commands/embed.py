@@ -10,7 +10,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from probescope.app.cli import BoundedArg, RangesArg
+from probescope.app.cli import BoundedArg, RangesArg, device_arg
 from probescope.core import bounds
 
 
@@ -29,7 +29,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--coarse", metavar="FILE", help="randomly assembled trials for the coarse-grained loss")
     parser.add_argument("--max-epochs", type=BoundedArg(bounds.EPOCHS), default=300)
     parser.add_argument("--seed", type=BoundedArg(bounds.SEED), default=0)
-    parser.add_argument("--device", default="cpu", help="cpu or cuda")
+    parser.add_argument("--device", default="cpu", type=device_arg, help="cpu or cuda")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -40,7 +40,6 @@ def run(args: argparse.Namespace) -> int:
 
     from probescope.app.cli import end_progress_line, stderr_progress
     from probescope.app.commands.similarity import describe_source, load_filtered
-    from probescope.core.errors import InputError
     from probescope.core.similarity.agreement import agreement_from_distances, reference_distances
     from probescope.core.similarity.correlation import (
         consecutive_correlation,
@@ -52,11 +51,6 @@ def run(args: argparse.Namespace) -> int:
     from probescope.core.similarity.embedding import Ensemble, FitOptions, ensemble_cross_entropy, fit_ensemble
     from probescope.core.similarity.readers import load_judgments
 
-    if args.device.startswith("cuda"):
-        import torch
-
-        if not torch.cuda.is_available():
-            raise InputError("--device cuda: no CUDA device is available")
     source, trials, report = load_filtered(args)
     j = source.judgments
     n = j.n_stimuli

@@ -13,7 +13,7 @@ import os
 import sys
 from pathlib import Path
 
-from probescope.app.cli import BoundedArg, NumbersArg, add_trust_arguments, trust_from_args
+from probescope.app.cli import BoundedArg, NumbersArg, add_trust_arguments, device_arg, trust_from_args
 from probescope.core import bounds
 
 WORKSPACE_NAMES = ("dissection", "gallery", "similarity")
@@ -39,7 +39,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--image-root", metavar="DIR", help="folder the catalog's image paths start from")
     parser.add_argument("--index-base", type=int, choices=(0, 1), metavar="0|1",
                         help="how a psiz .hdf5 judgments file numbers its stimuli, when neither it nor a catalog tells")
-    parser.add_argument("--device", help="compute device (cpu, cuda, cuda:1, mps); default: the saved setting")
+    parser.add_argument("--device", type=device_arg,
+                        help="compute device (cpu, cuda, cuda:1, mps); default: the saved setting")
     parser.add_argument("--theme", choices=("system", "light", "dark"), help="colour theme for this run")
     parser.add_argument("--screenshot", metavar="OUT.png|svg|pdf", type=Path,
                         help="render the window to OUT (PNG, or SVG/PDF vectors) once the workspace has loaded, "
@@ -124,6 +125,7 @@ def run(args: argparse.Namespace) -> int:
     settings = Settings(args.settings)
     apply_theme(app, args.theme or settings.theme())
     window = MainWindow(settings, device=args.device, trust=trust)
+    _print_notes(settings)
     keep_gui_responsive()
     if args.workspace:
         window.set_workspace(args.workspace)
@@ -136,6 +138,12 @@ def run(args: argparse.Namespace) -> int:
     _close_on_signals(window)
     _notify_uncaught(window)
     return app.exec()
+
+
+def _print_notes(settings) -> None:
+    """The saved settings the window did not use, one line each (the window shows them too)."""
+    for note in settings.notes:
+        print(f"probescope gui: note: {note}", file=sys.stderr)
 
 
 def _app_icon():
@@ -193,6 +201,7 @@ def _screenshot(app, args: argparse.Namespace, size: tuple[int, int], to_open: l
         settings = Settings(args.settings or Path(tmp) / "settings.ini")
         apply_theme(app, args.theme or "light")
         window = MainWindow(settings, device=args.device, trust=trust, ask_trust=False)  # nobody to ask
+        _print_notes(settings)
         keep_gui_responsive()
         window.resize(*size)
         window.set_workspace(args.workspace or "dissection")

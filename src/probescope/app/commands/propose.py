@@ -9,7 +9,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from probescope.app.cli import BoundedArg
+from probescope.app.cli import BoundedArg, device_arg
 from probescope.core import bounds
 
 
@@ -32,7 +32,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--samples", type=BoundedArg(bounds.POSTERIOR_SAMPLES), default=32,
                         help="posterior samples per member (default 32)")
     parser.add_argument("--seed", type=BoundedArg(bounds.SEED), default=0)
-    parser.add_argument("--device", default="cpu")
+    parser.add_argument("--device", default="cpu", type=device_arg)
 
 
 def run(args: argparse.Namespace) -> int:

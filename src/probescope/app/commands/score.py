@@ -14,7 +14,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from probescope.app.cli import BoundedArg, NumbersArg, add_trust_arguments, trust_from_args
+from probescope.app.cli import BoundedArg, NumbersArg, add_trust_arguments, device_arg, trust_from_args
 from probescope.core import bounds
 from probescope.core.scoring.sources import DEFAULT_EXTENSIONS
 
@@ -54,8 +54,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="images per classifier batch (default 64; the scores do not depend on it)")
     parser.add_argument("--workers", type=BoundedArg(bounds.WORKERS), default=2,
                         help="decode/prefetch threads (default 2)")
-    parser.add_argument("--device", default=None, help="cpu or cuda[:k] for the classifier and a generator (default "
-                        "cpu); refused with --probs, --logits and --example, which run no network")
+    parser.add_argument("--device", default=None, type=device_arg,
+                        help="cpu or cuda[:k] for the classifier and a generator (default cpu); refused with --probs, "
+                        "--logits and --example, which run no network")
     parser.add_argument("--extensions", default=",".join(DEFAULT_EXTENSIONS), metavar="EXT,...",
                         help="file extensions read from image folders, case-insensitive (default png,jpg,jpeg: "
                         "torch-fidelity's, so a folder gives the same images as there)")
@@ -151,7 +152,6 @@ def _image_source(args: argparse.Namespace, extensions: tuple[str, ...], trust):
 def _check_flags(args: argparse.Namespace) -> None:
     """Refuse flag combinations that would do nothing, before anything is loaded."""
     from probescope.core.errors import InputError
-    from probescope.core.scoring.classifiers import check_device
 
     runs_network = bool(args.images or args.generator)
     if args.device is not None and not runs_network:
@@ -162,8 +162,6 @@ def _check_flags(args: argparse.Namespace) -> None:
     if (args.kid or args.prc) and not args.fid:
         raise InputError("--kid and --prc compare with a reference set: give it with --fid REF (or --fid for the "
                          "demo world's images)")
-    if runs_network:
-        check_device(args.device or "cpu")  # before a generator is loaded onto it
 
 
 def run(args: argparse.Namespace) -> int:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from probescope.app.cli import BoundedArg, add_trust_arguments
+from probescope.app.cli import BoundedArg, add_trust_arguments, device_arg
 from probescope.core import bounds
 
 
@@ -46,7 +46,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--max-pairs", type=BoundedArg(bounds.PAIRS), default=1_000_000,
                         help="pairs for the embedding correlation (sampled, seeded, when there are more)")
     parser.add_argument("--seed", type=BoundedArg(bounds.SEED), default=0)
-    parser.add_argument("--device", default="cpu", help="device for --model (cpu, cuda)")
+    parser.add_argument("--device", default="cpu", type=device_arg, help="device for --model (cpu, cuda)")
     add_trust_arguments(parser)
 
 

@@ -16,6 +16,7 @@ from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
 from probescope.core.bounds import FRACTION, MEBIBYTES, UNITS, Bound
+from probescope.core.devices import check_device
 from probescope.core.errors import InputError
 
 SEARCH_MODES = ("iou", "da-select", "da-stop", "optimal")
@@ -78,6 +79,7 @@ class DissectionSettings:
         for f in fields(self):
             if "bound" in f.metadata:
                 f.metadata["bound"].check(getattr(self, f.name), f.name)
+        check_device(self.device, "device", here=False)  # where it runs decides whether it is there (batch on Ray)
 
     @property
     def cache_bytes(self) -> int:

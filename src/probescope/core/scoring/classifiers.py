@@ -152,14 +152,6 @@ def last_linear_embedder(module: nn.Module, lock: threading.Lock | None = None) 
     return embedder, f"input of the last linear layer '{name}' ({layer.in_features}-d)"
 
 
-def check_device(device: str) -> str:
-    if device.startswith("cuda") and not torch.cuda.is_available():
-        raise InputError(f"device {device!r} requested but CUDA is not available here; use --device cpu")
-    if not (device == "cpu" or device.startswith("cuda")):
-        raise InputError(f"unknown device {device!r} (expected cpu or cuda[:k])")
-    return device
-
-
 def _check_images(images: Sequence[np.ndarray]) -> None:
     for i, im in enumerate(images):
         if im.dtype != np.uint8 or im.ndim != 3 or im.shape[-1] != 3:
@@ -284,7 +276,9 @@ def classifier_of_model(model: LoadedModel, resize: int | None = None) -> Classi
 def load_classifier(spec: str, device: str = "cpu", trust: Trust = NO_TRUST, resize: int | None = None) -> Classifier:
     """Resolve 'inception-tf:<file>', 'inception-tv:<file>', 'demo' or a load_model spec. `resize`: see the module
     docstring (the Inception classifiers take only their own 299); `trust`: for model files that run code."""
-    device = check_device(device)
+    from probescope.core.devices import check_device
+
+    device = check_device(device, "classifier device")
     head, _, rest = spec.partition(":")
     if head in ("inception-tf", "inception-tv") and not rest:
         raise InputError(f"classifier spec {spec!r} names no weights file: use {head}:<weights file>")
