@@ -62,8 +62,8 @@ def end_progress_line() -> None:
 def add_trust_arguments(parser: argparse.ArgumentParser) -> None:
     """--trust FILE / --trust-code: the command line's trust decision for model files that run code when loaded."""
     parser.add_argument("--trust", action="append", default=[], metavar="FILE",
-                        help="trust this file to run code when loaded (a TorchScript archive or a whole-model pickle); "
-                        "its current content is trusted (repeatable)")
+                        help="trust this file to run code when loaded (a TorchScript archive, a torch.export program "
+                        "or a whole-model pickle); its current content is trusted (repeatable)")
     parser.add_argument("--trust-code", "--trust-pickle", action="store_true", dest="trust_code",
                         help="trust every file this command loads that runs code (only for sources you trust)")
 

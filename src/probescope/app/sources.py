@@ -18,7 +18,7 @@ from probescope.core.errors import InputError
 
 KINDS = ("model", "dataset", "samples", "judgments")
 DEMO = "demo"
-MODEL_SUFFIXES = (".pt", ".pth", ".tar", ".ckpt", ".jit", ".ts", ".bin")
+MODEL_SUFFIXES = (".pt", ".pth", ".tar", ".ckpt", ".jit", ".ts", ".bin", ".pt2")
 JUDGMENT_SUFFIXES = (".hdf5", ".h5", ".zip")
 IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg", ".bmp", ".webp", ".tif", ".tiff")
 DEMO_SAMPLES = 1000  # the demo sampler's length: enough for a 10-split Inception Score

@@ -12,7 +12,8 @@ from probescope.core.bounds import IMAGE_SIDE
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "spec",
-        help="a model spec (demo, resnet18:FILE, places365:ARCH:FILE, torchscript:FILE, pickle:FILE, FILE) "
+        help="a model spec (demo, resnet18:FILE, places365:ARCH:FILE, torchscript:FILE, export:FILE, pickle:FILE, "
+        "FILE) "
         "or a Broden-format dataset folder (with index.csv) or index file",
     )
     parser.add_argument("--index", default="index.csv", help="dataset index file inside the folder")

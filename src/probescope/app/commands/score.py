@@ -29,7 +29,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     src.add_argument("--images", metavar="PATH", help="a folder of images (the files directly in it with --extensions, "
                      "in the order of their resolved paths, symbolic links followed, as torch-fidelity reads them), "
                      "a uint8 (N, H, W, 3) .npy/.npz, or 'demo'")
-    src.add_argument("--generator", metavar="G.pt", help="a TorchScript generator G(z[, class]) -> (m, 3, H, W)")
+    src.add_argument("--generator", metavar="G.pt", help="a TorchScript generator G(z[, class]) -> (m, 3, H, W), or "
+                     "a torch.export program of one (.pt2, exported with a dynamic batch dimension)")
     src.add_argument("--example", choices=["A", "B", "C", "D"], help="the seed note's worked example (3 images)")
     parser.add_argument(
         "--classifier",

@@ -58,7 +58,10 @@ def load_torchscript(path: Path, trust: Trust, map_location: str = "cpu",
     """Load a TorchScript file whose content the user trusts (it runs its own code), or raise InputError naming it;
     torch 2.x's deprecation warning is silenced (the format is still what users and released models have)."""
     if not is_torchscript(path):
-        raise InputError(f"not a {what} (no zip archive with TorchScript code)", path)
+        from probescope.core.models.exported import is_exported_program
+
+        hint = " (a torch.export program: open it as export:FILE)" if is_exported_program(path) else ""
+        raise InputError(f"not a {what} (no zip archive with TorchScript code){hint}", path)
     data = read_trusted(path, trust, what)
     try:
         with warnings.catch_warnings():

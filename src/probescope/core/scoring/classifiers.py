@@ -144,12 +144,14 @@ def last_linear_embedder(module: nn.Module, lock: threading.Lock | None = None) 
     TorchScript modules run no hooks)."""
     if isinstance(module, torch.jit.ScriptModule):
         return None, ""
-    linear = [(name, m) for name, m in module.named_modules() if isinstance(m, nn.Linear)]
+    from probescope.core.models.exported import module_kind
+
+    linear = [(name, m) for name, m in module.named_modules() if module_kind(m) == "Linear"]  # exported ones too
     if not linear:
         return None, ""
     name, layer = linear[-1]
     embedder = _LastLinearInput(module, layer, lock or threading.Lock())
-    return embedder, f"input of the last linear layer '{name}' ({layer.in_features}-d)"
+    return embedder, f"input of the last linear layer '{name}' ({layer.weight.shape[1]}-d)"
 
 
 def _check_images(images: Sequence[np.ndarray]) -> None:

@@ -181,7 +181,8 @@ def quantize_to_uint8(x: np.ndarray, low: float, high: float) -> np.ndarray:
 
 
 class TorchScriptGeneratorSource(SampleSource):
-    """Samples of a TorchScript generator G(z[, class]) -> (m, 3, H, W) images.
+    """Samples of a TorchScript generator G(z[, class]) -> (m, 3, H, W) images (or a torch.export program of one,
+    exported with a dynamic batch dimension).
 
     Noise is drawn as torch-fidelity draws it (np.random.RandomState(seed).randn per batch, then class labels with
     randint when the generator is class-conditional), so the same file and seed give the same samples. Float
@@ -201,7 +202,7 @@ class TorchScriptGeneratorSource(SampleSource):
         device: str = "cpu",
         trust: Trust = NO_TRUST,
     ):
-        from probescope.core.models.checkpoint import load_torchscript
+        from probescope.core.models.exported import load_runnable
 
         self.path = Path(path)
         if not self.path.is_file():
@@ -211,12 +212,15 @@ class TorchScriptGeneratorSource(SampleSource):
                 f"generator settings: need z_dim >= 1, n >= 1, classes >= 0 and low < high of the output range "
                 f"(got z_dim={z_dim}, n={n}, classes={num_classes}, range={output_range})"
             )
-        self.module = load_torchscript(self.path, trust, device, "TorchScript generator").eval()
+        import torch
+
+        self.module = load_runnable(self.path, trust, device, "generator").eval()
         self.z_dim, self.num_classes, self.output_range = z_dim, num_classes, output_range
         self.seed, self.device = seed, device
         low, high = output_range
         rule = f"output [{low:g}, {high:g}] -> uint8 rounded half up"
-        self.name = f"{self.path} (TorchScript generator, z_dim={z_dim}, {rule})"
+        kind = "TorchScript" if isinstance(self.module, torch.jit.ScriptModule) else "torch.export"
+        self.name = f"{self.path} ({kind} generator, z_dim={z_dim}, {rule})"
         self.length = n
 
     def batch_tasks(self, batch_size: int) -> Iterator[BatchTask]:
