@@ -39,8 +39,7 @@ def test_torchscript_runs_only_when_trusted(payloads, capsys, tmp_path):
     marker, scripted = payloads["marker"], payloads["scripted"]
     np.save(tmp_path / "images.npy", np.zeros((2, 8, 8, 3), np.uint8))
     for argv in (["info", str(scripted)], ["info", f"torchscript:{scripted}"],
-                 ["score", "--images", str(tmp_path / "images.npy"), "--splits", "1", "--classifier",
-                  f"torchscript:{scripted}"]):
+                 ["score", "--images", str(tmp_path / "images.npy"), "--classifier", f"torchscript:{scripted}"]):
         err = _refused(capsys, argv, "TorchScript archive")
         assert sha256_of(scripted) in err
         assert not marker.exists()

@@ -203,10 +203,6 @@ def run(args: argparse.Namespace) -> int:
             from probescope.core.scoring.kernel import check_kid_protocol
 
             check_kid_protocol(source.length, None, args.kid_subsets, args.kid_subset_size)  # before any network runs
-        if source.length is not None:  # what N allows, before any network runs
-            from probescope.core.scoring.protocol import check_splits
-
-            check_splits(source.length, args.splits)
         classifier = load_classifier(args.classifier, args.device or "cpu", trust, args.resize)
         if source.length is not None:  # the logits (and features) of every image are kept: they must fit
             outputs = len(classifier.class_names or ()) or 1008
