@@ -110,7 +110,6 @@ class IntRanges:
         return sorted({v for first, last in self.ranges for v in range(first, last + 1)})
 
 
-
 def available_memory() -> int | None:
     """Bytes this process can still allocate: the smaller of the memory the system has available and what its
     address-space limit (RLIMIT_AS) leaves; None when neither is known."""
