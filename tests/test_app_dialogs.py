@@ -13,7 +13,7 @@ def test_model_dialog_specs(qtbot):
     dialog = OpenModelDialog(("alexnet", "resnet18"))
     qtbot.addWidget(dialog)
     dialog.file.edit.setText("/m/r.pth.tar")
-    expected = {"auto": "/m/r.pth.tar", "torchscript": "torchscript:/m/r.pth.tar",
+    expected = {"auto": "/m/r.pth.tar", "torchscript": "torchscript:/m/r.pth.tar", "export": "export:/m/r.pth.tar",
                 "torchvision": "resnet18:/m/r.pth.tar", "places365": "places365:resnet18:/m/r.pth.tar",
                 "pickle": "pickle:/m/r.pth.tar"}
     dialog.arch.setCurrentText("resnet18")

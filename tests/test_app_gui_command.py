@@ -6,8 +6,6 @@ import pytest
 from PySide6.QtGui import QImage
 
 from probescope.app.cli import main
-from probescope.app.commands.gui import parse_size
-from probescope.core.errors import InputError
 
 pytestmark = pytest.mark.usefixtures("isolated_cache")
 
@@ -60,11 +58,15 @@ def test_screenshot_fails_cleanly(qtbot, small_world, tmp_path, capsys):
     assert main(["gui", "--screenshot", str(tmp_path / "x.jpg"), *world_args(small_world)]) == 2
 
 
-def test_parse_size():
-    assert parse_size("1400x900") == (1400, 900)
-    for bad in ("1400", "axb", "10x10"):
-        with pytest.raises(InputError):
-            parse_size(bad)
+def test_size_option(capsys):
+    """--size WxH: read as two bounded numbers (at least 200x150), refused in one line otherwise."""
+    from probescope.app.cli import build_parser
+
+    assert build_parser().parse_args(["gui", "--size", "1400x900"]).size == (1400, 900)
+    for bad in ("1400", "axb", "10x10", "1400x99999999"):
+        assert main(["gui", "--size", bad]) == 2
+        err = capsys.readouterr().err
+        assert err.startswith("probescope gui: error: argument --size: ") and err.count("\n") == 1
 
 
 def test_screenshot_of_a_panel_and_a_unit(qtbot, small_world, tmp_path, capsys):

@@ -14,7 +14,6 @@ from oracles.synthetic_broden import (
     write_synthetic_broden,
 )
 from probescope.app.cli import main
-from probescope.app.commands.dissect import parse_units
 from probescope.core.errors import InputError
 
 
@@ -84,10 +83,13 @@ def test_bad_input_exits_2_with_one_line(broden, tmp_path, capsys, change, messa
     assert code == 2 and message in err[-1] and err[-1].startswith("probescope dissect: error:")
 
 
-def test_parse_units():
-    assert parse_units("0-3,7,2") == [0, 1, 2, 3, 7]
+def test_units_ranges():
+    from probescope.core.bounds import UNIT, IntRanges
+
+    assert IntRanges.parse("0-3,7,2", "--units", UNIT).values("--units", "unit", high=9, because="") == [0, 1, 2, 3,
+                                                                                                          7]
     with pytest.raises(InputError):
-        parse_units("3-1")
+        IntRanges.parse("3-1", "--units", UNIT)
 
 
 def test_demo_model_on_demo_world(tmp_path, monkeypatch):

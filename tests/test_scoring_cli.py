@@ -123,10 +123,10 @@ def test_cuda_requested_without_cuda(tmp_path, capsys, classifier):
     np.save(tmp_path / "x.npy", colour_images(4, 2))
     argv = ["score", "--images", str(tmp_path / "x.npy"), *classifier, "--device", "cuda"]
     assert main(argv) == 2
-    assert "CUDA is not available" in capsys.readouterr().err
+    assert "device 'cuda' is not on this machine" in capsys.readouterr().err
     (tmp_path / "g.pt").write_bytes(b"any file")  # the device is checked before the generator is loaded
     assert main(["score", "--generator", str(tmp_path / "g.pt"), "--device", "cuda"]) == 2
-    assert "CUDA is not available" in capsys.readouterr().err
+    assert "device 'cuda' is not on this machine" in capsys.readouterr().err
 
 
 def test_fid_kid_prc_and_infinite_n(small_world, capsys, tmp_path, isolated_cache):

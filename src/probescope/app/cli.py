@@ -13,6 +13,7 @@ import sys
 import warnings
 
 from probescope import __version__
+from probescope.core.bounds import Bound, IntRanges
 from probescope.core.errors import InputError, Note
 from probescope.core.tasks import ProgressCallback
 
@@ -61,8 +62,8 @@ def end_progress_line() -> None:
 def add_trust_arguments(parser: argparse.ArgumentParser) -> None:
     """--trust FILE / --trust-code: the command line's trust decision for model files that run code when loaded."""
     parser.add_argument("--trust", action="append", default=[], metavar="FILE",
-                        help="trust this file to run code when loaded (a TorchScript archive or a whole-model pickle); "
-                        "its current content is trusted (repeatable)")
+                        help="trust this file to run code when loaded (a TorchScript archive, a torch.export program "
+                        "or a whole-model pickle); its current content is trusted (repeatable)")
     parser.add_argument("--trust-code", "--trust-pickle", action="store_true", dest="trust_code",
                         help="trust every file this command loads that runs code (only for sources you trust)")
 
@@ -72,6 +73,78 @@ def trust_from_args(args: argparse.Namespace):
     from probescope.core.trust import Trust
 
     return Trust.of_files(list(args.trust), everything=args.trust_code)
+
+
+class BoundedArg:
+    """argparse type of a numeric option: one number within `bound` (refused in one line otherwise, before the
+    command runs). The bound stays readable (`.bound`), so the table of every option's bounds is tested."""
+
+    def __init__(self, bound: Bound):
+        self.bound = bound
+        self.__name__ = "number"
+
+    def __call__(self, text: str) -> int | float:
+        try:
+            return self.bound.parse(text)
+        except InputError as exc:
+            raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+class NumbersArg:
+    """argparse type of an option that writes several numbers, e.g. 1400x900 or 128,50000[,1000]: one bound each,
+    `optional` of them may be left off (they are then 0)."""
+
+    def __init__(self, bounds: tuple[Bound, ...], sep: str, example: str, optional: int = 0):
+        self.bounds, self.sep, self.example, self.optional = bounds, sep, example, optional
+        self.__name__ = "numbers"
+
+    def __call__(self, text: str) -> tuple:
+        parts = text.lower().split(self.sep)
+        if not len(self.bounds) - self.optional <= len(parts) <= len(self.bounds):
+            raise argparse.ArgumentTypeError(f"expected e.g. {self.example}, got {text!r}")
+        try:
+            values = [bound.parse(part) for bound, part in zip(self.bounds, parts)]
+        except InputError as exc:
+            raise argparse.ArgumentTypeError(f"{exc} (in {text!r})") from None
+        return tuple(values) + (0,) * (len(self.bounds) - len(values))
+
+
+class RangesArg:
+    """argparse type of an option that lists whole numbers as ranges ('0-9,17'): kept as ranges (IntRanges) until
+    the data bounds them, so no absurd range is ever expanded."""
+
+    def __init__(self, bound: Bound):
+        self.bound = bound
+        self.__name__ = "ranges"
+
+    def __call__(self, text: str) -> IntRanges:
+        try:
+            return IntRanges.parse(text, "", self.bound)
+        except InputError as exc:
+            raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+class CommandLineError(Exception):
+    """A command line argparse cannot read: `main` prints it in one line and returns 2."""
+
+
+def device_arg(text: str) -> str:
+    """argparse type of --device: a device of this machine (probescope.core.devices decides), refused in one line
+    before anything loads."""
+    from probescope.core.devices import device_problem
+
+    problem = device_problem(text)
+    if problem is not None:
+        raise argparse.ArgumentTypeError(problem)
+    return text.strip()
+
+
+class OneLineParser(argparse.ArgumentParser):
+    """Refuses a bad command line in one line (`probescope score: error: argument --splits: ...`), as every other
+    refusal is, instead of argparse's usage block before the message."""
+
+    def error(self, message: str):
+        raise CommandLineError(f"{self.prog}: error: {message} (see {self.prog} --help)")
 
 
 _python_showwarning = warnings.showwarning
@@ -87,7 +160,7 @@ def _show_warning(message, category, filename, lineno, file=None, line=None) -> 
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="probescope", description="Look inside vision models and score them.")
+    parser = OneLineParser(prog="probescope", description="Look inside vision models and score them.")
     parser.add_argument("--version", action="version", version=f"probescope {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name, (module_name, help_text) in COMMANDS.items():
@@ -108,7 +181,11 @@ def main(argv: list[str] | None = None) -> int:
     if not argv:
         argv = ["gui"]
     parser = build_parser()
-    args = parser.parse_args(argv)
+    try:
+        args = parser.parse_args(argv)
+    except CommandLineError as exc:
+        print(exc, file=sys.stderr)
+        return 2
     if args.command is None:
         parser.print_help()
         return 2

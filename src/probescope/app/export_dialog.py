@@ -21,7 +21,7 @@ from PySide6.QtWidgets import (
 )
 
 from probescope.app.export import FORMATS, ExportTarget, export_widget
-from probescope.app.settings import ExportDefaults, Settings
+from probescope.app.settings import EXPORT_SCALE, EXPORT_WIDTH, ExportDefaults, Settings
 from probescope.core.errors import InputError
 from probescope.widgets.controls import spin_box
 
@@ -45,10 +45,10 @@ class ExportDialog(QDialog):
         self.format.addItems([f.upper() for f in FORMATS])
         self.format.setCurrentText(defaults.format.upper())
         self.by_width = QRadioButton("Width (px)")
-        self.width_box = spin_box(16, 20000, defaults.width or 2400)
+        self.width_box = spin_box(int(EXPORT_WIDTH.low), int(EXPORT_WIDTH.high), defaults.width or 2400)
         self.by_scale = QRadioButton("Scale")
         self.scale = QDoubleSpinBox()
-        self.scale.setRange(0.25, 16)
+        self.scale.setRange(EXPORT_SCALE.low, EXPORT_SCALE.high)
         self.scale.setSingleStep(0.5)
         self.scale.setValue(defaults.scale)
         (self.by_width if defaults.width else self.by_scale).setChecked(True)

@@ -122,6 +122,7 @@ class MainWindow(QMainWindow):
 
         self.menus = Menus(self)
         self._restore_settings()
+        self._note_unused_settings()
         QGuiApplication.styleHints().colorSchemeChanged.connect(self._system_scheme_changed)
 
     # -- opening --------------------------------------------------------------------------------------------------
@@ -346,13 +347,24 @@ class MainWindow(QMainWindow):
 
     def _restore_settings(self) -> None:
         geometry = self.settings.geometry()
-        if geometry is None or not self.restoreGeometry(geometry):
+        restored = geometry is not None and self.restoreGeometry(geometry)
+        if geometry is not None and not restored:
+            self.settings.note("window/geometry", bytes(geometry.data()), "not a window geometry Qt can restore; the "
+                               "window fits the screen")
+        if not restored:
             self.fit_screen()
         for workspace in self.workspaces.values():
             workspace.area.restore(self.settings.panel_layout(workspace.name))
-        last = self.settings.last_workspace()
-        if last in self.workspaces:
+        last = self.settings.last_workspace(list(self.workspaces))
+        if last is not None:
             self.set_workspace(last)
+
+    def _note_unused_settings(self) -> None:
+        """Saved values that were not used (the wrong type, a device this machine lacks), as one notification."""
+        notes = self.settings.check_all(list(self.workspaces))
+        if notes:
+            more = f" (and {len(notes) - 1} more: see Details)" if len(notes) > 1 else ""
+            self.notify(notes[0] + more, "\n".join(notes))
 
     def fit_screen(self) -> None:
         """The first window: 90% of the screen's available area, centred (the views are made for room)."""

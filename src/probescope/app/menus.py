@@ -14,6 +14,7 @@ from PySide6.QtWidgets import QMainWindow, QMenu, QMessageBox
 from probescope import __version__
 from probescope.app.settings import THEMES
 from probescope.app.sources import OpenRequest
+from probescope.core.devices import available_devices
 
 
 class Menus:
@@ -133,12 +134,3 @@ def about_box(window: QMainWindow) -> QMessageBox:
     return box
 
 
-def available_devices() -> list[str]:
-    import torch
-
-    devices = ["cpu"]
-    if torch.cuda.is_available():
-        devices += [f"cuda:{i}" for i in range(torch.cuda.device_count())]
-    if getattr(torch.backends, "mps", None) is not None and torch.backends.mps.is_available():
-        devices.append("mps")
-    return devices

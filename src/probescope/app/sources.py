@@ -18,7 +18,7 @@ from probescope.core.errors import InputError
 
 KINDS = ("model", "dataset", "samples", "judgments")
 DEMO = "demo"
-MODEL_SUFFIXES = (".pt", ".pth", ".tar", ".ckpt", ".jit", ".ts", ".bin")
+MODEL_SUFFIXES = (".pt", ".pth", ".tar", ".ckpt", ".jit", ".ts", ".bin", ".pt2")
 JUDGMENT_SUFFIXES = (".hdf5", ".h5", ".zip")
 IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg", ".bmp", ".webp", ".tif", ".tiff")
 DEMO_SAMPLES = 1000  # the demo sampler's length: enough for a 10-split Inception Score
@@ -176,18 +176,24 @@ def batch_folder(path: str | Path) -> Path | None:
 
 def classify_path(path: str | Path) -> OpenRequest:
     """What a dropped file or folder opens as; InputError when it is none of the known kinds."""
+    from probescope.core.files import NOT_FOUND, folder_entries, folder_problem
+
     path = Path(path)
-    if not path.exists():
+    problem = folder_problem(path)
+    if problem == NOT_FOUND:
         raise InputError("no such file or folder", path)
-    if path.is_dir():
-        if (path / "index.csv").is_file():
+    if problem is None:  # what is in the folder decides; its reader then names any entry it cannot read
+        names = {entry.name for entry in folder_entries(path)}
+        if "index.csv" in names:
             return OpenRequest("dataset", str(path))
-        if (path / "stimuli.txt").is_file() or (path / "train_seqs").is_dir():
+        if "stimuli.txt" in names or "train_seqs" in names:
             return OpenRequest("judgments", str(path))
-        if any(p.suffix.lower() in IMAGE_SUFFIXES for p in path.iterdir() if p.is_file()):
+        if any(Path(name).suffix.lower() in IMAGE_SUFFIXES for name in names):
             return OpenRequest("samples", str(path))
         raise InputError("folder is not a probing dataset (no index.csv), a judgments release or a folder of "
                          "images", path)
+    if problem != "not a folder":
+        raise InputError(problem, path)  # a broken link, no permission
     name = path.name.lower()
     if name == "index.csv":
         return OpenRequest("dataset", str(path.parent))

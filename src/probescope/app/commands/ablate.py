@@ -10,7 +10,8 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from probescope.app.cli import add_trust_arguments, trust_from_args
+from probescope.app.cli import BoundedArg, RangesArg, add_trust_arguments, device_arg, trust_from_args
+from probescope.core import bounds
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -20,7 +21,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--index", default="index.csv", help="index file inside the dataset folder (default index.csv)")
     parser.add_argument("--source", help="keep only index rows whose image path starts with this (e.g. ade20k/)")
     what = parser.add_mutually_exclusive_group(required=True)
-    what.add_argument("--units", help="ablate these units together, e.g. 0-9,17")
+    what.add_argument("--units", type=RangesArg(bounds.UNIT), help="ablate these units together, e.g. 0-9,17")
     what.add_argument("--each", action="store_true", help="ablate every unit alone (the units x classes table)")
     what.add_argument("--concept",
                       help="ablate the units whose explanation (any method) names the concept; a comma list gives "
@@ -30,9 +31,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                            "searches)")
     parser.add_argument("--dissection", type=Path,
                         help="dissection.json of this model and layer (or its folder), from `probescope dissect`")
-    parser.add_argument("--min-iou", type=float, default=0.0,
+    parser.add_argument("--min-iou", type=BoundedArg(bounds.FRACTION), default=0.0,
                         help="with --concept: only explanations with an IoU above this (default: %(default)s)")
-    parser.add_argument("--top-units", type=int, default=0, metavar="K",
+    parser.add_argument("--top-units", type=BoundedArg(bounds.UNITS), default=0, metavar="K",
                         help="with --each: also ablate, per class, the K units whose removal hurts it most")
     parser.add_argument("--mode", choices=("zero", "mean"), default="zero",
                         help="set ablated units to zero or to their mean activation on the dataset (default: zero)")
@@ -41,22 +42,20 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "separated, else full forward passes; tail / hook: insist on one (default: auto)")
     parser.add_argument("--class-names", type=Path, help="model class names, one per line (to match scene labels)")
     parser.add_argument("--label-map", type=Path, help="CSV label,class: dataset scene label -> model class name")
-    parser.add_argument("--device", default="cpu", help="torch device (default cpu)")
-    parser.add_argument("--batch-size", type=int, default=64, help="images per batch (default %(default)s)")
+    parser.add_argument("--device", default="cpu", type=device_arg, help="torch device (default cpu)")
+    parser.add_argument("--batch-size", type=BoundedArg(bounds.BATCH), default=64,
+                        help="images per batch (default %(default)s)")
     add_trust_arguments(parser)
     parser.add_argument("--out", type=Path, required=True, help="output folder")
 
 
 def _groups(args: argparse.Namespace, n_units: int, dissection) -> list:
-    from probescope.app.commands.dissect import parse_units
+    from probescope.app.commands.dissect import layer_units
     from probescope.core.ablation.groups import concept_units, each_unit, hand_picked, specialised_units
     from probescope.core.errors import InputError
 
     if args.units is not None:
-        units = parse_units(args.units)
-        if units and units[-1] >= n_units:
-            raise InputError(f"--units: unit {units[-1]} out of range (the layer has {n_units} units)")
-        return [hand_picked(units)]
+        return [hand_picked(layer_units(args.units, n_units))]
     if args.each:
         return each_unit(range(n_units))
     if dissection.n_units != n_units:
@@ -102,15 +101,8 @@ def run(args: argparse.Namespace) -> int:
     from probescope.core.models.loading import load_model
 
     progress = stderr_progress()
-    if args.top_units < 0:
-        raise InputError(f"--top-units {args.top_units}: expected a count of units (0 = none)")
     if args.top_units and not args.each:
         raise InputError("--top-units ranks the units of an --each run: add --each")
-    if args.device.startswith("cuda"):
-        import torch
-
-        if not torch.cuda.is_available():
-            raise InputError("--device cuda: no CUDA device available")
     dataset, dataset_info = open_dataset(args.dataset, args.index, args.source or "")
     model = load_model(args.model, trust=trust_from_args(args), device=args.device, class_names=args.class_names)
     layer = args.layer or model.default_layer
@@ -118,12 +110,15 @@ def run(args: argparse.Namespace) -> int:
         raise InputError(f"{model.name}: no default layer; name one with --layer (see `probescope info`)")
     if not model.class_names:
         raise InputError(f"{model.name} does not name its classes: give --class-names (one per line)")
-    truth = scene_truth(dataset, model.class_names, read_label_map(args.label_map) if args.label_map else None)
+    truth = scene_truth(dataset, model.class_names, read_label_map(args.label_map) if args.label_map else None,
+                        overrides_source=args.label_map)
     labelled_images(truth)
     dissection = _dissection(args, model, layer)
     activations = extract_activations(model, layer, dataset, cache_dir(), device=args.device, progress=progress)
     print(file=sys.stderr)  # end the progress line
-    groups = _groups(args, int(activations.shape[1]), dissection)
+    n_units = int(activations.shape[1])
+    bounds.UNITS.check(args.top_units, "--top-units", high=n_units, because=f"the layer has {n_units} units")
+    groups = _groups(args, n_units, dissection)
     ablation = LayerAblation(model, layer, activations, dataset, truth, model.class_names, mode=args.mode,
                              path=args.path, batch_size=args.batch_size,
                              model_info=model_identity(model, args.model, layer), dataset_info=dataset_info)

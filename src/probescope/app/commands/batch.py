@@ -27,8 +27,10 @@ def run(args: argparse.Namespace) -> int:
 
     from probescope.core.batch.manifest import read_manifest
     from probescope.core.batch.runner import run_batch
+    from probescope.core.bounds import check_fits
 
     manifest = read_manifest(args.manifest)
+    check_fits(manifest.settings.cache_bytes, f"[settings] cache_mb = {manifest.settings.cache_mb}", args.manifest)
     trust = trust_from_args(args)
     executor = None
     if args.ray:

@@ -4,11 +4,15 @@ from __future__ import annotations
 
 import argparse
 
+from probescope.app.cli import BoundedArg
+from probescope.core import bounds
+
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("dir", help="folder to write (created if missing)")
-    parser.add_argument("--images", type=int, default=None, help="number of images (default: the demo's 1500)")
-    parser.add_argument("--seed", type=int, default=0, help="generator seed (default 0)")
+    parser.add_argument("--images", type=BoundedArg(bounds.DEMO_IMAGES), default=None,
+                        help="number of images (default: the demo's 1500)")
+    parser.add_argument("--seed", type=BoundedArg(bounds.SEED), default=0, help="generator seed (default 0)")
 
 
 def run(args: argparse.Namespace) -> int:

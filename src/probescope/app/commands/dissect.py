@@ -11,7 +11,8 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from probescope.app.cli import add_trust_arguments, trust_from_args
+from probescope.app.cli import BoundedArg, RangesArg, add_trust_arguments, device_arg, trust_from_args
+from probescope.core.bounds import UNIT
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -26,7 +27,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_trust_arguments(parser)
     parser.add_argument("--out", type=Path, required=True, help="output folder")
     add_settings_arguments(parser)
-    parser.add_argument("--units", help="units to dissect, e.g. 0-9,17 (default all)")
+    parser.add_argument("--units", type=RangesArg(UNIT), help="units to dissect, e.g. 0-9,17 (default all)")
     parser.add_argument("--predictions", type=Path,
                         help="PRED.npy: the model's predicted class per image, or (images, classes) scores")
     parser.add_argument("--class-names", type=Path, help="model class names, one per line (to match scene labels)")
@@ -45,7 +46,9 @@ def add_settings_arguments(parser: argparse.ArgumentParser) -> None:
     for f in fields(DissectionSettings):
         flag = "--search" if f.name == "searches" else "--" + f.name.replace("_", "-")
         default = ",".join(f.default) if f.name == "searches" else f.default
-        group.add_argument(flag, dest=f.name, type=type(default), default=default,
+        kind = BoundedArg(f.metadata["bound"]) if "bound" in f.metadata else type(default)
+        kind = device_arg if f.name == "device" else kind
+        group.add_argument(flag, dest=f.name, type=kind, default=default,
                            help=f"{f.metadata['help']} (default: %(default)s)")
 
 
@@ -53,43 +56,31 @@ def settings_from_args(args: argparse.Namespace):
     """The DissectionSettings the command line asked for."""
     from dataclasses import fields
 
+    from probescope.core.bounds import check_fits
     from probescope.core.dissection.settings import DissectionSettings
 
-    return DissectionSettings.from_mapping({f.name: getattr(args, f.name) for f in fields(DissectionSettings)},
-                                           "command line")
+    settings = DissectionSettings.from_mapping({f.name: getattr(args, f.name) for f in fields(DissectionSettings)},
+                                               "command line")
+    check_fits(settings.cache_bytes, f"--cache-mb {settings.cache_mb}")
+    return settings
 
 
-def parse_units(text: str) -> list[int]:
-    """'0-9,17' -> [0, ..., 9, 17] (InputError on malformed text)."""
-    from probescope.core.errors import InputError
-
-    out: list[int] = []
-    for part in text.split(","):
-        part = part.strip()
-        try:
-            if "-" in part:
-                lo, hi = (int(x) for x in part.split("-", 1))
-                if hi < lo:
-                    raise ValueError
-                out += range(lo, hi + 1)
-            else:
-                out.append(int(part))
-        except ValueError:
-            raise InputError(f"--units: cannot read {part!r} in {text!r} (expected e.g. 0-9,17)") from None
-    return sorted(set(out))
+def layer_units(ranges, n_units: int) -> list[int]:
+    """The units --units names, once the layer's width says which exist (the ranges are never expanded before)."""
+    return ranges.values("--units", "unit", high=n_units - 1, because=f"the layer has {n_units} units")
 
 
 def run(args: argparse.Namespace) -> int:
     from probescope.core.locks import folder_lock
 
     settings = settings_from_args(args)
-    units = parse_units(args.units) if args.units else None
+    units = args.units  # IntRanges, expanded once the layer's width is known
     trust = trust_from_args(args)
     with folder_lock(args.out, "probescope dissect"):
         return _dissect(args, settings, units, trust)
 
 
-def _dissect(args: argparse.Namespace, settings, units: list[int] | None, trust) -> int:
+def _dissect(args: argparse.Namespace, settings, units, trust) -> int:
     import sys
     from collections import deque
 
@@ -105,11 +96,6 @@ def _dissect(args: argparse.Namespace, settings, units: list[int] | None, trust)
     from probescope.core.models.loading import read_class_names
 
     progress = stderr_progress()
-    if args.device.startswith("cuda"):
-        import torch
-
-        if not torch.cuda.is_available():
-            raise InputError("--device cuda: no CUDA device available")
     dataset, dataset_info = open_dataset(args.dataset, args.index, args.source or "")
     class_names = read_class_names(args.class_names) if args.class_names else None
     predictions = None
@@ -126,16 +112,16 @@ def _dissect(args: argparse.Namespace, settings, units: list[int] | None, trust)
             predictions = np.load(args.predictions, allow_pickle=False)
         except (FileNotFoundError, ValueError, OSError) as exc:
             raise InputError(f"not a readable .npy array ({exc})", args.predictions) from None
-    if units is not None and units[-1] >= act.shape[1]:
-        raise InputError(f"--units: unit {units[-1]} out of range (the layer has {act.shape[1]} units)")
+    units = layer_units(units, int(act.shape[1])) if units is not None else None
 
     store = label_store(dataset, cache_dir(), progress=progress)
     correct = None
     if predictions is not None:
         if class_names is None:
             raise InputError("--predictions needs --class-names (or a --model with class names) to read true labels")
-        truth = scene_truth(store, class_names, read_label_map(args.label_map) if args.label_map else None)
-        correct = correct_predictions(predictions, truth)
+        truth = scene_truth(store, class_names, read_label_map(args.label_map) if args.label_map else None,
+                            overrides_source=args.label_map)
+        correct = correct_predictions(predictions, truth, args.predictions)
         end_progress_line()
         print(f"{int((truth >= 0).sum())} of {len(truth)} images have a true label among the model's classes",
               file=sys.stderr)

@@ -10,36 +10,26 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-
-def parse_dims(text: str) -> list[int]:
-    """'2-10', '4' or '2,4,8' -> sorted dimensionalities."""
-    from probescope.core.errors import InputError
-
-    dims: set[int] = set()
-    try:
-        for part in text.split(","):
-            lo, _, hi = part.strip().partition("-")
-            dims.update(range(int(lo), int(hi or lo) + 1))
-    except ValueError:
-        raise InputError(f"--dims: '{text}' is not like 2-10, 4 or 2,4,8") from None
-    if not dims or min(dims) < 1:
-        raise InputError(f"--dims: '{text}' names no dimensionality of 1 or more")
-    return sorted(dims)
+from probescope.app.cli import BoundedArg, RangesArg, device_arg
+from probescope.core import bounds
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     from probescope.app.commands.similarity import add_judgment_arguments
 
     add_judgment_arguments(parser)
-    parser.add_argument("--dims", default="2-10", help="dimensionalities to try, e.g. 2-10, 4 or 2,4,8 (default 2-10)")
-    parser.add_argument("--ensemble", type=int, default=3, help="members, each with its own 5%% held out (default 3)")
+    parser.add_argument("--dims", default="2-10", type=RangesArg(bounds.DIMENSIONS),
+                        help="dimensionalities to try, e.g. 2-10, 4 or 2,4,8, at most the number of stimuli "
+                        "(default 2-10)")
+    parser.add_argument("--ensemble", type=BoundedArg(bounds.MEMBERS), default=3,
+                        help="members, each with its own 5%% held out (default 3)")
     parser.add_argument("--out", type=Path, default=Path("embedding.npz"), metavar="EMB.npz")
     parser.add_argument("--init", type=Path, metavar="PREV.npz",
                         help="warm start: the previous fit's two best members resume, the worst restarts")
     parser.add_argument("--coarse", metavar="FILE", help="randomly assembled trials for the coarse-grained loss")
-    parser.add_argument("--max-epochs", type=int, default=300)
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--device", default="cpu", help="cpu or cuda")
+    parser.add_argument("--max-epochs", type=BoundedArg(bounds.EPOCHS), default=300)
+    parser.add_argument("--seed", type=BoundedArg(bounds.SEED), default=0)
+    parser.add_argument("--device", default="cpu", type=device_arg, help="cpu or cuda")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -50,7 +40,6 @@ def run(args: argparse.Namespace) -> int:
 
     from probescope.app.cli import end_progress_line, stderr_progress
     from probescope.app.commands.similarity import describe_source, load_filtered
-    from probescope.core.errors import InputError
     from probescope.core.similarity.agreement import agreement_from_distances, reference_distances
     from probescope.core.similarity.correlation import (
         consecutive_correlation,
@@ -62,16 +51,13 @@ def run(args: argparse.Namespace) -> int:
     from probescope.core.similarity.embedding import Ensemble, FitOptions, ensemble_cross_entropy, fit_ensemble
     from probescope.core.similarity.readers import load_judgments
 
-    if args.ensemble < 1:
-        raise InputError("--ensemble must be 1 or more")
-    if args.device.startswith("cuda"):
-        import torch
-
-        if not torch.cuda.is_available():
-            raise InputError("--device cuda: no CUDA device is available")
-    dims = parse_dims(args.dims)
     source, trials, report = load_filtered(args)
     j = source.judgments
+    n = j.n_stimuli
+    dims = args.dims.values("--dims", "dimensionality", high=n, because=f"the judgments have {n} stimuli")
+    # each member holds a location and a scale per stimulus and dimension, with their gradients and Adam's moments
+    bounds.check_fits(8.0 * args.ensemble * n * max(dims) * 4 * 2, f"an ensemble of {args.ensemble} x {n} stimuli x "
+                      f"{max(dims)} dimensions")
     previous = Ensemble.load(args.init) if args.init is not None else None
     coarse, coarse_name = source.coarse, source.coarse_name
     if args.coarse is not None:
@@ -105,7 +91,7 @@ def run(args: argparse.Namespace) -> int:
     if within is not None:
         out["within_ensemble_correlation"] = {"pearson": within.value, "pairs": within.n_pairs}
     if coarse is not None and len(coarse):
-        out["coarse_grained_loss"] = ensemble_cross_entropy(ens, coarse, seed=args.seed)
+        out["coarse_grained_loss"] = ensemble_cross_entropy(ens, coarse, seed=args.seed, source=coarse_name)
         out["coarse_trials"] = len(coarse)
         out["coarse_set"] = coarse_name
     if previous is not None:

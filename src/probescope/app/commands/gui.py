@@ -13,7 +13,8 @@ import os
 import sys
 from pathlib import Path
 
-from probescope.app.cli import add_trust_arguments, trust_from_args
+from probescope.app.cli import BoundedArg, NumbersArg, add_trust_arguments, device_arg, trust_from_args
+from probescope.core import bounds
 
 WORKSPACE_NAMES = ("dissection", "gallery", "similarity")
 DEFAULT_SIZE = "1400x900"
@@ -22,21 +23,24 @@ DEFAULT_SIZE = "1400x900"
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--workspace", choices=WORKSPACE_NAMES, help="workspace to show first")
     parser.add_argument("--model", metavar="SPEC", help="model spec or file: demo, <arch>:<weights>, "
-                        "places365:<arch>:<checkpoint>, torchscript:<file>, or a file to detect")
+                        "places365:<arch>:<checkpoint>, torchscript:<file>, export:<file.pt2>, or a file to detect")
     parser.add_argument("--dataset", metavar="DIR", help="probing dataset folder (Broden format), or one of its "
                         "index files to open only its rows (e.g. DIR/index_ade20k.csv)")
     parser.add_argument("--batch", metavar="DIR", type=Path, help="a `probescope batch` output folder to browse in the "
                         "Dissection workspace (the demo model and dataset are then not opened unless asked for)")
     parser.add_argument("--samples", metavar="PATH", help="generator samples: a folder of images, a .npz/.npy, or a "
                         "TorchScript generator (with --generator)")
-    parser.add_argument("--generator", metavar="Z,N[,C]", help="--samples is a TorchScript generator G(z[, class]): "
+    parser.add_argument("--generator", metavar="Z,N[,C]", type=NumbersArg(
+                        (bounds.NOISE, bounds.SAMPLES, bounds.CLASSES), ",", "128,50000 or 128,50000,1000", optional=1),
+                        help="--samples is a TorchScript generator G(z[, class]): "
                         "noise size Z, N samples to draw, C classes (0 or absent: unconditional)")
     parser.add_argument("--judgments", metavar="FILE", help="similarity judgments (.hdf5, .zip, folder, .csv)")
     parser.add_argument("--catalog", metavar="FILE", help="catalog of the judgments' stimuli")
     parser.add_argument("--image-root", metavar="DIR", help="folder the catalog's image paths start from")
     parser.add_argument("--index-base", type=int, choices=(0, 1), metavar="0|1",
                         help="how a psiz .hdf5 judgments file numbers its stimuli, when neither it nor a catalog tells")
-    parser.add_argument("--device", help="compute device (cpu, cuda, cuda:1, mps); default: the saved setting")
+    parser.add_argument("--device", type=device_arg,
+                        help="compute device (cpu, cuda, cuda:1, mps); default: the saved setting")
     parser.add_argument("--theme", choices=("system", "light", "dark"), help="colour theme for this run")
     parser.add_argument("--screenshot", metavar="OUT.png|svg|pdf", type=Path,
                         help="render the window to OUT (PNG, or SVG/PDF vectors) once the workspace has loaded, "
@@ -45,23 +49,16 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         "of the window (a name from File > Export Figure, e.g. 'Unit card')")
     parser.add_argument("--panel", metavar="KEY", help="with --screenshot: bring this panel of the workspace to the "
                         "front first (e.g. role, layer, real)")
-    parser.add_argument("--unit", type=int, metavar="N", help="with --screenshot and the dissection workspace: show "
+    parser.add_argument("--unit", type=BoundedArg(bounds.UNIT), metavar="N",
+                        help="with --screenshot and the dissection workspace: show "
                         "unit N")
-    parser.add_argument("--size", default=DEFAULT_SIZE, metavar="WxH", help=f"window size (default {DEFAULT_SIZE})")
-    parser.add_argument("--timeout", type=float, default=600.0, metavar="S",
+    parser.add_argument("--size", default=DEFAULT_SIZE, metavar="WxH", help=f"window size (default {DEFAULT_SIZE})",
+                        type=NumbersArg((bounds.WINDOW_WIDTH, bounds.WINDOW_HEIGHT), "x", "1400x900"))
+    parser.add_argument("--timeout", type=BoundedArg(bounds.SECONDS), default=600.0, metavar="S",
                         help="longest wait for --screenshot (seconds, default 600)")
     parser.add_argument("--settings", metavar="FILE", type=Path,
                         help="settings file to use instead of the user's (an .ini file)")
     add_trust_arguments(parser)
-
-
-def parse_size(text: str) -> tuple[int, int]:
-    from probescope.core.errors import InputError
-
-    width, sep, height = text.lower().partition("x")
-    if not sep or not width.isdigit() or not height.isdigit() or int(width) < 200 or int(height) < 150:
-        raise InputError(f"--size must look like 1400x900 (at least 200x150), got {text!r}")
-    return int(width), int(height)
 
 
 def requests(args: argparse.Namespace) -> list:
@@ -71,14 +68,9 @@ def requests(args: argparse.Namespace) -> list:
 
     if (args.catalog or args.image_root or args.index_base is not None) and not args.judgments:
         raise InputError("--catalog, --image-root and --index-base go with --judgments")
-    generator: tuple[int, ...] = ()
-    if args.generator:
-        if not args.samples:
-            raise InputError("--generator goes with --samples GENERATOR_FILE")
-        parts = args.generator.split(",")
-        if len(parts) not in (2, 3) or not all(p.strip().isdigit() for p in parts):
-            raise InputError(f"--generator must look like 128,50000 or 128,50000,1000, got {args.generator!r}")
-        generator = tuple(int(p) for p in parts) + (0,) * (3 - len(parts))
+    if args.generator and not args.samples:
+        raise InputError("--generator goes with --samples GENERATOR_FILE")
+    generator: tuple[int, ...] = args.generator or ()
     batch = args.batch
     if batch is not None:
         from probescope.core.batch.reader import read_batch
@@ -104,7 +96,7 @@ def limit_blas_threads() -> None:
 
 def run(args: argparse.Namespace) -> int:
     limit_blas_threads()
-    size = parse_size(args.size)
+    size = args.size
     to_open = requests(args)
     trust = trust_from_args(args)
     if args.screenshot is not None:
@@ -133,6 +125,7 @@ def run(args: argparse.Namespace) -> int:
     settings = Settings(args.settings)
     apply_theme(app, args.theme or settings.theme())
     window = MainWindow(settings, device=args.device, trust=trust)
+    _print_notes(settings)
     keep_gui_responsive()
     if args.workspace:
         window.set_workspace(args.workspace)
@@ -145,6 +138,12 @@ def run(args: argparse.Namespace) -> int:
     _close_on_signals(window)
     _notify_uncaught(window)
     return app.exec()
+
+
+def _print_notes(settings) -> None:
+    """The saved settings the window did not use, one line each (the window shows them too)."""
+    for note in settings.notes:
+        print(f"probescope gui: note: {note}", file=sys.stderr)
 
 
 def _app_icon():
@@ -202,6 +201,7 @@ def _screenshot(app, args: argparse.Namespace, size: tuple[int, int], to_open: l
         settings = Settings(args.settings or Path(tmp) / "settings.ini")
         apply_theme(app, args.theme or "light")
         window = MainWindow(settings, device=args.device, trust=trust, ask_trust=False)  # nobody to ask
+        _print_notes(settings)
         keep_gui_responsive()
         window.resize(*size)
         window.set_workspace(args.workspace or "dissection")

@@ -5,20 +5,22 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from probescope.app.cli import add_trust_arguments, trust_from_args
+from probescope.app.cli import BoundedArg, add_trust_arguments, trust_from_args
+from probescope.core.bounds import IMAGE_SIDE
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "spec",
-        help="a model spec (demo, resnet18:FILE, places365:ARCH:FILE, torchscript:FILE, pickle:FILE, FILE) "
+        help="a model spec (demo, resnet18:FILE, places365:ARCH:FILE, torchscript:FILE, export:FILE, pickle:FILE, "
+        "FILE) "
         "or a Broden-format dataset folder (with index.csv) or index file",
     )
     parser.add_argument("--index", default="index.csv", help="dataset index file inside the folder")
     add_trust_arguments(parser)
     parser.add_argument("--class-names", type=Path, help="text file with one class name per line")
     parser.add_argument("--preprocess", help="classic | imagenet, optionally :stretch=N or :crop=N")
-    parser.add_argument("--input-size", type=int, help="square input size for probing layer shapes")
+    parser.add_argument("--input-size", type=BoundedArg(IMAGE_SIDE), help="square input size for probing layer shapes")
 
 
 def _dataset_target(spec: str, index: str) -> tuple[Path, str] | None:

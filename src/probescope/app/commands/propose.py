@@ -9,6 +9,9 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from probescope.app.cli import BoundedArg, device_arg
+from probescope.core import bounds
+
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     from probescope.app.commands.similarity import add_judgment_arguments
@@ -16,15 +19,20 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_judgment_arguments(parser)
     parser.add_argument("--embedding", type=Path, required=True, metavar="EMB.npz")
     parser.add_argument("--out", type=Path, required=True, metavar="NEXT.csv")
-    parser.add_argument("--queries", type=int, default=100, help="queries to sample (default 100)")
-    parser.add_argument("--candidates", type=int, default=1000, help="candidate trials per query (default 1000)")
-    parser.add_argument("--keep", type=int, default=3, help="best trials kept per query (default 3)")
-    parser.add_argument("--confirmation", type=int, help="confirmation trials (default: as many as queries)")
-    parser.add_argument("--neighbors", type=int, help="nearest neighbours references come from "
-                                                      "(default: 1%% of the stimuli, at least 24)")
-    parser.add_argument("--samples", type=int, default=32, help="posterior samples per member (default 32)")
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--device", default="cpu")
+    parser.add_argument("--queries", type=BoundedArg(bounds.QUERIES), default=100,
+                        help="queries to sample (default 100)")
+    parser.add_argument("--candidates", type=BoundedArg(bounds.CANDIDATES), default=1000,
+                        help="candidate trials per query (default 1000)")
+    parser.add_argument("--keep", type=BoundedArg(bounds.CANDIDATES), default=3,
+                        help="best trials kept per query, at most the candidates (default 3)")
+    parser.add_argument("--confirmation", type=BoundedArg(bounds.Bound(0, bounds.QUERIES.high)),
+                        help="confirmation trials (default: as many as queries)")
+    parser.add_argument("--neighbors", type=BoundedArg(bounds.NEIGHBOURS), help="nearest neighbours references come "
+                        "from, fewer than the stimuli (default: 1%% of the stimuli, at least 24)")
+    parser.add_argument("--samples", type=BoundedArg(bounds.POSTERIOR_SAMPLES), default=32,
+                        help="posterior samples per member (default 32)")
+    parser.add_argument("--seed", type=BoundedArg(bounds.SEED), default=0)
+    parser.add_argument("--device", default="cpu", type=device_arg)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -41,14 +49,21 @@ def run(args: argparse.Namespace) -> int:
     from probescope.core.similarity.simulate import random_references
     from probescope.core.similarity.writers import write_trials_csv
 
-    if args.queries < 1 or args.candidates < 1 or args.keep < 1:
-        raise InputError("--queries, --candidates and --keep must be 1 or more")
+    bounds.CANDIDATES.check(args.keep, "--keep", high=args.candidates, because=f"--candidates {args.candidates}")
     source, trials, _ = load_filtered(args)
     j = source.judgments
     ens = Ensemble.load(args.embedding)
     if ens.n_stimuli != j.n_stimuli:
         raise InputError(f"the embedding has {ens.n_stimuli} stimuli, the judgments {j.n_stimuli}",
                          args.embedding)
+    n = ens.n_stimuli
+    if args.neighbors is not None:
+        bounds.NEIGHBOURS.check(args.neighbors, "--neighbors", high=n - 1, because=f"the embedding has {n} stimuli")
+    neighbours = args.neighbors or max(n // 100 + 1, 24)
+    # posterior samples of every stimulus, and per chunk of queries the Gumbel keys of candidates x neighbours
+    bounds.check_fits(4.0 * args.samples * ens.n_members * n * ens.dims + 16.0 * args.candidates * neighbours
+                      + 4.0 * 512 * args.samples * 64 * 3, f"proposing with --samples {args.samples} and "
+                      f"--candidates {args.candidates}")
     counts = np.bincount(j.trials.query, minlength=ens.n_stimuli).astype(np.float64)
     eligible = j.catalog.mirror_of < 0 if j.catalog is not None else None
 

@@ -13,13 +13,14 @@ from __future__ import annotations
 
 import argparse
 import sys
-from pathlib import Path
 
-from probescope.app.cli import add_trust_arguments, trust_from_args
+from probescope.app.cli import BoundedArg, NumbersArg, add_trust_arguments, device_arg, trust_from_args
+from probescope.core import bounds
 from probescope.core.scoring.sources import DEFAULT_EXTENSIONS
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
+    from probescope.core.demo.world import SCENES
     from probescope.core.scoring.protocol import DEFAULT_SEED, DEFAULT_SPLITS
 
     src = parser.add_mutually_exclusive_group(required=True)
@@ -28,7 +29,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     src.add_argument("--images", metavar="PATH", help="a folder of images (the files directly in it with --extensions, "
                      "in the order of their resolved paths, symbolic links followed, as torch-fidelity reads them), "
                      "a uint8 (N, H, W, 3) .npy/.npz, or 'demo'")
-    src.add_argument("--generator", metavar="G.pt", help="a TorchScript generator G(z[, class]) -> (m, 3, H, W)")
+    src.add_argument("--generator", metavar="G.pt", help="a TorchScript generator G(z[, class]) -> (m, 3, H, W), or "
+                     "a torch.export program of one (.pt2, exported with a dynamic batch dimension)")
     src.add_argument("--example", choices=["A", "B", "C", "D"], help="the seed note's worked example (3 images)")
     parser.add_argument(
         "--classifier",
@@ -37,22 +39,25 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="for images: 'demo' (default), 'inception-tf:<weights file>' (comparable with published IS), "
         "'inception-tv:<weights file>' (torchvision ImageNet, not comparable), or any model spec",
     )
-    parser.add_argument("--splits", type=int, default=DEFAULT_SPLITS, help="number of splits (default %(default)s)")
-    parser.add_argument("--seed", type=int, default=DEFAULT_SEED,
+    parser.add_argument("--splits", type=BoundedArg(bounds.SPLITS), default=DEFAULT_SPLITS,
+                        help="number of splits (default %(default)s)")
+    parser.add_argument("--seed", type=BoundedArg(bounds.SEED), default=DEFAULT_SEED,
                         help="shuffle seed of the split protocol (default %(default)s)")
     parser.add_argument("--no-shuffle", action="store_true", help="cut splits in input order")
-    parser.add_argument("--resize", type=int, metavar="N",
+    parser.add_argument("--resize", type=BoundedArg(bounds.IMAGE_SIDE), metavar="N",
                         help="stretch every image to NxN before a model classifier (antialiased bilinear); "
                         "default: the classifier's own rule (the Inception classifiers resize to 299 themselves, as "
                         "torch-fidelity; other models see native sizes, one size at a time)")
-    parser.add_argument("--max-pixels", type=int, metavar="N",
+    parser.add_argument("--max-pixels", type=BoundedArg(bounds.PIXELS), metavar="N",
                         help="refuse images larger than N pixels before decoding them (default 50000000, or "
                         "$PROBESCOPE_MAX_PIXELS)")
-    parser.add_argument("--batch-size", type=int, default=64,
+    parser.add_argument("--batch-size", type=BoundedArg(bounds.BATCH), default=64,
                         help="images per classifier batch (default 64; the scores do not depend on it)")
-    parser.add_argument("--workers", type=int, default=2, help="decode/prefetch threads (default 2)")
-    parser.add_argument("--device", default=None, help="cpu or cuda[:k] for the classifier and a generator (default "
-                        "cpu); refused with --probs, --logits and --example, which run no network")
+    parser.add_argument("--workers", type=BoundedArg(bounds.WORKERS), default=2,
+                        help="decode/prefetch threads (default 2)")
+    parser.add_argument("--device", default=None, type=device_arg,
+                        help="cpu or cuda[:k] for the classifier and a generator (default cpu); refused with --probs, "
+                        "--logits and --example, which run no network")
     parser.add_argument("--extensions", default=",".join(DEFAULT_EXTENSIONS), metavar="EXT,...",
                         help="file extensions read from image folders, case-insensitive (default png,jpg,jpeg: "
                         "torch-fidelity's, so a folder gives the same images as there)")
@@ -70,22 +75,33 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     real.add_argument("--fid-inf", action="store_true",
                       help="also FID and IS extrapolated to infinite N (Chong & Forsyth 2020); IS_inf alone without "
                       "--fid")
-    real.add_argument("--kid-subsets", type=int, default=100, help="KID subsets (default 100)")
-    real.add_argument("--kid-subset-size", type=int, default=1000, help="samples per KID subset (default 1000)")
-    real.add_argument("--prc-k", type=int, default=3, help="nearest neighbours of precision/recall (default 3)")
-    real.add_argument("--inf-points", type=int, default=15, help="subset sizes of the infinite-N fits (default 15)")
-    real.add_argument("--inf-smallest", type=int, default=5000,
+    real.add_argument("--kid-subsets", type=BoundedArg(bounds.KID_SUBSETS), default=100,
+                      help="KID subsets (default 100)")
+    real.add_argument("--kid-subset-size", type=BoundedArg(bounds.KID_SUBSET_SIZE), default=1000,
+                      help="samples per KID subset (default 1000)")
+    real.add_argument("--prc-k", type=BoundedArg(bounds.NEIGHBOURS), default=3,
+                      help="nearest neighbours of precision/recall (default 3)")
+    real.add_argument("--inf-points", type=BoundedArg(bounds.FIT_POINTS), default=15,
+                      help="subset sizes of the infinite-N fits (default 15)")
+    real.add_argument("--inf-smallest", type=BoundedArg(bounds.KID_SUBSET_SIZE), default=5000,
                       help="smallest subset of the infinite-N fits (default 5000; at most N/2 is used)")
     real.add_argument("--save-stats", metavar="OUT.npz", help="save the generated set's mu/sigma (pytorch-fid format)")
     demo = parser.add_argument_group("demo sampler (--images demo)")
-    demo.add_argument("--n", type=int, default=1000, help="number of images (also for --generator; default 1000)")
-    demo.add_argument("--diversity", type=int, default=None, help="number of scene classes drawn (default: all)")
-    demo.add_argument("--fidelity", type=float, default=1.0, help="1 = clean images, 0 = unrecognisable")
-    demo.add_argument("--sample-seed", type=int, default=0, help="seed of the sampler or generator noise")
+    demo.add_argument("--n", type=BoundedArg(bounds.SAMPLES), default=1000,
+                      help="number of images (also for --generator; default 1000)")
+    demo.add_argument("--diversity", type=BoundedArg(bounds.Bound(1, len(SCENES))), default=None,
+                      help="number of scene classes drawn (default: all)")
+    demo.add_argument("--fidelity", type=BoundedArg(bounds.FRACTION), default=1.0,
+                      help="1 = clean images, 0 = unrecognisable")
+    demo.add_argument("--sample-seed", type=BoundedArg(bounds.SEED), default=0,
+                      help="seed of the sampler or generator noise")
     gen = parser.add_argument_group("TorchScript generator (--generator)")
-    gen.add_argument("--z-dim", type=int, default=128, help="noise dimension (default 128)")
-    gen.add_argument("--gen-classes", type=int, default=0, help="number of classes of a conditional generator")
-    gen.add_argument("--output-range", default="-1,1", metavar="LO,HI", help="range of float outputs (default -1,1)")
+    gen.add_argument("--z-dim", type=BoundedArg(bounds.NOISE), default=128, help="noise dimension (default 128)")
+    gen.add_argument("--gen-classes", type=BoundedArg(bounds.CLASSES), default=0,
+                     help="number of classes of a conditional generator")
+    gen.add_argument("--output-range", default="-1,1", metavar="LO,HI",
+                     type=NumbersArg((bounds.REAL, bounds.REAL), ",", "-1,1"),
+                     help="range of float outputs (default -1,1)")
     add_trust_arguments(parser)
 
 
@@ -93,10 +109,9 @@ def _load_matrix(path_text: str, kind: str):
     import numpy as np
 
     from probescope.core.errors import InputError
+    from probescope.core.files import readable_file
 
-    path = Path(path_text)
-    if not path.is_file():
-        raise InputError("file not found", path)
+    path = readable_file(path_text)
     try:
         loaded = np.load(path, allow_pickle=False)
         if isinstance(loaded, np.lib.npyio.NpzFile):
@@ -112,14 +127,10 @@ def _load_matrix(path_text: str, kind: str):
 
 
 def _image_source(args: argparse.Namespace, extensions: tuple[str, ...], trust):
-    from probescope.core.errors import InputError
     from probescope.core.scoring.sources import TorchScriptGeneratorSource, open_source
 
     if args.generator:
-        try:
-            low, high = (float(v) for v in args.output_range.split(","))
-        except ValueError:
-            raise InputError(f"--output-range must be LO,HI, got {args.output_range!r}") from None
+        low, high = args.output_range
         return TorchScriptGeneratorSource(
             args.generator,
             args.z_dim,
@@ -142,7 +153,6 @@ def _image_source(args: argparse.Namespace, extensions: tuple[str, ...], trust):
 def _check_flags(args: argparse.Namespace) -> None:
     """Refuse flag combinations that would do nothing, before anything is loaded."""
     from probescope.core.errors import InputError
-    from probescope.core.scoring.classifiers import check_device
 
     runs_network = bool(args.images or args.generator)
     if args.device is not None and not runs_network:
@@ -153,8 +163,6 @@ def _check_flags(args: argparse.Namespace) -> None:
     if (args.kid or args.prc) and not args.fid:
         raise InputError("--kid and --prc compare with a reference set: give it with --fid REF (or --fid for the "
                          "demo world's images)")
-    if runs_network:
-        check_device(args.device or "cpu")  # before a generator is loaded onto it
 
 
 def run(args: argparse.Namespace) -> int:
@@ -196,6 +204,10 @@ def run(args: argparse.Namespace) -> int:
 
             check_kid_protocol(source.length, None, args.kid_subsets, args.kid_subset_size)  # before any network runs
         classifier = load_classifier(args.classifier, args.device or "cpu", trust, args.resize)
+        if source.length is not None:  # the logits (and features) of every image are kept: they must fit
+            outputs = len(classifier.class_names or ()) or 1008
+            width = 2048 if args.fid or args.save_stats or args.fid_inf else 0  # the widest features (Inception's)
+            bounds.check_fits(4.0 * source.length * (outputs + width), f"{source.length} images' outputs")
         run_options = dict(workers=args.workers, progress=stderr_progress())
         if args.fid:
             from probescope.core.scoring.reference import load_reference

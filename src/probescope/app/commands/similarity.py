@@ -11,7 +11,8 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from probescope.app.cli import add_trust_arguments
+from probescope.app.cli import BoundedArg, add_trust_arguments, device_arg
+from probescope.core import bounds
 
 
 def add_judgment_arguments(parser: argparse.ArgumentParser) -> None:
@@ -42,10 +43,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--distance", default="cosine,l1,l2", help="comma-separated: cosine, l1, l2")
     parser.add_argument("--embedding", type=Path, metavar="EMB.npz",
                         help="psychological embedding: reference row and embedding correlation")
-    parser.add_argument("--max-pairs", type=int, default=1_000_000,
+    parser.add_argument("--max-pairs", type=BoundedArg(bounds.PAIRS), default=1_000_000,
                         help="pairs for the embedding correlation (sampled, seeded, when there are more)")
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--device", default="cpu", help="device for --model (cpu, cuda)")
+    parser.add_argument("--seed", type=BoundedArg(bounds.SEED), default=0)
+    parser.add_argument("--device", default="cpu", type=device_arg, help="device for --model (cpu, cuda)")
     add_trust_arguments(parser)
 
 

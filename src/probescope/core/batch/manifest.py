@@ -33,11 +33,15 @@ from typing import Any
 
 import tomllib
 
+from probescope.core.bounds import UNITS, Bound
 from probescope.core.dissection.settings import DissectionSettings
 from probescope.core.errors import InputError
+from probescope.core.files import readable_file
 
 _MODEL_KEYS = ("spec", "layers", "name", "gpus", "activations", "layer")
 _UNSAFE = re.compile(r"[^A-Za-z0-9._+-]+")
+
+GPUS = Bound(0.0, 1024.0, float)  # GPUs a Ray task asks for (fractions share one)
 
 
 @dataclass(frozen=True)
@@ -74,11 +78,9 @@ def folder_name(text: str) -> str:
 
 def read_manifest(path: str | Path) -> Manifest:
     """Read and check a manifest; InputError names the file and the first problem."""
-    path = Path(path)
+    path = readable_file(path)
     try:
         doc = tomllib.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise InputError("file not found", path) from None
     except (OSError, UnicodeDecodeError) as exc:
         raise InputError(f"cannot read the manifest ({exc})", path) from None
     except tomllib.TOMLDecodeError as exc:
@@ -94,8 +96,7 @@ def read_manifest(path: str | Path) -> Manifest:
         settings = DissectionSettings.from_mapping(settings_doc, "[settings]")
     except InputError as exc:
         raise InputError(str(exc), path) from None
-    if not isinstance(chunk_units, int) or chunk_units < 1:
-        raise InputError(f"[settings] chunk_units must be a positive integer, got {chunk_units!r}", path)
+    Bound(1, UNITS.high).check(chunk_units, "[settings] chunk_units", path=path)
     models_doc = doc.get("models")
     if not isinstance(models_doc, list) or not models_doc:
         raise InputError("no [[models]] entries", path)
@@ -137,8 +138,7 @@ def _model(doc: Any, k: int, base: Path, path: Path) -> ModelJob:
     if (spec is None) == (act is None):
         raise InputError(f"{where}: give either spec (with layers) or activations", path)
     gpus = doc.get("gpus", 0)
-    if not isinstance(gpus, int | float) or gpus < 0:
-        raise InputError(f"{where}: gpus must be a number >= 0, got {gpus!r}", path)
+    GPUS.check(gpus, f"{where}: gpus", path=path)
     if spec is not None:
         layers = doc.get("layers")
         if not isinstance(spec, str) or not isinstance(layers, list) or not layers or not all(

@@ -41,11 +41,12 @@ def dissect(store: LabelStore, activations: np.ndarray, settings: DissectionSett
     inputs (JSON values only); a `previous` result's units are kept (and not recomputed) only when they and the
     protocol settings match.
     """
+    source = getattr(activations, "filename", None)  # an ACT.npy file, memory-mapped: named when it is at fault
     if activations.ndim != 4:
-        raise InputError(f"activations must be (images, units, h, w), got shape {activations.shape}")
+        raise InputError(f"activations must be (images, units, h, w), got shape {activations.shape}", source)
     n, n_units = activations.shape[:2]
     if n != store.n_images:
-        raise InputError(f"activations hold {n} images, the dataset index has {store.n_images} rows")
+        raise InputError(f"activations hold {n} images, the dataset index has {store.n_images} rows", source)
     units = list(range(n_units)) if units is None else [int(u) for u in units]
     bad = [u for u in units if not 0 <= u < n_units]
     if bad:
@@ -68,7 +69,7 @@ def dissect(store: LabelStore, activations: np.ndarray, settings: DissectionSett
         block = read_units(activations, block_units)
         finite = np.isfinite(block).reshape(n, len(block_units), -1).all(axis=(0, 2))
         if not finite.all():
-            raise InputError(f"unit {block_units[int(np.argmin(finite))]} has non-finite activations")
+            raise InputError(f"unit {block_units[int(np.argmin(finite))]} has non-finite activations", source)
         thresholds = unit_thresholds(block, settings.quantile)
         for j, u in enumerate(block_units):
             check_cancel(cancel)

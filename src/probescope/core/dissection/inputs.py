@@ -17,6 +17,7 @@ import numpy as np
 from probescope.core.data.broden import BrodenDataset
 from probescope.core.dissection.blocks import release_pages
 from probescope.core.errors import InputError
+from probescope.core.files import readable_file
 from probescope.core.tasks import CancelCheck, ProgressCallback
 from probescope.core.trust import NO_TRUST, Trust
 
@@ -59,10 +60,9 @@ def open_dataset(root: Path, index: str, source: str) -> tuple[BrodenDataset, di
 
 def load_activation_file(path: Path, n_images: int) -> tuple[np.ndarray, dict]:
     """A read-only memmap of ACT.npy, checked (float, 4-d, one row per image, finite), and its identity."""
+    readable_file(path)
     try:
         act = np.load(path, mmap_mode="r", allow_pickle=False)
-    except FileNotFoundError:
-        raise InputError("file not found", path) from None
     except (ValueError, OSError) as exc:
         raise InputError(f"not a readable .npy array ({exc})", path) from None
     if act.ndim != 4 or act.dtype.kind != "f":
