@@ -144,7 +144,7 @@ class MainWindow(QMainWindow):
 
         return self.pool.submit(open_task(request, self.device), name=f"open {request.kind} {request.label}",
                                 key=f"open:{request.kind}", executor=executor_for(request),
-                                on_result=loaded, on_error=failed)
+                                on_result=loaded, on_partial=self.state.set, on_error=failed)
 
     def open_demo_world(self) -> None:
         for kind in KINDS:
