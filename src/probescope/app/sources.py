@@ -121,7 +121,7 @@ def _demo_dataset(ctx: TaskContext) -> Iterator[Progress | Partial]:
 
     n = DEMO_DATASET_IMAGES or DEFAULT_N
     for index in demo_dataset_stages(n_images=n, progress=ctx.progress, cancel=ctx.cancelled,
-                                     first_batch=DEMO_FIRST_BATCH or FIRST_BATCH):
+                                     first_batch=DEMO_FIRST_BATCH or FIRST_BATCH, in_child=True):
         ctx.check()
         if index.name != "index.csv":
             first = BrodenDataset.open(index.parent, index.name)

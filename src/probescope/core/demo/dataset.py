@@ -14,7 +14,13 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
+import queue
 import shutil
+import subprocess
+import sys
+import threading
+import traceback
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 
@@ -25,6 +31,7 @@ from probescope.core.cache import cache_dir, ensure_writable
 from probescope.core.data import broden
 from probescope.core.data.broden_write import BrodenImage, WrittenImage, write_image, write_tables
 from probescope.core.demo import world
+from probescope.core.errors import InputError
 from probescope.core.tasks import CancelCheck, ProgressCallback, check_cancel, report
 
 DEFAULT_N = 1500
@@ -109,26 +116,105 @@ def ensure_demo_dataset(cache: Path | None = None, n_images: int = DEFAULT_N, se
 
 def demo_dataset_stages(cache: Path | None = None, n_images: int = DEFAULT_N, seed: int = DEFAULT_SEED,
                         progress: ProgressCallback | None = None, cancel: CancelCheck | None = None,
-                        first_batch: int = FIRST_BATCH) -> Iterator[Path]:
+                        first_batch: int = FIRST_BATCH, in_child: bool = False) -> Iterator[Path]:
     """The index files of the demo dataset in the cache folder, generated first if missing or damaged.
 
     When it is generated with more than `first_batch` images, the first stage's index comes as soon as those are
     written: a dataset of its own in the same folder (the first rows of index.csv, their files and splits; label
     tables of those images, replaced by the whole dataset's at the end). The whole dataset's index.csv comes last.
+    `in_child` renders in a child process: the renderer is Python-bound, and in the window it would share one
+    interpreter lock with every other task of the launch (and one core, of two).
     """
     root = (cache or cache_dir()) / f"demo-broden-v{GENERATOR_VERSION}-{n_images}-{seed}"
     if not is_complete(root, n_images, seed):
-        shutil.rmtree(root, ignore_errors=True)
-        ensure_writable(root)
-        written: list[WrittenImage] = []
-        for item in _rendered(n_images, seed, progress, cancel):
-            written.append(write_image(root, item, atomic=False))
-            if len(written) == first_batch < n_images:
-                write_tables(root, written, _labels(), index=first_index(first_batch))
-                yield root / first_index(first_batch)
-        sync_files(_files(root, written))
-        _finish(root, written, seed, progress)
+        generate = _generate_in_child if in_child else _generate
+        yield from generate(root, n_images, seed, first_batch, progress, cancel)
     yield root / "index.csv"
+
+
+def _generate(root: Path, n_images: int, seed: int, first_batch: int, progress: ProgressCallback | None,
+              cancel: CancelCheck | None) -> Iterator[Path]:
+    """Write the dataset into `root` (what was there is removed first); yields the first stage's index."""
+    shutil.rmtree(root, ignore_errors=True)
+    ensure_writable(root)
+    written: list[WrittenImage] = []
+    for item in _rendered(n_images, seed, progress, cancel):
+        written.append(write_image(root, item, atomic=False))
+        if len(written) == first_batch < n_images:
+            write_tables(root, written, _labels(), index=first_index(first_batch))
+            yield root / first_index(first_batch)
+    sync_files(_files(root, written))
+    _finish(root, written, seed, progress)
+
+
+def _generate_in_child(root: Path, n_images: int, seed: int, first_batch: int, progress: ProgressCallback | None,
+                       cancel: CancelCheck | None) -> Iterator[Path]:
+    """`_generate` in a child interpreter that reports on its stdout, one JSON line per event; cancelling (or closing
+    this generator) ends it. A frozen bundle has no interpreter to start, so it generates here."""
+    if getattr(sys, "frozen", False):
+        yield from _generate(root, n_images, seed, first_batch, progress, cancel)
+        return
+    import probescope
+
+    env = dict(os.environ)  # the child imports the same probescope as this process
+    env["PYTHONPATH"] = os.pathsep.join([str(Path(probescope.__file__).parents[1]), env.get("PYTHONPATH", "")])
+    child = subprocess.Popen([sys.executable, "-c", "from probescope.core.demo.dataset import child_main; child_main()",
+                              str(root), str(n_images), str(seed), str(first_batch)],
+                             stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, env=env, text=True)
+    lines: queue.Queue[str] = queue.Queue()
+
+    def read() -> None:  # a thread, so the cancel flag is checked while the child says nothing
+        for line in child.stdout:
+            lines.put(line)
+
+    reader = threading.Thread(target=read, daemon=True, name="probescope-demo-data-reader")
+    reader.start()
+    try:
+        while True:
+            check_cancel(cancel)
+            try:
+                event = json.loads(lines.get(timeout=0.05))
+            except queue.Empty:
+                if child.poll() is not None and not reader.is_alive() and lines.empty():
+                    raise RuntimeError(f"the process writing the demo dataset ended early (exit code "
+                                       f"{child.returncode})") from None
+                continue
+            kind, value = event["kind"], event.get("value")
+            if kind == "progress":
+                report(progress, *value)
+            elif kind == "stage":
+                yield Path(value)
+            elif kind == "done":
+                return
+            elif kind == "input-error":
+                raise InputError(*value)
+            else:
+                raise RuntimeError(f"writing the demo dataset failed in its process:\n{value}")
+    finally:
+        if child.poll() is None:
+            child.kill()
+        child.wait()
+        reader.join()  # the pipe ends with the child
+        child.stdout.close()
+
+
+def child_main() -> None:
+    """The child process of `_generate_in_child` (argv: root, images, seed, first batch): `_generate`, its progress,
+    stages, end or failure written to stdout."""
+    root, n_images, seed, first_batch = Path(sys.argv[1]), *map(int, sys.argv[2:5])
+
+    def send(kind: str, value=None) -> None:
+        print(json.dumps({"kind": kind, "value": value}), flush=True)
+
+    try:
+        for index in _generate(root, n_images, seed, first_batch, lambda f, m: send("progress", [f, m]), None):
+            send("stage", str(index))
+        send("done")
+    except InputError as exc:
+        message = str(exc).removeprefix(f"{exc.path}: ") if exc.path is not None else str(exc)
+        send("input-error", [message, None if exc.path is None else str(exc.path)])
+    except Exception:  # noqa: BLE001  (a bug in the child is reported to the parent with its traceback)
+        send("error", traceback.format_exc())
 
 
 def _files(root: Path, written: Iterable[WrittenImage]) -> Iterator[Path]:
