@@ -67,14 +67,18 @@ def test_first_units_come_from_the_first_images_and_refine_to_the_whole(qtbot, s
         assert ("on the first 28 of 84 images" in header) == (images == 28)  # the header says what is shown
         assert not (done and images == 28)  # a first part is not the end of the initial work
         if loaded == 84 and images == 28:  # the whole dataset is dissected while the first part stays
-            assert "(the rest rendering)" not in header
+            assert "; dissecting all 84 images: " in header
         assert reference is None or reference.n_images == 84  # FID waits for the whole dataset
-    assert any(s[1] == 28 and s[2] for s in seen) and any("all 84 images: " in s[3] for s in seen)
+    assert any(s[1] == 28 and s[2] for s in seen) and any("dissecting all 84 images: " in s[3] for s in seen)
     assert any("first 28 of 84 images" in s[7] for s in seen)
     units, images, complete, header, done, loaded, reference, bar = seen[-1]
     assert (images, complete, done, loaded) == (84, True, True, 84) and "first" not in header
     assert "demo (84 images)" in bar and reference is not None and reference.n_images == 84
     assert len(ws.data.result.units) == ws.data.result.n_units
+    assert ws.unit == ws._first_unit()  # the whole result opens on its own first unit, as a second launch does
+    fired = ws.data.result.units[ws.unit].fired_images
+    assert ws.unit_images.data is ws.data and f"<b>Unit {ws.unit}</b>: threshold" in ws.view.title.text() \
+        and f"fires on {fired} images" in ws.view.title.text()
 
 
 def test_a_cached_demo_dataset_comes_whole_at_once(qtbot, settings_path, monkeypatch, tmp_path):

@@ -125,8 +125,8 @@ def _demo_dataset(ctx: TaskContext) -> Iterator[Progress | Partial]:
         ctx.check()
         if index.name != "index.csv":
             first = BrodenDataset.open(index.parent, index.name)
-            yield Partial(Loaded("dataset", DEMO, f"demo (first {first.n_images:,} of {n:,} images, the rest "
-                                                  "rendering)", first, first_of=n))
+            yield Partial(Loaded("dataset", DEMO, f"demo (first {first.n_images:,} of {n:,} images)", first,
+                                 first_of=n))
     return index.parent, index.name
 
 

@@ -93,6 +93,7 @@ class DissectionWorkspace(Workspace):
         self._kept: dict[str, LayerData] = {}  # results per settings for the current inputs
         self._store: tuple | None = None  # (dataset, LabelStore) read last, reused by the next task
         self._first_part: tuple | None = None  # (dataset, size of the whole) when a first part was loaded
+        self._picked = -1  # the unit the workspace chose to show first (not the user)
         self._layer_done = False
 
     def _build_layout(self) -> None:
@@ -274,6 +275,7 @@ class DissectionWorkspace(Workspace):
             self._show_layer(d)
 
     def _show_layer(self, d: LayerData) -> None:
+        refined = self.data is not None and self._of_first_part(self.data) and not self._of_first_part(d)
         self.data = d
         result = d.result
         self.rows = {u: r.unit_row(result, x) for u, x in result.units.items()}
@@ -287,10 +289,16 @@ class DissectionWorkspace(Workspace):
         self._show_header(d)
         self.layer_views.set_layer(d, self.rows, self.unit)
         self.role.set_layer(d, self._model_of(d))
-        if self.unit in self.rows:
+        if refined and self.unit == self._picked:  # not the user's choice: the whole result's first unit instead
+            shown, self._picked = self.unit, self._first_unit()
+            self.units.select_unit(self._picked)
+            if self._picked == shown:
+                self._show_unit(shown, force=True)
+        elif self.unit in self.rows:
             self._show_unit(self.unit, force=True)
         elif rows:
-            self.units.select_unit(self._first_unit())
+            self._picked = self._first_unit()
+            self.units.select_unit(self._picked)
 
     def _show_header(self, d: LayerData, refining: tuple[int, int] | None = None) -> None:
         """What the table holds: its summary, how far the dissection is, and which images it is of when they are a
@@ -303,8 +311,8 @@ class DissectionWorkspace(Workspace):
         if self._of_first_part(d):
             whole = self._first_part[1]
             part = f" · <i>on the first {d.dataset.n_images:,} of {whole:,} images</i>"
-            part += (f"; all {whole:,} images: {refining[0]} of {refining[1]} units dissected" if refining
-                     else " (the rest rendering)")
+            if refining:
+                part += f"; dissecting all {whole:,} images: {refining[0]} of {refining[1]} units done"
         self.header.setText(f"<b>Units of {d.layer}</b>{where}: {r.summary(rows, self.filters.iou_min.value())}"
                             f"{progress}{part}")
 

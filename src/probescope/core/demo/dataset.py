@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import queue
 import shutil
 import subprocess
@@ -150,17 +149,18 @@ def _generate(root: Path, n_images: int, seed: int, first_batch: int, progress: 
 def _generate_in_child(root: Path, n_images: int, seed: int, first_batch: int, progress: ProgressCallback | None,
                        cancel: CancelCheck | None) -> Iterator[Path]:
     """`_generate` in a child interpreter that reports on its stdout, one JSON line per event; cancelling (or closing
-    this generator) ends it. A frozen bundle has no interpreter to start, so it generates here."""
-    if getattr(sys, "frozen", False):
-        yield from _generate(root, n_images, seed, first_batch, progress, cancel)
-        return
+    this generator) ends it. Where no interpreter can be started (a frozen bundle), it generates here."""
     import probescope
 
-    env = dict(os.environ)  # the child imports the same probescope as this process
-    env["PYTHONPATH"] = os.pathsep.join([str(Path(probescope.__file__).parents[1]), env.get("PYTHONPATH", "")])
-    child = subprocess.Popen([sys.executable, "-c", "from probescope.core.demo.dataset import child_main; child_main()",
-                              str(root), str(n_images), str(seed), str(first_batch)],
-                             stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, env=env, text=True)
+    try:
+        if getattr(sys, "frozen", False):
+            raise OSError("a frozen bundle")
+        child = subprocess.Popen([sys.executable, "-c", _CHILD, str(Path(probescope.__file__).parents[1]), str(root),
+                                  str(n_images), str(seed), str(first_batch)],
+                                 stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, text=True)
+    except OSError:
+        yield from _generate(root, n_images, seed, first_batch, progress, cancel)
+        return
     lines: queue.Queue[str] = queue.Queue()
 
     def read() -> None:  # a thread, so the cancel flag is checked while the child says nothing
@@ -198,10 +198,15 @@ def _generate_in_child(root: Path, n_images: int, seed: int, first_batch: int, p
         child.stdout.close()
 
 
+# The child imports the probescope of its parent (argv[1]: the folder holding it, put first unless on the path).
+_CHILD = ("import sys; sys.argv[1] in sys.path or sys.path.insert(0, sys.argv[1]); "
+          "from probescope.core.demo.dataset import child_main; child_main()")
+
+
 def child_main() -> None:
-    """The child process of `_generate_in_child` (argv: root, images, seed, first batch): `_generate`, its progress,
-    stages, end or failure written to stdout."""
-    root, n_images, seed, first_batch = Path(sys.argv[1]), *map(int, sys.argv[2:5])
+    """The child process of `_generate_in_child` (argv after the package folder: root, images, seed, first batch):
+    `_generate`, its progress, stages, end or failure written to stdout."""
+    root, n_images, seed, first_batch = Path(sys.argv[2]), *map(int, sys.argv[3:6])
 
     def send(kind: str, value=None) -> None:
         print(json.dumps({"kind": kind, "value": value}), flush=True)
