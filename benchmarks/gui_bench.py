@@ -74,14 +74,18 @@ def launch_child() -> None:
         window.open_demo_world()
         window.show()
 
+        probe = LatencyProbe()
+
         def first_turn() -> None:  # the first event-loop turn after show(): the window answers input from here
             times["interactive_s"] = time.perf_counter() - T0
             times["interactive_cpu_s"] = time.process_time()  # all threads: less sensitive to a busy machine
+            probe.start()
 
         def check() -> None:
             if all(ws.is_initial_work_done for ws in window.workspaces.values()) and not window.pool.active():
                 times["all_workspaces_s"] = time.perf_counter() - T0
                 times["all_workspaces_cpu_s"] = cpu_with_children()
+                times["longest_stall_s"] = probe.stop()  # from the first turn until every workspace is done
                 app.quit()
 
         dissection = window.workspaces["dissection"]
@@ -180,9 +184,9 @@ def report_fresh(runs: int, before: str) -> None:
                   f"{r['first_units_images']:,} images, process CPU {r['first_units_cpu_s']:.1f} s); whole "
                   f"dissection {r['dissection_done_s']:5.1f} s ({r['dissection_done_images']:,} images); every "
                   f"workspace {r['all_workspaces_s']:5.1f} s, CPU {r['all_workspaces_cpu_s']:.1f} s with children")
-            print(f"    machine meanwhile: load average {r['load_before']:.1f} before, {r['load_after']:.1f} after; "
-                  f"cores {r['machine_busy']:.0%} busy (this run's share of all cores: "
-                  f"{r['all_workspaces_cpu_s'] / (r['all_workspaces_s'] * cores):.0%})")
+            print(f"    longest GUI stall {r['longest_stall_s'] * 1000:.0f} ms; machine meanwhile: load average "
+                  f"{r['load_before']:.1f} before, {r['load_after']:.1f} after, cores {r['machine_busy']:.0%} busy "
+                  f"(this run's share of all cores: {r['all_workspaces_cpu_s'] / (r['all_workspaces_s'] * cores):.0%})")
     if results["before"] and results["after"]:
         def median(name: str, key: str) -> float:
             values = sorted(r[key] for r in results[name])
