@@ -85,6 +85,8 @@ class MainWindow(QMainWindow):
             for view in workspace.export_targets()[1:]:  # right click: the view's figure menu
                 if view.widget.contextMenuPolicy() != Qt.ContextMenuPolicy.CustomContextMenu:  # (or its own)
                     install_figure_menu(view, self.figure_request)
+        self.tabs.currentChanged.connect(self._workspace_shown)
+        self._workspace_shown()
         self.notification = Notification()
         central = QWidget()
         layout = QVBoxLayout(central)
@@ -145,7 +147,7 @@ class MainWindow(QMainWindow):
 
         return self.pool.submit(open_task(request, self.device), name=f"open {request.kind} {request.label}",
                                 key=f"open:{request.kind}", executor=executor_for(request),
-                                on_result=loaded, on_error=failed)
+                                on_result=loaded, on_partial=self.state.set, on_error=failed)
 
     def open_demo_world(self) -> None:
         for kind in KINDS:
@@ -183,6 +185,9 @@ class MainWindow(QMainWindow):
     # -- workspaces -----------------------------------------------------------------------------------------------
     def current_workspace(self) -> Workspace:
         return self.tabs.currentWidget()
+
+    def _workspace_shown(self) -> None:
+        self.pool.foreground = self.current_workspace().name  # its compute tasks go first
 
     def set_workspace(self, name: str) -> None:
         if name not in self.workspaces:

@@ -13,7 +13,7 @@ from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 
 from probescope.app.state import Loaded
-from probescope.app.tasks import COMPUTE, IO, Progress, TaskContext
+from probescope.app.tasks import COMPUTE, IO, Partial, Progress, TaskContext
 from probescope.core.errors import InputError
 
 KINDS = ("model", "dataset", "samples", "judgments")
@@ -23,6 +23,7 @@ JUDGMENT_SUFFIXES = (".hdf5", ".h5", ".zip")
 IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg", ".bmp", ".webp", ".tif", ".tiff")
 DEMO_SAMPLES = 1000  # the demo sampler's length: enough for a 10-split Inception Score
 DEMO_DATASET_IMAGES: int | None = None  # the demo probing dataset's size; None: core's default (tests use fewer)
+DEMO_FIRST_BATCH: int | None = None  # its first stage on a fresh install; None: core's default
 
 
 @dataclass(frozen=True)
@@ -103,19 +104,30 @@ def _load_dataset(request: OpenRequest, ctx: TaskContext, device: str) -> Iterat
     from probescope.core.data.broden import BrodenDataset
 
     if request.spec == DEMO:
-        from probescope.core.demo.dataset import DEFAULT_N, ensure_demo_dataset
-
-        root = ensure_demo_dataset(n_images=DEMO_DATASET_IMAGES or DEFAULT_N, progress=ctx.progress,
-                                   cancel=ctx.cancelled)
-        ctx.check()
+        root, index = yield from _demo_dataset(ctx)
         label = "demo"
-        index = "index.csv"
     else:
         root, index = dataset_root(request.spec)
         label = root.name if index == "index.csv" else f"{root.name}/{index}"
     yield Progress(0.9, f"reading {index} of {root}")
     dataset = BrodenDataset.open(root, index)
     return Loaded("dataset", request.spec, f"{label} ({dataset.n_images} images)", dataset)
+
+
+def _demo_dataset(ctx: TaskContext) -> Iterator[Progress | Partial]:
+    """(folder, index file) of the demo dataset; while it is generated, its first images come first (a Partial)."""
+    from probescope.core.data.broden import BrodenDataset
+    from probescope.core.demo.dataset import DEFAULT_N, FIRST_BATCH, demo_dataset_stages
+
+    n = DEMO_DATASET_IMAGES or DEFAULT_N
+    for index in demo_dataset_stages(n_images=n, progress=ctx.progress, cancel=ctx.cancelled,
+                                     first_batch=DEMO_FIRST_BATCH or FIRST_BATCH, in_child=True):
+        ctx.check()
+        if index.name != "index.csv":
+            first = BrodenDataset.open(index.parent, index.name)
+            yield Partial(Loaded("dataset", DEMO, f"demo (first {first.n_images:,} of {n:,} images)", first,
+                                 first_of=n))
+    return index.parent, index.name
 
 
 def dataset_root(spec: str) -> tuple[Path, str]:

@@ -19,7 +19,9 @@ SLOTS: tuple[str, ...] = ("model", "dataset", "samples", "judgments")
 class Loaded:
     """One loaded input: `spec` is what was opened (a path, 'demo' or a model spec), `value` the loaded object.
 
-    For a model, `layers` holds its `LayerInfo` list, computed in the worker when it was loaded.
+    For a model, `layers` holds its `LayerInfo` list, computed in the worker when it was loaded. `first_of` > 0
+    marks the first part of an input of that many items, shown while the rest loads (the demo dataset's first
+    images on a fresh install); the whole input replaces it.
     """
 
     kind: str
@@ -27,6 +29,7 @@ class Loaded:
     label: str
     value: Any
     layers: tuple = ()
+    first_of: int = 0
 
 
 class AppState(QObject):

@@ -7,15 +7,18 @@ results. Tasks submitted under the same key replace each other (latest request w
 every task of a key group at once (a workspace's tasks when its inputs change).
 
 The compute thread runs every task under `torch.inference_mode()` (grad mode is per thread, so it is set there,
-not in the GUI thread); torch work is serialised because there is one such thread.
+not in the GUI thread); torch work is serialised because there is one such thread. The workspace on screen goes
+first there (`foreground`): its queued tasks run before the others, and a running task of another workspace steps
+aside for them at its next yield (on a fresh launch the Gallery's sample stream and the Similarity fits otherwise
+held the thread while the Dissection's first units waited).
 """
 
 from __future__ import annotations
 
 import itertools
 import os
-import queue
 import threading
+from collections import deque
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
@@ -110,7 +113,9 @@ class WorkerPool(QObject):
         super().__init__(parent)
         self._bridge = _Bridge()
         self._bridge.event.connect(self._deliver)
-        self._queue: queue.Queue[TaskHandle | None] = queue.Queue()
+        self._queue: deque[TaskHandle | None] = deque()  # the compute thread's, None ends it
+        self._queued = threading.Condition()
+        self.foreground = ""  # the key group whose compute tasks go first (the window sets the workspace on screen)
         self._compute = threading.Thread(target=self._compute_loop, name="probescope-compute", daemon=True)
         self._compute.start()
         self._io = ThreadPoolExecutor(max_workers=io_threads, thread_name_prefix="probescope-io")
@@ -137,7 +142,7 @@ class WorkerPool(QObject):
             self._by_key[key] = handle
         self._active[handle.id] = handle
         if executor == COMPUTE:
-            self._queue.put(handle)
+            self._put(handle)
         else:
             self._io.submit(self._run, handle)
         return handle
@@ -177,7 +182,7 @@ class WorkerPool(QObject):
             return
         self._closed = True
         self.cancel_all()
-        self._queue.put(None)
+        self._put(None)
         self._compute.join(timeout)
         self._io.shutdown(wait=True, cancel_futures=True)
         for handle in list(self._active.values()):
@@ -188,15 +193,39 @@ class WorkerPool(QObject):
         return self._closed
 
     # -- worker side ----------------------------------------------------------------------------------------------
+    def _put(self, handle: TaskHandle | None) -> None:
+        with self._queued:
+            self._queue.append(handle)
+            self._queued.notify()
+
+    def _in_foreground(self, handle: TaskHandle) -> bool:
+        group = self.foreground
+        return bool(group) and handle.key is not None and (handle.key == group or handle.key.startswith(group + ":"))
+
+    def _take(self, foreground_only: bool = False) -> TaskHandle | None:
+        """The next compute task: the first queued one of the foreground, else (unless `foreground_only`: then None)
+        the oldest, waiting for one; None queued by `shutdown` ends the thread."""
+        with self._queued:
+            while not self._queue and not foreground_only:
+                self._queued.wait()
+            for handle in self._queue:
+                if handle is not None and self._in_foreground(handle):
+                    self._queue.remove(handle)
+                    return handle
+            return None if foreground_only else self._queue.popleft()
+
     def _compute_loop(self) -> None:
         import torch
 
         with torch.inference_mode():
-            while True:
-                handle = self._queue.get()
-                if handle is None:
-                    return
+            while (handle := self._take()) is not None:
                 self._run(handle)
+
+    def _step_aside(self, handle: TaskHandle) -> None:
+        """Between two steps of a compute task outside the foreground: run the foreground's queued tasks first."""
+        if handle.executor == COMPUTE and not self._in_foreground(handle):
+            while (first := self._take(foreground_only=True)) is not None:
+                self._run(first)
 
     def _emit(self, handle: TaskHandle, kind: str, payload: Any = None) -> None:
         self._bridge.event.emit(handle, kind, payload)
@@ -212,6 +241,7 @@ class WorkerPool(QObject):
                 self._emit(handle, "result", produced)
                 return
             while True:
+                self._step_aside(handle)
                 if handle.cancelled:
                     produced.close()
                     self._emit(handle, "cancelled")

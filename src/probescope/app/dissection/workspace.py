@@ -92,6 +92,8 @@ class DissectionWorkspace(Workspace):
         self._inputs: tuple | None = None  # (model, layer, dataset) the live results belong to
         self._kept: dict[str, LayerData] = {}  # results per settings for the current inputs
         self._store: tuple | None = None  # (dataset, LabelStore) read last, reused by the next task
+        self._first_part: tuple | None = None  # (dataset, size of the whole) when a first part was loaded
+        self._picked = -1  # the unit the workspace chose to show first (not the user)
         self._layer_done = False
 
     def _build_layout(self) -> None:
@@ -184,10 +186,25 @@ class DissectionWorkspace(Workspace):
         if self.browser.job is None and inputs == self._inputs and shown:
             return
         if inputs != self._inputs:
+            refining = self._completes_first_part(inputs)
+            loaded = self.state.get("dataset")
+            if loaded.first_of:
+                self._first_part = (loaded.value, loaded.first_of)
             self._inputs, self._kept = inputs, {}
-            self.unit_images.forget()
-            self.clear()
+            if not refining:
+                self.unit_images.forget()
+                self.clear()
         self.run_settings(self.settings)
+
+    def _completes_first_part(self, inputs: tuple) -> bool:
+        """The new inputs are the whole of the dataset whose first part's result is on screen (same model and
+        layer): that result stays, labelled, until the whole dataset's is complete."""
+        d = self.data
+        return (d is not None and not d.origin and self._inputs is not None and inputs[:2] == self._inputs[:2]
+                and self._of_first_part(d) and not self.state.get("dataset").first_of)
+
+    def _of_first_part(self, d: LayerData) -> bool:
+        return self._first_part is not None and d.dataset is self._first_part[0]
 
     def clear(self) -> None:
         """Nothing on screen belongs to the previous inputs: every view empty until the first units arrive."""
@@ -218,24 +235,33 @@ class DissectionWorkspace(Workspace):
         self.runs.show_settings(settings)
         store = self._store[1] if self._store is not None and self._store[0] is dataset else None
         self._layer_done = False
-        self.header.setText(f"<b>Units of {layer}</b> of {loaded.label} (computing…)")
+        refining = self.data is not None and self._of_first_part(self.data) and dataset is not self.data.dataset
+        if refining:
+            self._show_header(self.data, (0, self.data.result.n_units))
+        else:
+            self.header.setText(f"<b>Units of {layer}</b> of {loaded.label} (computing…)")
         self.runs.set_running(True, "dissecting " + settings_label(settings))
 
         def shown(d: LayerData) -> None:
             self._store = (dataset, d.store)
+            if refining and not d.result.complete:  # the first part's units stay until the whole's are all done
+                self._show_header(self.data, (len(d.result.units), d.result.n_units))
+                return
             self._show_layer(d)
 
         def finished(d: LayerData) -> None:
-            self._layer_done = True
+            self._layer_done = not self._of_first_part(d)  # a first part's result is not the initial work's end
             self._kept[d.key] = d
             shown(d)
-            self.runs.set_running(False, f"done: {len(d.result.units)} units")
+            part = f" (first {d.dataset.n_images:,} images)" if self._of_first_part(d) else ""
+            self.runs.set_running(False, f"done: {len(d.result.units)} units{part}")
             self.runs.set_runs([(k, settings_label(v.settings)) for k, v in self._kept.items()], d.key)
             self._check_initial()
 
         def failed(error: TaskError) -> None:
             self.runs.set_running(False, error.message)
-            self.header.setText(f"<b>Units of {layer}</b> (failed: see the message above)")
+            what = f"on the first {self.data.dataset.n_images:,} images (all of them: " if refining else "("
+            self.header.setText(f"<b>Units of {layer}</b> {what}failed: see the message above)")
 
         self.pool.submit(lambda ctx: layer_task(loaded, layer, dataset, store, settings, ctx),
                          name=f"dissect {layer}", key=self.task_key("layer"), on_partial=shown, on_result=finished,
@@ -249,6 +275,7 @@ class DissectionWorkspace(Workspace):
             self._show_layer(d)
 
     def _show_layer(self, d: LayerData) -> None:
+        refined = self.data is not None and self._of_first_part(self.data) and not self._of_first_part(d)
         self.data = d
         result = d.result
         self.rows = {u: r.unit_row(result, x) for u, x in result.units.items()}
@@ -259,16 +286,35 @@ class DissectionWorkspace(Workspace):
             self.units.sortByColumn(COLUMNS.index("comp IoU"), Qt.SortOrder.DescendingOrder)
         self.filters.set_categories(sorted({x.category for x in rows if x.category}))
         self._apply_filters()
-        progress = "" if result.complete else f" ({len(rows)} of {result.n_units} units so far)"
-        where = f" ({d.model_label}, from {d.origin})" if d.origin else ""
-        self.header.setText(f"<b>Units of {d.layer}</b>{where}: {r.summary(rows, self.filters.iou_min.value())}"
-                            f"{progress}")
+        self._show_header(d)
         self.layer_views.set_layer(d, self.rows, self.unit)
         self.role.set_layer(d, self._model_of(d))
-        if self.unit in self.rows:
+        if refined and self.unit == self._picked:  # not the user's choice: the whole result's first unit instead
+            shown, self._picked = self.unit, self._first_unit()
+            self.units.select_unit(self._picked)
+            if self._picked == shown:
+                self._show_unit(shown, force=True)
+        elif self.unit in self.rows:
             self._show_unit(self.unit, force=True)
         elif rows:
-            self.units.select_unit(self._first_unit())
+            self._picked = self._first_unit()
+            self.units.select_unit(self._picked)
+
+    def _show_header(self, d: LayerData, refining: tuple[int, int] | None = None) -> None:
+        """What the table holds: its summary, how far the dissection is, and which images it is of when they are a
+        first part of the dataset (`refining`: units done and in all of the whole dataset's dissection, under way)."""
+        rows = [self.rows[u] for u in sorted(self.rows)]
+        result = d.result
+        progress = "" if result.complete else f" ({len(rows)} of {result.n_units} units{'' if refining else ' so far'})"
+        where = f" ({d.model_label}, from {d.origin})" if d.origin else ""
+        part = ""
+        if self._of_first_part(d):
+            whole = self._first_part[1]
+            part = f" · <i>on the first {d.dataset.n_images:,} of {whole:,} images</i>"
+            if refining:
+                part += f"; dissecting all {whole:,} images: {refining[0]} of {refining[1]} units done"
+        self.header.setText(f"<b>Units of {d.layer}</b>{where}: {r.summary(rows, self.filters.iou_min.value())}"
+                            f"{progress}{part}")
 
     def _first_unit(self) -> int:
         """The unit shown first: the best (by IoU) real composition, among the specialised units when there are

@@ -214,8 +214,14 @@ class GalleryWorkspace(Workspace):
                         f"{self.classifier.name}.", "Score with the loaded model")
             return
         if slot == "dataset":
-            self.real.dataset_changed(self.state.dataset)
+            self.real.dataset_changed(self._reference_dataset())
         super()._on_state_changed(slot)
+
+    def _reference_dataset(self):
+        """The loaded probing dataset once it is whole: FID against the first images of a dataset still being made
+        (the demo's, on a fresh install) would be computed twice and read against another number of images."""
+        loaded = self.state.get("dataset")
+        return None if loaded is None or loaded.first_of else loaded.value
 
     def _open_samples(self) -> None:
         window = self.window()
@@ -274,7 +280,7 @@ class GalleryWorkspace(Workspace):
         source = self.samples_source
         if self.classifier is not None:  # (the worked example may have replaced the class names)
             self._set_classifier(self.classifier)
-            self.real.use(self.classifier, self.state.dataset)  # (before the stream: it may load the reference)
+            self.real.use(self.classifier, self._reference_dataset())  # (before the stream: it may load it)
         self.grid.thumbnails.has_images = True
         self.images.use(source)
         self.controls.enable(demo=isinstance(source, DemoSampler), stream=True)
