@@ -35,8 +35,6 @@ class TrialView(QWidget):
         self.summary = QLabel()
         self.summary.setWordWrap(True)
         self.summary.setTextFormat(Qt.TextFormat.RichText)
-        self.summary.setMaximumWidth(self.grid.sizeHint().width())
-        self.caption.setMaximumWidth(self.grid.sizeHint().width())
         self.trial = QWidget()
         trial_layout = QVBoxLayout(self.trial)
         trial_layout.addWidget(self.caption)
