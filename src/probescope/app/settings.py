@@ -37,13 +37,15 @@ class TrustedFile:
 
 @dataclass(frozen=True)
 class ExportDefaults:
-    """How figures are exported unless the user changes it in the export dialog."""
+    """How figures are exported unless the user changes it in the export dialog (the last choices made there)."""
 
     format: str = "png"          # png | svg | pdf
-    width: int | None = None     # PNG width in pixels; None = use `scale`
-    scale: float = 2.0           # PNG size relative to the view on screen
+    width: int | None = None     # PNG width in pixels with the custom size; None = use `scale`
+    scale: float = 2.0           # PNG size relative to the view on screen, with the custom size
     margin_free: bool = False
-    folder: str = ""
+    folder: str = ""             # the folder of the last figure written ("": the working folder)
+    preset: str = "column"       # a figure preset's key (export.PRESETS) or "custom" (width or scale)
+    follow_theme: bool = False   # figures in the window's theme instead of the light (paper) one
 
 
 class Settings:

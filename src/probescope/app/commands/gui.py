@@ -2,8 +2,9 @@
 
 With `--screenshot OUT.png` (or `.svg`, `.pdf`: the vector export) the window loads, waits until the chosen
 workspace's initial work is done, renders at `--size`, writes the file and exits 0 (non-zero with a message when
-loading fails or times out). Screenshot runs use a throwaway settings file and the offscreen platform unless
-`QT_QPA_PLATFORM` says otherwise.
+loading fails or times out); with `--preset`, it writes the figure the export dialog's preset writes (the same
+function), so a paper's figures can be remade by a script. Screenshot runs use a throwaway settings file and the
+offscreen platform unless `QT_QPA_PLATFORM` says otherwise.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from pathlib import Path
 from probescope.app.cli import add_trust_arguments, trust_from_args
 
 WORKSPACE_NAMES = ("dissection", "gallery", "similarity")
+PRESET_KEYS = ("column", "page", "screen")  # probescope.app.export.PRESETS (not imported here: it loads Qt)
 DEFAULT_SIZE = "1400x900"
 
 
@@ -47,6 +49,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         "front first (e.g. role, layer, real)")
     parser.add_argument("--unit", type=int, metavar="N", help="with --screenshot and the dissection workspace: show "
                         "unit N")
+    parser.add_argument("--preset", choices=PRESET_KEYS, help="with --screenshot: write the figure the export "
+                        "dialog's preset writes: 'column' (3.5 in), 'page' (7 in) or 'screen' (the view's own size); "
+                        "PNG at the preset's dpi, light colours unless the settings' export defaults follow the theme")
     parser.add_argument("--size", default=DEFAULT_SIZE, metavar="WxH", help=f"window size (default {DEFAULT_SIZE})")
     parser.add_argument("--timeout", type=float, default=600.0, metavar="S",
                         help="longest wait for --screenshot (seconds, default 600)")
@@ -189,7 +194,7 @@ def _screenshot(app, args: argparse.Namespace, size: tuple[int, int], to_open: l
 
     from PySide6.QtCore import QEventLoop, QTimer
 
-    from probescope.app.export import export_widget, format_of
+    from probescope.app.export import export_preset, export_widget, format_of, preset_named
     from probescope.app.main_window import MainWindow
     from probescope.app.settings import Settings
     from probescope.app.theme import apply_theme
@@ -244,7 +249,12 @@ def _screenshot(app, args: argparse.Namespace, size: tuple[int, int], to_open: l
             for _ in range(5):  # let the last results lay themselves out
                 app.processEvents()
             widget = window if args.view is None else _view(workspace, args.view)
-            export_widget(widget, out)
+            if args.preset is None:
+                export_widget(widget, out)
+            else:
+                defaults = settings.export_defaults()
+                export_preset(widget, out, preset_named(args.preset), margin_free=defaults.margin_free,
+                              follow_theme=defaults.follow_theme)
             print(f"wrote {out} ({widget.width()}x{widget.height()})", file=sys.stderr)
             return 0
         finally:
