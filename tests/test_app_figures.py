@@ -25,7 +25,7 @@ from PySide6.QtPdf import QPdfDocument
 from PySide6.QtWidgets import QApplication, QWidget
 from windows import WAIT_MS, open_all, world_requests
 
-from probescope.app.export import PRESETS, ExportTarget, Preset, export_preset, figure_colours
+from probescope.app.export import PRESETS, ExportTarget, Preset, export_preset, figure_colours, paper_palette
 from probescope.app.export_layout import natural_size
 from probescope.app.theme import apply_theme
 
@@ -195,27 +195,38 @@ def test_figures_are_light_in_a_dark_window_unless_they_follow_the_theme(qtbot, 
     """The default is paper (white, dark text) whatever the window's theme; the setting follows it; the window's
     palette is back afterwards."""
     from probescope.widgets.dissection.card import CardLine, UnitCard
+    from probescope.widgets.ink import ink
     from probescope.widgets.plot_frame import titled_plot
+    from probescope.widgets.similarity.trial_grid import ModelView, TrialGrid
 
     app = QApplication.instance()
     apply_theme(app, "dark")
     try:
-        dark = app.palette()
+        dark, paper = app.palette(), paper_palette()
         card, plot = UnitCard(), titled_plot("IoU by length", "IoU", "length")
         card.set_card("Unit 7 · layer4", "demo", [], [CardLine("NetDissect", "lake-s", 1, 0.04, 0.7)])
         plot.plot([1, 2, 3], [0.1, 0.3, 0.2])
-        for view in (card, plot):
+        trial = TrialGrid(64)  # its red lines, drawn in the paper's shade (they were the dark theme's, 2.7:1)
+        tile = QImage(32, 32, QImage.Format.Format_RGB32)
+        tile.fill(0x336699)
+        trial.set_trial((tile, "q"), [(tile, f"r{k}") for k in range(8)], [0, 1])
+        trial.set_model_view(ModelView("m", tuple(range(1, 9)), (0.5,) * 8, ((0, 2),), 12, 13))
+        for view in (card, plot, trial):
             qtbot.addWidget(view)
             view.resize(400, 300)
             view.show()
-        for view, name in ((card, "card"), (plot, "plot")):
+        for view, name in ((card, "card"), (plot, "plot"), (trial, "trial")):
             for follow in (False, True):
                 svg = export_preset(view, tmp_path / f"{name}{follow}.svg", PRESETS[0], follow_theme=follow)
                 png = export_preset(view, tmp_path / f"{name}{follow}.png", PRESETS[0], follow_theme=follow)
                 corner = QImage(str(png)).pixelColor(2, 2).lightnessF()
-                lightness = text_lightness(svg_marks(svg.read_bytes()))
+                marks = svg_marks(svg.read_bytes())
+                lightness = text_lightness(marks)
                 assert (corner > 0.9 and lightness < 0.3) if not follow else (corner < 0.3 and lightness > 0.7), (
                     name, follow, corner, lightness)
+                fills = {m.fill for m in marks if m.text.startswith("model rank")}
+                shade, other = (ink("warning", p) for p in ((dark, paper) if follow else (paper, dark)))
+                assert name != "trial" or (shade in fills and other not in fills), fills
                 assert app.palette() == dark
     finally:
         apply_theme(app, "light")

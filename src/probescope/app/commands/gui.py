@@ -251,11 +251,13 @@ def _screenshot(app, args: argparse.Namespace, size: tuple[int, int], to_open: l
             widget = window if args.view is None else _view(workspace, args.view)
             if args.preset is None:
                 export_widget(widget, out)
+                size = f"{widget.width()}x{widget.height()}"
             else:
-                defaults = settings.export_defaults()
-                export_preset(widget, out, preset_named(args.preset), margin_free=defaults.margin_free,
+                defaults, preset = settings.export_defaults(), preset_named(args.preset)
+                export_preset(widget, out, preset, margin_free=defaults.margin_free,
                               follow_theme=defaults.follow_theme)
-            print(f"wrote {out} ({widget.width()}x{widget.height()})", file=sys.stderr)
+                size = preset.name.lower()
+            print(f"wrote {out} ({size})", file=sys.stderr)
             return 0
         finally:
             window.close()

@@ -12,7 +12,7 @@ import math
 import re
 from dataclasses import dataclass
 
-from PySide6.QtCore import QRect, QSize, Qt, Signal
+from PySide6.QtCore import QEvent, QRect, QSize, Qt, Signal
 from PySide6.QtGui import QFont, QFontMetrics, QImage, QMouseEvent, QPixmap, QTextDocument
 from PySide6.QtWidgets import QLabel, QSizePolicy, QVBoxLayout, QWidget
 
@@ -167,6 +167,7 @@ class TrialGrid(QWidget):
         self._cells = [_Cell(cell_size) for _ in range(9)]
         self._n_references = 0
         self._wrong: set[int] = set()
+        self._view: ModelView | None = None
         self._fitted: tuple[int, int, float] = (cell_size, cell_size + CAPTION_EXTRA, self.font().pointSizeF())
         for position, cell in enumerate(self._cells):
             cell.setParent(self)
@@ -234,6 +235,12 @@ class TrialGrid(QWidget):
         super().resizeEvent(event)
         self._place()
 
+    def changeEvent(self, event: QEvent) -> None:  # noqa: N802  (Qt override)
+        """A new palette (a theme, or a figure's paper colours): the model's lines in its shade of red."""
+        super().changeEvent(event)
+        if event.type() == QEvent.Type.PaletteChange and self._view is not None:
+            self.set_model_view(self._view)
+
     def minimumSizeHint(self) -> QSize:  # noqa: N802  (Qt override)
         """Tiles of `MIN_PICTURE`, or wider where a caption's longest word needs it even in the smallest font."""
         floor = QFont(self.font())
@@ -275,6 +282,7 @@ class TrialGrid(QWidget):
 
     def set_model_view(self, view: ModelView | None) -> None:
         """Each reference's model rank and distance; red marks the references of the triplets the model gets wrong."""
+        self._view = view
         involved = {p for pair in view.wrong for p in pair} if view is not None else set()
         self._wrong = {p for p in involved if p < self._n_references}
         for position, cell in enumerate(self._cells[:8]):
@@ -282,7 +290,7 @@ class TrialGrid(QWidget):
                 cell.set_model("", False)
                 continue
             wrong = position in involved
-            color = f' style="color:{ink("warning")}"' if wrong else ""
+            color = f' style="color:{ink("warning", self.palette())}"' if wrong else ""
             cell.set_model(f"<span{color}>model rank {view.ranks[position]} · d {view.distances[position]:.3g}"
                            "</span>", wrong)
         self._cells[8].set_model(f"<b>{view.correct} of {view.total}</b> triplets agree" if view else "", False)
