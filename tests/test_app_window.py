@@ -185,6 +185,7 @@ def test_export_dialog_writes_files_that_open(qtbot, window, small_world, tmp_pa
     assert names[0] == "Dissection" and "Unit card" in names
     for suffix in ("png", "svg", "pdf"):
         dialog = ExportDialog(targets, window.settings, window)
+        dialog.size.setCurrentIndex(dialog.size.findData("custom"))  # the PNG size fields, not a paper preset
         dialog.format.setCurrentText(suffix.upper())
         dialog.path.setText(str(tmp_path / f"figure.{suffix}"))
         if suffix == "png":

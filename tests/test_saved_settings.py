@@ -30,7 +30,8 @@ SETTINGS = {
                     ['[{"sha256": "not-a-hash", "path": "/m.pt", "kind": "pickle"}]']),
     "export/defaults": (lambda s: s.export_defaults(), ExportDefaults(), "[2400]",
                         ['{"width": 1000000000}', '{"scale": -1}', '{"format": "gif"}',
-                         '{"folder": "/no/such/folder/here"}', '{"margin_free": "yes"}']),
+                         '{"folder": "/no/such/folder/here"}', '{"margin_free": "yes"}',
+                         '{"preset": "poster"}', '{"follow_theme": 1}']),
     "dialogs/open_model": (lambda s: s.dialog_choices("open_model"), {}, '"resnet18"', ['{"file": 7}']),
 }
 

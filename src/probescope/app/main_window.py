@@ -11,6 +11,7 @@ trusted, the hash is remembered in the settings and the same task runs again. No
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 from PySide6.QtCore import Qt, QTimer, Signal
@@ -18,8 +19,8 @@ from PySide6.QtGui import QAction, QCloseEvent, QDragEnterEvent, QDropEvent, QGu
 from PySide6.QtWidgets import QApplication, QDockWidget, QFileDialog, QMainWindow, QTabWidget, QVBoxLayout, QWidget
 
 from probescope.app.activity import Activity
-from probescope.app.export import ExportTarget, Preset, copy_to_clipboard, export_preset
-from probescope.app.export_dialog import ExportDialog, file_stem
+from probescope.app.export import ExportTarget, Preset, copy_to_clipboard, export_preset, figure_colours, format_of
+from probescope.app.export_dialog import FILTERS, ExportDialog, default_folder, file_name
 from probescope.app.figure_menu import install_figure_menu
 from probescope.app.help import GuideWindow, ShortcutsDialog
 from probescope.app.menus import Menus
@@ -84,7 +85,8 @@ class MainWindow(QMainWindow):
             workspace.load_state(self.state)
             for view in workspace.export_targets()[1:]:  # right click: the view's figure menu
                 if view.widget.contextMenuPolicy() != Qt.ContextMenuPolicy.CustomContextMenu:  # (or its own)
-                    install_figure_menu(view, self.figure_request)
+                    install_figure_menu(view.widget, lambda w=workspace, v=view.widget: target_of(w, v),
+                                        self.figure_request)
         self.tabs.currentChanged.connect(self._workspace_shown)
         self._workspace_shown()
         self.notification = Notification()
@@ -208,29 +210,30 @@ class MainWindow(QMainWindow):
 
     def figure_request(self, view: ExportTarget, preset: Preset | None, copy: bool) -> None:
         """A view's figure menu: the export dialog, a paper preset (asks where), or the clipboard."""
+        defaults = self.settings.export_defaults()
         if copy:
-            copy_to_clipboard(view.widget, margin_free=self.settings.export_defaults().margin_free)
+            with figure_colours(defaults.follow_theme):
+                copy_to_clipboard(view.widget, margin_free=defaults.margin_free)
             self.statusBar().showMessage(f"Copied {view.name} to the clipboard", 5000)
         elif preset is None:
             self.export_figure(view)
         else:
-            defaults = self.settings.export_defaults()
-            folder = Path(defaults.folder) if defaults.folder else Path.home()
-            name = f"{file_stem(view.name)}_{preset.width_in:g}in.{defaults.format}"
+            name = file_name(view, preset, defaults.format)
             path, _ = QFileDialog.getSaveFileName(self, f"Export {view.name} for a {preset.name.lower()}",
-                                                  str(folder / name), "PNG (*.png);;SVG (*.svg);;PDF (*.pdf)")
+                                                  str(default_folder(defaults) / name), FILTERS)
             if path:
                 try:
-                    export_preset(view.widget, path, preset)
+                    export_preset(view.widget, path, preset, margin_free=defaults.margin_free,
+                                  follow_theme=defaults.follow_theme)
                 except (InputError, OSError) as exc:
                     self.notify(str(exc))
                     return
+                self.settings.set_export_defaults(replace(defaults, format=format_of(path),
+                                                          folder=str(Path(path).parent)))
                 self.statusBar().showMessage(f"Exported {path}", 5000)
 
     def copy_figure(self) -> None:
-        target = self.current_workspace().export_targets()[0]
-        copy_to_clipboard(target.widget, margin_free=self.settings.export_defaults().margin_free)
-        self.statusBar().showMessage(f"Copied {target.name} to the clipboard", 5000)
+        self.figure_request(self.current_workspace().export_targets()[0], None, True)
 
     # -- notifications and progress ---------------------------------------------------------------------------------
     def notify(self, message: str, details: str = "") -> None:
@@ -405,3 +408,7 @@ class MainWindow(QMainWindow):
             self.open_path(url.toLocalFile())
         event.acceptProposedAction()
 
+
+def target_of(workspace: Workspace, widget: QWidget) -> ExportTarget:
+    """The export target of `workspace` that is `widget`, as it is now (what it shows names its file)."""
+    return next(t for t in workspace.export_targets() if t.widget is widget)

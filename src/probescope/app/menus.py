@@ -47,7 +47,7 @@ class Menus:
 
         view = bar.addMenu("&View")
         for k, workspace in enumerate(w.workspaces.values(), start=1):
-            self.add(view, f"{workspace.title} Workspace", lambda _=False, n=workspace.name: w.set_workspace(n),
+            self.add(view, f"{workspace.title} Workspace", lambda n=workspace.name: w.set_workspace(n),
                      f"Ctrl+{k}")
         view.addSeparator()
         self.panels = view.addMenu("&Panels")
@@ -73,10 +73,12 @@ class Menus:
         help_menu.addSeparator()
         self.add(help_menu, "&About probescope", lambda: about_box(w))
 
-    def add(self, menu: QMenu, text: str, slot: Callable, shortcut: str | QKeySequence.StandardKey | None = None
-            ) -> QAction:
+    def add(self, menu: QMenu, text: str, slot: Callable[[], object],
+            shortcut: str | QKeySequence.StandardKey | None = None) -> QAction:
+        """An action that calls `slot()` with no arguments: `triggered` carries a `checked` flag that Qt would pass
+        to any slot taking an argument (Export Figure's `view` received False)."""
         action = menu.addAction(text)
-        action.triggered.connect(slot)
+        action.triggered.connect(lambda _checked=False: slot())
         if shortcut is not None:
             action.setShortcut(QKeySequence(shortcut))
         self.actions.append(action)
@@ -86,7 +88,7 @@ class Menus:
         """Exclusive checkable actions, one per (text, value)."""
         group = QActionGroup(menu)
         for text, value in items:
-            action = self.add(menu, text, lambda _=False, v=value: choose(v))
+            action = self.add(menu, text, lambda v=value: choose(v))
             action.setCheckable(True)
             action.setChecked(value == current)
             group.addAction(action)

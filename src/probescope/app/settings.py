@@ -21,7 +21,7 @@ from typing import TypeVar
 
 from PySide6.QtCore import QByteArray, QSettings
 
-from probescope.app.export import FORMATS
+from probescope.app.export import FORMATS, PRESETS
 from probescope.core.bounds import Bound
 from probescope.core.errors import InputError
 
@@ -54,13 +54,15 @@ class TrustedFile:
 
 @dataclass(frozen=True)
 class ExportDefaults:
-    """How figures are exported unless the user changes it in the export dialog."""
+    """How figures are exported unless the user changes it in the export dialog (the last choices made there)."""
 
     format: str = "png"          # png | svg | pdf
-    width: int | None = None     # PNG width in pixels; None = use `scale`
-    scale: float = 2.0           # PNG size relative to the view on screen
+    width: int | None = None     # PNG width in pixels with the custom size; None = use `scale`
+    scale: float = 2.0           # PNG size relative to the view on screen, with the custom size
     margin_free: bool = False
-    folder: str = ""
+    folder: str = ""             # the folder of the last figure written ("": the working folder)
+    preset: str = "column"       # a figure preset's key (export.PRESETS) or "custom" (width or scale)
+    follow_theme: bool = False   # figures in the window's theme instead of the light (paper) one
 
 
 class Settings:
@@ -290,8 +292,11 @@ def _export_problem(name: str, value: object) -> str | None:
     """Why `value` cannot be the export default `name`, or None."""
     if name == "format":
         return None if value in FORMATS else f"not a format ({', '.join(FORMATS)})"
-    if name == "margin_free":
+    if name in ("margin_free", "follow_theme"):
         return None if isinstance(value, bool) else "expected true or false"
+    if name == "preset":
+        keys = [p.key for p in PRESETS] + ["custom"]
+        return None if value in keys else f"not a size preset ({', '.join(keys)})"
     if name == "folder":
         if not isinstance(value, str):
             return "expected a folder name"

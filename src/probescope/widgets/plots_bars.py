@@ -42,7 +42,9 @@ class ClassBars(QWidget):
         self._vmax: float | None = None
         self._legend = ""
         self._format = ".3f"
-        self.setSizePolicy(QSizePolicy.Policy.Expanding, QSizePolicy.Policy.Fixed)
+        policy = QSizePolicy(QSizePolicy.Policy.Expanding, QSizePolicy.Policy.Fixed)
+        policy.setHeightForWidth(True)  # the legend wraps
+        self.setSizePolicy(policy)
         self.setMinimumHeight(60)
 
     def set_bars(self, names: Sequence[str], values: np.ndarray, classes: Sequence[int] | None = None,
@@ -57,7 +59,7 @@ class ClassBars(QWidget):
         self._vmax = vmax
         self._legend = legend
         self._format = value_format
-        self.setMinimumHeight(self.sizeHint().height())  # labelled bars never squeeze into each other
+        self.setMinimumHeight(self.heightForWidth(10_000))  # labelled bars never squeeze into each other
         self.updateGeometry()
         self.update()
 
@@ -77,8 +79,21 @@ class ClassBars(QWidget):
         return self._legend
 
     def sizeHint(self) -> QSize:  # noqa: N802
+        return QSize(320, self.heightForWidth(320))
+
+    def hasHeightForWidth(self) -> bool:  # noqa: N802  (Qt override)
+        return True
+
+    def heightForWidth(self, width: int) -> int:  # noqa: N802  (Qt override)
         rows = len(self._values) if len(self._values) <= self.MAX_ROWS else 8
-        return QSize(320, 26 + 20 * bool(self._legend) + self.ROW * max(rows, 3))
+        return 26 + self._legend_height(width) + self.ROW * max(rows, 3)
+
+    def _legend_height(self, width: int) -> int:
+        """The legend's lines, wrapped to `width` (none without a legend)."""
+        if not self._legend:
+            return 0
+        flags = int(Qt.AlignmentFlag.AlignLeft) | int(Qt.TextFlag.TextWordWrap)
+        return QFontMetrics(self.font()).boundingRect(0, 0, max(width, 1), 100_000, flags, self._legend).height() + 6
 
     def paintEvent(self, event: QPaintEvent) -> None:  # noqa: N802
         painter = QPainter(self)
@@ -94,11 +109,11 @@ class ClassBars(QWidget):
             painter.drawText(QRectF(0, top, self.width(), fm.height()), Qt.AlignmentFlag.AlignLeft, self.title)
             painter.setFont(self.font())
             top += fm.height() + 4
-        bottom = self.height() - (fm.height() + 4 if self._legend else 2)
+        bottom = self.height() - (self._legend_height(self.width()) if self._legend else 2)
         if self._legend:
             painter.setPen(text)
-            painter.drawText(QRectF(0, bottom + 2, self.width(), fm.height()), Qt.AlignmentFlag.AlignLeft,
-                             self._legend)
+            painter.drawText(QRectF(0, bottom + 2, self.width(), self.height() - bottom - 2),
+                             int(Qt.AlignmentFlag.AlignLeft) | int(Qt.TextFlag.TextWordWrap), self._legend)
         if len(self._values) == 0:
             painter.end()
             return

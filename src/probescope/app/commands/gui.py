@@ -2,8 +2,9 @@
 
 With `--screenshot OUT.png` (or `.svg`, `.pdf`: the vector export) the window loads, waits until the chosen
 workspace's initial work is done, renders at `--size`, writes the file and exits 0 (non-zero with a message when
-loading fails or times out). Screenshot runs use a throwaway settings file and the offscreen platform unless
-`QT_QPA_PLATFORM` says otherwise.
+loading fails or times out); with `--preset`, it writes the figure the export dialog's preset writes (the same
+function), so a paper's figures can be remade by a script. Screenshot runs use a throwaway settings file and the
+offscreen platform unless `QT_QPA_PLATFORM` says otherwise.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from probescope.app.cli import BoundedArg, NumbersArg, add_trust_arguments, devi
 from probescope.core import bounds
 
 WORKSPACE_NAMES = ("dissection", "gallery", "similarity")
+PRESET_KEYS = ("column", "page", "screen")  # probescope.app.export.PRESETS (not imported here: it loads Qt)
 DEFAULT_SIZE = "1400x900"
 
 
@@ -52,6 +54,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--unit", type=BoundedArg(bounds.UNIT), metavar="N",
                         help="with --screenshot and the dissection workspace: show "
                         "unit N")
+    parser.add_argument("--preset", choices=PRESET_KEYS, help="with --screenshot: write the figure the export "
+                        "dialog's preset writes: 'column' (3.5 in), 'page' (7 in) or 'screen' (the view's own size); "
+                        "PNG at the preset's dpi, light colours unless the settings' export defaults follow the theme")
     parser.add_argument("--size", default=DEFAULT_SIZE, metavar="WxH", help=f"window size (default {DEFAULT_SIZE})",
                         type=NumbersArg((bounds.WINDOW_WIDTH, bounds.WINDOW_HEIGHT), "x", "1400x900"))
     parser.add_argument("--timeout", type=BoundedArg(bounds.SECONDS), default=600.0, metavar="S",
@@ -188,7 +193,7 @@ def _screenshot(app, args: argparse.Namespace, size: tuple[int, int], to_open: l
 
     from PySide6.QtCore import QEventLoop, QTimer
 
-    from probescope.app.export import export_widget, format_of
+    from probescope.app.export import export_preset, export_widget, format_of, preset_named
     from probescope.app.main_window import MainWindow
     from probescope.app.settings import Settings
     from probescope.app.theme import apply_theme
@@ -244,8 +249,15 @@ def _screenshot(app, args: argparse.Namespace, size: tuple[int, int], to_open: l
             for _ in range(5):  # let the last results lay themselves out
                 app.processEvents()
             widget = window if args.view is None else _view(workspace, args.view)
-            export_widget(widget, out)
-            print(f"wrote {out} ({widget.width()}x{widget.height()})", file=sys.stderr)
+            if args.preset is None:
+                export_widget(widget, out)
+                size = f"{widget.width()}x{widget.height()}"
+            else:
+                defaults, preset = settings.export_defaults(), preset_named(args.preset)
+                export_preset(widget, out, preset, margin_free=defaults.margin_free,
+                              follow_theme=defaults.follow_theme)
+                size = preset.name.lower()
+            print(f"wrote {out} ({size})", file=sys.stderr)
             return 0
         finally:
             window.close()

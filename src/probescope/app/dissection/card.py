@@ -11,7 +11,7 @@ from PySide6.QtWidgets import QHBoxLayout, QPushButton, QVBoxLayout, QWidget
 
 from probescope.app.dissection import rows as r
 from probescope.app.dissection.layer import LayerData
-from probescope.app.export import PRESETS, Preset
+from probescope.app.export import PAPER_PRESETS, Preset
 from probescope.app.panel_area import scrolled
 from probescope.core.dissection.results import Explanation
 from probescope.widgets.dissection.card import CardLine, UnitCard
@@ -22,7 +22,7 @@ CARD_IMAGES = 12
 def card_panel(card: UnitCard, export: Callable[[Preset | None], None]) -> QWidget:
     """`card` under its buttons: Export… (export(None): the dialog) and one per paper preset."""
     buttons = QHBoxLayout()
-    for text, preset in (("Export…", None), *((p.name, p) for p in PRESETS)):
+    for text, preset in (("Export…", None), *((p.name, p) for p in PAPER_PRESETS)):
         button = QPushButton(text)
         button.clicked.connect(lambda _=False, p=preset: export(p))
         buttons.addWidget(button)

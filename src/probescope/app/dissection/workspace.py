@@ -122,7 +122,11 @@ class DissectionWorkspace(Workspace):
     def _export_card(self, preset) -> None:
         window = self.window()
         if hasattr(window, "figure_request"):
-            window.figure_request(ExportTarget("Unit card", self.card), preset, False)
+            window.figure_request(ExportTarget("Unit card", self.card, self._unit_subject()), preset, False)
+
+    def _unit_subject(self) -> str:
+        """What the per-unit views show, for their figures' file names."""
+        return f"unit {self.unit}" if self.unit >= 0 else ""
 
     def _connect(self) -> None:
         self.filters.changed.connect(self._apply_filters)
@@ -149,14 +153,15 @@ class DissectionWorkspace(Workspace):
     # -- Workspace interface --------------------------------------------------------------------------------------
     def export_targets(self) -> list[ExportTarget]:
         self.layer_views.update_views()  # the Layer panel's views are exported even when not shown
-        v, c, lv = self.view, self.charts, self.layer_views
-        return [ExportTarget("Dissection", self), ExportTarget("Unit images", v.images),
-                ExportTarget("IoU and DA of the explanations", c.bars), ExportTarget("Beam-search trace", self.trace),
-                ExportTarget("Length sweep", c.sweep), ExportTarget("Activation histogram", c.histogram),
+        v, c, lv, unit = self.view, self.charts, self.layer_views, self._unit_subject()
+        return [ExportTarget("Dissection", self), ExportTarget("Unit images", v.images, unit),
+                ExportTarget("IoU and DA of the explanations", c.bars, unit),
+                ExportTarget("Beam-search trace", self.trace, unit), ExportTarget("Length sweep", c.sweep, unit),
+                ExportTarget("Activation histogram", c.histogram, unit),
                 ExportTarget("IoU against DA (all units)", lv.scatter),
                 ExportTarget("Explanation lengths", lv.lengths), ExportTarget("Unit table", self.units),
-                ExportTarget("Accuracy correlation", lv.correlation), ExportTarget("Role (ablation)", self.role),
-                ExportTarget("Unit card", self.card)]
+                ExportTarget("Accuracy correlation", lv.correlation), ExportTarget("Role (ablation)", self.role, unit),
+                ExportTarget("Unit card", self.card, unit)]
 
     def step(self, offset: int) -> None:
         self.units.step(offset)

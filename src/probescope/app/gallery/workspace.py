@@ -106,7 +106,7 @@ class GalleryWorkspace(Workspace):
         c.open_button.clicked.connect(self._open_samples)
         c.classifier_box.activated.connect(lambda _i: self._classifier_chosen())
         c.play.toggled.connect(self._play_toggled)
-        c.reset_button.clicked.connect(self.reset)
+        c.reset_button.clicked.connect(lambda: self.reset())
         c.diversity.valueChanged.connect(lambda _v: self._knobs_changed())
         c.fidelity.valueChanged.connect(lambda _v: self._knobs_changed())
         c.target.valueChanged.connect(lambda _v: self._target_changed())

@@ -107,7 +107,8 @@ class SimilarityWorkspace(Workspace):
 
     # -- the Workspace interface ----------------------------------------------------------------------------------
     def export_targets(self) -> list[ExportTarget]:
-        return [ExportTarget("Similarity", self), ExportTarget("Trial", self.view.trial),
+        trial = f"trial {self.trial + 1}" if self.trial >= 0 else ""  # as the caption numbers it
+        return [ExportTarget("Similarity", self), ExportTarget("Trial", self.view.trial, trial),
                 ExportTarget("Trial sheet", self.sheet),
                 ExportTarget("Model table", self.models.table), ExportTarget("Embedding", self.embedding.view),
                 ExportTarget("Held-out loss by dimensionality", self.embedding.dims_plot),

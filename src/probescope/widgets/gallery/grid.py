@@ -26,7 +26,15 @@ from PySide6.QtCore import (
     Signal,
 )
 from PySide6.QtGui import QColor, QFont, QFontMetrics, QImage, QPainter, QPalette, QPixmap, QPixmapCache
-from PySide6.QtWidgets import QAbstractItemView, QListView, QStyle, QStyledItemDelegate, QStyleOptionViewItem, QWidget
+from PySide6.QtWidgets import (
+    QAbstractItemView,
+    QListView,
+    QSizePolicy,
+    QStyle,
+    QStyledItemDelegate,
+    QStyleOptionViewItem,
+    QWidget,
+)
 
 from probescope.widgets.plots_bars import class_color
 from probescope.widgets.thumbnail_grid import SteppingListView
@@ -336,7 +344,8 @@ class GalleryGrid(SteppingListView):
 
 class ContactSheet(QWidget):
     """The first `rows` cells of a gallery laid out as a sheet, painted by the grid's delegate: an exportable
-    figure of a chosen selection (sort and filter first, then export)."""
+    figure of a chosen selection (sort and filter first, then export). Up to `COLUMNS` cells a line, fewer where
+    the sheet is narrower (a paper column's figure): it is then taller, and every cell is whole."""
 
     COLUMNS = 8
 
@@ -344,6 +353,9 @@ class ContactSheet(QWidget):
         super().__init__(parent)
         self.model, self.delegate = model, delegate
         self._rows = 0
+        policy = QSizePolicy(QSizePolicy.Policy.Preferred, QSizePolicy.Policy.Preferred)
+        policy.setHeightForWidth(True)
+        self.setSizePolicy(policy)
         self.set_rows(0)
 
     def rows(self) -> int:
@@ -351,11 +363,25 @@ class ContactSheet(QWidget):
 
     def set_rows(self, rows: int) -> None:
         self._rows = rows
-        cell = self.delegate.cell_size()
-        columns = max(1, min(self.COLUMNS, rows))
-        lines = max(1, -(-rows // columns))
-        self.resize(columns * cell.width() + 8, lines * cell.height() + 8)
+        self.resize(self.sizeHint())
         self.update()
+
+    def columns(self, width: int) -> int:
+        return max(1, min(self.COLUMNS, self.rows(), (width - 8) // self.delegate.cell_size().width()))
+
+    def hasHeightForWidth(self) -> bool:  # noqa: N802  (Qt override)
+        return True
+
+    def heightForWidth(self, width: int) -> int:  # noqa: N802  (Qt override)
+        return max(1, -(-self.rows() // self.columns(width))) * self.delegate.cell_size().height() + 8
+
+    def sizeHint(self) -> QSize:  # noqa: N802  (Qt override)
+        width = max(1, min(self.COLUMNS, self.rows())) * self.delegate.cell_size().width() + 8
+        return QSize(width, self.heightForWidth(width))
+
+    def minimumSizeHint(self) -> QSize:  # noqa: N802  (Qt override)
+        width = self.delegate.cell_size().width() + 8
+        return QSize(width, self.heightForWidth(width))
 
     def paintEvent(self, event) -> None:  # noqa: N802
         painter = QPainter(self)
@@ -364,8 +390,9 @@ class ContactSheet(QWidget):
         option = QStyleOptionViewItem()
         option.palette = self.palette()
         option.font = self.font()
+        columns = self.columns(self.width())
         for row in range(self.rows()):
-            option.rect = QRect(4 + (row % self.COLUMNS) * cell.width(), 4 + (row // self.COLUMNS) * cell.height(),
+            option.rect = QRect(4 + (row % columns) * cell.width(), 4 + (row // columns) * cell.height(),
                                 cell.width(), cell.height())
             self.delegate.paint(painter, option, self.model.index(row))
         painter.end()
