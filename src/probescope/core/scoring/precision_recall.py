@@ -36,7 +36,7 @@ class PrecisionRecall:
         return 2.0 * self.precision * self.recall / max(1e-5, self.precision + self.recall)
 
 
-def _blocks(a: np.ndarray, b: np.ndarray) -> Iterator[tuple[int, np.ndarray]]:
+def distance_blocks(a: np.ndarray, b: np.ndarray) -> Iterator[tuple[int, np.ndarray]]:
     """(first row, Euclidean distances of a block of rows of `a` to all of `b`), float64."""
     b64 = np.asarray(b, dtype=np.float64)
     b_sq = np.einsum("ij,ij->i", b64, b64)
@@ -55,7 +55,7 @@ def knn_radii(features: np.ndarray, k: int = DEFAULT_K) -> np.ndarray:
     if len(features) <= k:
         raise InputError(f"k = {k} nearest neighbours need at least {k + 1} samples per set, got {len(features)}")
     radii = np.empty(len(features))
-    for start, dist in _blocks(features, features):
+    for start, dist in distance_blocks(features, features):
         radii[start : start + len(dist)] = np.partition(dist, k, axis=1)[:, k]
     return radii
 
@@ -63,7 +63,7 @@ def knn_radii(features: np.ndarray, k: int = DEFAULT_K) -> np.ndarray:
 def share_inside(samples: np.ndarray, centres: np.ndarray, radii: np.ndarray) -> float:
     """The share of `samples` within distance radii[j] of some centre j (boundary included)."""
     inside = 0
-    for _, dist in _blocks(samples, centres):
+    for _, dist in distance_blocks(samples, centres):
         inside += int((dist <= radii[None, :]).any(axis=1).sum())
     return inside / len(samples)
 
