@@ -144,3 +144,11 @@ def test_bad_requests(synthetic):
     view = segment_image(result, activations[0], store=store, image=0)
     with pytest.raises(InputError, match="outside the 32x32"):
         view.covering(32, 0)
+
+
+def test_an_image_where_nothing_fires(synthetic):
+    data, store, activations, result = synthetic
+    quiet = np.full_like(activations[0], -1.0)
+    view = segment_image(result, quiet, store=store, image=0, method="iou")
+    assert view.units == [] and view.concepts == [] and (view.segmentation == -1).all() and view.left_out == 0
+    assert view.labels and view.covering(3, 3) == [] and view.colored().sum() == 0

@@ -129,6 +129,7 @@ def demo_sets(demo_world_features):
     """Held-out demo-world renders and near-copies of the reference images (pixel noise of +-6), through the demo
     classifier, beside the session's real and generated features."""
     from probescope.core.demo import world
+    from probescope.core.demo.sampler import DemoSampler
     from probescope.core.scoring.classifiers import load_classifier
     from probescope.core.scoring.pipeline import embed_source
     from probescope.core.scoring.sources import ArraySource
@@ -141,6 +142,9 @@ def demo_sets(demo_world_features):
     fresh = np.stack([s.image for s in world.render_batch(13, 240)])
     embed = {name: embed_source(ArraySource(x), classifier, 60, workers=1)[0]
              for name, x in (("near", near), ("held", held), ("fresh", fresh))}
+    for diversity in (1, 14):
+        embed[f"diversity {diversity}"] = embed_source(DemoSampler(240, diversity=diversity, seed=5), classifier, 60,
+                                                       workers=1)[0]
     return {**demo_world_features, **embed}
 
 
@@ -162,6 +166,18 @@ def test_demo_world_c_t(demo_sets):
     stats = {name: data_copying(demo_sets["real"], demo_sets["held"], demo_sets[name], cells=5).statistic
              for name in ("near", "fresh", "generated")}
     assert stats["near"] < -5 and abs(stats["fresh"]) < 2.5 and stats["generated"] > 3
+
+
+def test_low_diversity_is_copying_to_c_t_but_not_to_the_flags(demo_sets):
+    """The demo sampler at diversity 1 (harbours only) never copies: its images are fresh renders. Per sample it is
+    flagged no more often than at full diversity (a harbour lies inside a real harbour's 1-NN ball as often as any
+    scene inside its own). C_T, though, reads it as copying: the one cell that holds its samples also holds held-out
+    images of neighbouring scenes, farther from the cell's training images than pure harbours are."""
+    real, held = demo_sets["real"], demo_sets["held"]
+    flags = {d: sample_neighbours(demo_sets[f"diversity {d}"], real, 3).possible_copy.mean() for d in (1, 14)}
+    assert flags[1] <= flags[14]
+    c_t = {d: data_copying(real, held, demo_sets[f"diversity {d}"], cells=5) for d in (1, 14)}
+    assert c_t[1].statistic < -3 and abs(c_t[14].statistic) < 2 and c_t[1].cells_used < c_t[14].cells_used
 
 
 def test_held_out_images_that_are_training_images_are_named(demo_sets):

@@ -33,7 +33,7 @@ from probescope.core.dissection.formula import Formula
 from probescope.core.dissection.labels import LabelStore
 from probescope.core.dissection.masks import formula_mask
 from probescope.core.dissection.results import DissectionResult, Explanation, UnitResult
-from probescope.core.dissection.unitmasks import float32_threshold, upsample
+from probescope.core.dissection.unitmasks import _ROUNDING_MARGIN, float32_threshold, upsample
 from probescope.core.errors import InputError
 
 METHODS = ("netdissect", "iou", "da-select", "da-stop", "optimal")  # "iou": the compositional beam search
@@ -176,17 +176,22 @@ def segment_image(result: DissectionResult, activations: np.ndarray, seg_shape: 
     if seg_shape is None:
         raise InputError("without the dataset's labels, the segmentation size must be given")
     colors = layer_colors(result, method) if colors is None else colors
-    ups = upsample(activations.astype(np.float32, copy=False), seg_shape, device).cpu().numpy()
     dissected = sorted(result.units)  # a partly dissected layer: the units done so far
-    every_mask = _masks(ups[dissected], np.array([result.units[u].threshold for u in dissected]))
+    thresholds = np.array([result.units[u].threshold for u in dissected])
+    peaks = activations[dissected].reshape(len(dissected), -1).max(axis=1).astype(np.float64)
+    # bilinear upsampling never exceeds the map's maximum (up to float32 rounding): only these can fire
+    may_fire = peaks >= thresholds - _ROUNDING_MARGIN * (np.abs(thresholds) + np.abs(peaks))
+    candidates = [u for u, m in zip(dissected, may_fire) if m]
+    ups = upsample(activations[candidates].astype(np.float32, copy=False), seg_shape, device).cpu().numpy()
+    every_mask = _masks(ups, thresholds[may_fire])
     fires = every_mask.any(axis=(1, 2))
     keep, rows = [], []
-    for row, u in enumerate(dissected):
+    for row, u in enumerate(candidates):
         e = explanation(result.units[u], method)
         if fires[row] and e is not None and e.iou >= min_iou:
             keep.append((u, e))
             rows.append(row)
-    masks, maps = every_mask[rows], ups[[u for u, _ in keep]]
+    masks, maps = every_mask[rows], ups[rows]
     unit_thresholds = np.array([result.units[u].threshold for u, _ in keep])
     winner = _winners(maps, masks, unit_thresholds)
     concept_of: dict[str, int] = {}
