@@ -192,11 +192,11 @@ def naive_neighbours(generated: np.ndarray, real: np.ndarray, radii: np.ndarray,
         (d < nn1).any()
 
 
-def inception_like(rng: np.random.Generator, n: int, d: int, mixing: np.ndarray) -> np.ndarray:
-    """Non-negative, correlated features with a few clusters, as Inception pool features are."""
-    centres = rng.normal(size=(20, 64))
-    z = centres[rng.integers(0, 20, n)] + 0.7 * rng.normal(size=(n, 64))
-    return np.maximum(z @ mixing[:64, :d] + 0.3 * rng.normal(size=(n, d)), 0).astype(np.float32)
+def inception_like(rng: np.random.Generator, n: int, centres: np.ndarray, mixing: np.ndarray) -> np.ndarray:
+    """Non-negative, correlated features around a few clusters, as Inception pool features are (every set drawn
+    with the same centres and mixing comes from one distribution)."""
+    z = centres[rng.integers(0, len(centres), n)] + 0.7 * rng.normal(size=(n, centres.shape[1]))
+    return np.maximum(z @ mixing + 0.3 * rng.normal(size=(n, mixing.shape[1])), 0).astype(np.float32)
 
 
 def realism_scale(name: str, generated: np.ndarray, real: np.ndarray, radii_rows: int, ct_samples: int,
@@ -206,10 +206,10 @@ def realism_scale(name: str, generated: np.ndarray, real: np.ndarray, radii_rows
     from probescope.core.scoring.precision_recall import distance_blocks
     from probescope.core.scoring.realism import sample_neighbours
 
-    rows = min(radii_rows, len(real))  # the reference's radii (two passes, k = 3 and k = 1, as ReferenceSet caches
-    t_radii, parts = cpu(lambda: [np.partition(dist, (1, 3), axis=1)[:, [1, 3]]  # them) for `rows` images, scaled
+    rows = min(radii_rows, len(real))  # the reference's radii, k = 1 and 3 in one pass (ReferenceSet.radii_of),
+    t_radii, parts = cpu(lambda: [np.partition(dist, (1, 3), axis=1)[:, [1, 3]]  # for `rows` images, scaled
                                   for _, dist in distance_blocks(real[:rows], real)])
-    t_radii *= 2 * len(real) / rows
+    t_radii *= len(real) / rows
     timed = np.concatenate(parts)
     if rows < len(real):  # every image's radii drawn from the timed ones'
         timed = timed[np.random.default_rng(1).integers(0, rows, len(real))]
@@ -224,7 +224,7 @@ def realism_scale(name: str, generated: np.ndarray, real: np.ndarray, radii_rows
     scaled = "" if rows == len(real) else f" ({rows:,} rows timed)"
     print(f"  {name}: {t * 1000 / n:.2f} CPU s per 1,000 samples against {len(real):,} reference images "
           f"({real.shape[1]}-d), {nb.copies} of {n} flagged; naive per-sample loop {slow * 1000 / n:.2f} s: "
-          f"{slow / t:.1f}x; the reference's own radii (k = 3 and 1, once, cached) {t_radii:.1f} s{scaled}")
+          f"{slow / t:.1f}x; the reference's own radii (k = 3 and 1, one pass, once, cached) {t_radii:.1f} s{scaled}")
     t_ct, ct = cpu(lambda: data_copying(real, held, q, cells=10))
     print(f"  {name}: data-copying C_T over 10 cells {t_ct:.1f} CPU s for {len(q):,} samples "
           f"({t_ct * 1000 / len(q):.2f} s per 1,000; {len(held):,} held-out), C_T = {ct.statistic:.2f}")
@@ -245,10 +245,10 @@ def bench_realism(n_ref: int, radii_rows: int, ct_samples: int) -> None:
     held, _ = embed_source(ArraySource(np.stack([s.image for s in world.render_batch(77, 500)])), classifier)
     realism_scale("demo, 1,000 samples", generated, reference.features, len(reference.features), 1000, held)
     rng = np.random.default_rng(0)
-    mixing = rng.normal(size=(64, 2048)) / 8
-    real = inception_like(rng, n_ref, 2048, mixing)
-    generated = inception_like(rng, max(1000, ct_samples), 2048, mixing)
-    held = inception_like(rng, min(10_000, n_ref // 5), 2048, mixing)
+    centres, mixing = rng.normal(size=(20, 64)), rng.normal(size=(64, 2048)) / 8
+    real = inception_like(rng, n_ref, centres, mixing)
+    generated = inception_like(rng, max(1000, ct_samples), centres, mixing)
+    held = inception_like(rng, min(10_000, n_ref // 5), centres, mixing)
     realism_scale("users', Inception-like", generated, real, radii_rows, ct_samples, held)
 
 

@@ -185,3 +185,24 @@ def test_held_out_images_that_are_training_images_are_named(demo_sets):
 
     with pytest.warns(Note, match=r"\d+ of \d+ held-out images are also in the training set"):
         data_copying(demo_sets["real"], demo_sets["real"][:100], demo_sets["fresh"], cells=3)
+
+
+def test_radii_of_several_k_in_one_pass(tmp_path, monkeypatch):
+    """The copy flag's 1-NN distances and precision/recall's k-NN radii come from one pass over the reference,
+    equal to one pass per k, and are cached beside the reference's arrays."""
+    from probescope.core.scoring import precision_recall as pr
+    from probescope.core.scoring.frechet import gaussian_stats
+    from probescope.core.scoring.reference import ReferenceSet
+
+    _, real = _problem(4)
+    both = pr.knn_radii_of(real, (3, 1))
+    for k in (1, 3):
+        np.testing.assert_array_equal(both[k], pr.knn_radii(real, k))
+    passes = []
+    blocks = pr.distance_blocks
+    monkeypatch.setattr(pr, "distance_blocks", lambda a, b: passes.append(1) or blocks(a, b))
+    ref = ReferenceSet("r", gaussian_stats(real), real, cache_path=tmp_path / "ref.npz")
+    got = ref.radii_of((3, 1))
+    assert len(passes) == 1 and sorted(p.name for p in tmp_path.iterdir()) == ["ref-k1.npy", "ref-k3.npy"]
+    again = ReferenceSet("r", gaussian_stats(real), real, cache_path=tmp_path / "ref.npz")
+    assert np.array_equal(again.radii(1), got[1]) and len(passes) == 1  # read from the cache

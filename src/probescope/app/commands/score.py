@@ -251,6 +251,8 @@ def run(args: argparse.Namespace) -> int:
                                 kid_subset_size=args.kid_subset_size, prc_k=args.prc_k, inf_points=args.inf_points,
                                 inf_smallest=args.inf_smallest, seed=args.seed)
     distances = None
+    if args.per_image and reference is not None and reference.features is not None:
+        reference.radii_of((args.prc_k, 1))  # precision/recall's radii and the copy flag's, from one pass
     if reference is not None or args.fid_inf:
         distances = distance_report(features, scores, reference, settings, class_names)
     per_sample, lines = _per_sample(args, report.contributions, features, reference, held_out)
@@ -282,9 +284,9 @@ def _per_sample(args: argparse.Namespace, kl, features, reference, held_out) -> 
 
         neighbours = None
         if reference is not None and reference.features is not None:
-            neighbours = sample_neighbours(features, reference.features, args.prc_k,
-                                           real_radii=reference.radii(args.prc_k), real_nn1=reference.radii(1),
-                                           progress=stderr_progress())
+            radii = reference.radii_of((args.prc_k, 1))
+            neighbours = sample_neighbours(features, reference.features, args.prc_k, real_radii=radii[args.prc_k],
+                                           real_nn1=radii[1], progress=stderr_progress())
             end_progress_line()
             out["possible_copies"] = neighbours.copies
         write_per_image(args.per_image, kl, neighbours, args.prc_k)

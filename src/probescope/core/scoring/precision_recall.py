@@ -49,15 +49,22 @@ def distance_blocks(a: np.ndarray, b: np.ndarray) -> Iterator[tuple[int, np.ndar
 
 def knn_radii(features: np.ndarray, k: int = DEFAULT_K) -> np.ndarray:
     """Each sample's distance to its k-th nearest other sample of the same set, (N,) float64."""
+    return knn_radii_of(features, (k,))[k]
+
+
+def knn_radii_of(features: np.ndarray, ks: tuple[int, ...]) -> dict[int, np.ndarray]:
+    """`knn_radii` for several k from one pass over the distances (the pass is the cost: O(N^2 d))."""
     features = as_features(features)
-    if k < 1:
-        raise InputError(f"the neighbourhood size k must be at least 1, got {k}")
-    if len(features) <= k:
-        raise InputError(f"k = {k} nearest neighbours need at least {k + 1} samples per set, got {len(features)}")
-    radii = np.empty(len(features))
+    if min(ks) < 1:
+        raise InputError(f"the neighbourhood size k must be at least 1, got {min(ks)}")
+    if len(features) <= max(ks):
+        raise InputError(f"k = {max(ks)} nearest neighbours need at least {max(ks) + 1} samples per set, got "
+                         f"{len(features)}")
+    ks = tuple(sorted(set(ks)))
+    radii = np.empty((len(ks), len(features)))
     for start, dist in distance_blocks(features, features):
-        radii[start : start + len(dist)] = np.partition(dist, k, axis=1)[:, k]
-    return radii
+        radii[:, start : start + len(dist)] = np.partition(dist, ks, axis=1)[:, list(ks)].T
+    return dict(zip(ks, radii))
 
 
 def share_inside(samples: np.ndarray, centres: np.ndarray, radii: np.ndarray) -> float:
