@@ -252,7 +252,11 @@ def run(args: argparse.Namespace) -> int:
                                 inf_smallest=args.inf_smallest, seed=args.seed)
     distances = None
     if args.per_image and reference is not None and reference.features is not None:
-        reference.radii_of((args.prc_k, 1))  # precision/recall's radii and the copy flag's, from one pass
+        from probescope.app.cli import end_progress_line, stderr_progress
+
+        # precision/recall's radii and the copy flag's, from one pass over the reference (then cached)
+        reference.radii_of((args.prc_k, 1), progress=stderr_progress("reference"))
+        end_progress_line()
     if reference is not None or args.fid_inf:
         distances = distance_report(features, scores, reference, settings, class_names)
     per_sample, lines = _per_sample(args, report.contributions, features, reference, held_out)

@@ -141,7 +141,8 @@ class ReferenceSet:
         """Each reference sample's k-NN radius (precision), cached in memory and beside the cached arrays."""
         return self.radii_of((k,))[k]
 
-    def radii_of(self, ks: tuple[int, ...]) -> dict[int, np.ndarray]:
+    def radii_of(self, ks: tuple[int, ...], *, progress: ProgressCallback | None = None,
+                 cancel: CancelCheck | None = None) -> dict[int, np.ndarray]:
         """`radii` for several k, those not cached yet from one pass over the reference's distances."""
         paths = {k: None if self.cache_path is None else self.cache_path.with_name(f"{self.cache_path.stem}-k{k}.npy")
                  for k in ks}
@@ -155,7 +156,8 @@ class ReferenceSet:
         if missing:
             from probescope.core.atomic import save_npy
 
-            for k, radii in knn_radii_of(self.require_features("precision"), missing).items():
+            found = knn_radii_of(self.require_features("precision"), missing, progress=progress, cancel=cancel)
+            for k, radii in found.items():
                 self._radii[k] = radii
                 if paths[k] is not None:
                     save_npy(paths[k], radii)
