@@ -207,3 +207,30 @@ def test_a_colour_direction_draws_its_colour(demo_layer, colour_visualisations):
     assert v.objective > projections.max()
     others = [c for c in vis if c != "red-c"]
     assert all(colour_share(v.image, "red-c") > colour_share(vis[c].image, "red-c") for c in others)
+
+
+@pytest.mark.filterwarnings("ignore:`torch.jit:FutureWarning")  # TorchScript is deprecated, still a model format
+def test_other_networks_and_the_layer_cut(tmp_path):
+    """A torchvision ResNet-18 (random weights) runs only up to layer4 (its head never runs); a TorchScript model
+    (trusted), whose only readable layer is its output, is visualised through its class scores."""
+    import torchvision
+
+    from probescope.core.data.preprocess import IMAGENET
+    from probescope.core.demo.model import DemoNet
+    from probescope.core.models.loading import LoadedModel, load_model
+    from probescope.core.trust import Trust
+
+    torch.manual_seed(0)
+    net = torchvision.models.resnet18(weights=None, num_classes=10).eval()
+    heads = []
+    net.fc.register_forward_hook(lambda *a: heads.append(1))
+    model = LoadedModel(net, "resnet18", "resnet18", IMAGENET, None, (224, 224), None, "random", "layer4")
+    v = visualize(model, "layer4", Direction.unit(7, 512), VisSettings(steps=3, size=64))
+    assert v.image.shape == (64, 64, 3) and not heads and np.isfinite(v.trace).all()
+    path = tmp_path / "demo.ts"
+    torch.jit.script(DemoNet(14, (4, 8, 8, 8)).eval()).save(str(path))
+    scripted = load_model(f"torchscript:{path}", trust=Trust.of_files([path]))
+    v = visualize(scripted, "output", Direction.unit(2, 14), VisSettings(steps=3, size=32))
+    assert v.image.shape == (32, 32, 3) and v.objective == v.peak  # one position: the class score
+    with pytest.raises(InputError, match="only 'output'"):
+        visualize(scripted, "layer4", Direction.unit(2, 14), VisSettings(steps=1, size=32))
