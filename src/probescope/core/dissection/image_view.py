@@ -161,6 +161,28 @@ def segment_image(result: DissectionResult, activations: np.ndarray, seg_shape: 
     segmentation size and comes with its labels and the agreement with them; otherwise give `seg_shape` (the
     protocol's is half the image's size). `colors` defaults to `layer_colors(result, method)`."""
     activations = np.asarray(activations)
+    seg_shape = _segmentation_shape(result, activations, seg_shape, store, image, method, min_iou)
+    colors = layer_colors(result, method) if colors is None else colors
+    keep, maps, masks, fired = _firing_units(result, activations, seg_shape, method, min_iou, device)
+    unit_thresholds = np.array([result.units[u].threshold for u, _ in keep])
+    winner = _winners(maps, masks, unit_thresholds)
+    concept_of: dict[str, int] = {}
+    for _, e in keep:
+        concept_of.setdefault(e.label, len(concept_of))
+    unit_concept = np.array([concept_of[e.label] for _, e in keep], np.int32)
+    segmentation = np.where(winner >= 0, unit_concept[np.maximum(winner, 0)] if len(keep) else -1, -1)
+    drawn_per_unit = np.bincount(winner[winner >= 0], minlength=len(keep))
+    units = [FiringUnit(u, e.label, concept_of[e.label], e.iou, float(unit_thresholds[k]), float(maps[k].max()),
+                        int(masks[k].sum()), int(drawn_per_unit[k])) for k, (u, e) in enumerate(keep)]
+    truth_of = (lambda f: None) if store is None else (lambda f: formula_mask(store, image, f))
+    concepts = _concepts(concept_of, keep, unit_concept, masks, segmentation, colors, truth_of)
+    return ImageSegmentation(method, min_iou, units, concepts, segmentation.astype(np.int32), winner,
+                             [] if store is None else image_labels(store, image), fired - len(keep), maps, masks)
+
+
+def _segmentation_shape(result: DissectionResult, activations: np.ndarray, seg_shape: tuple[int, int] | None,
+                        store: LabelStore | None, image: int | None, method: str, min_iou: float) -> tuple[int, int]:
+    """The request checked, and the segmentation size: the image's in the dataset, else the one given."""
     if activations.ndim != 3 or activations.shape[0] != result.n_units:
         raise InputError(f"activations must be (units, h, w) with the layer's {result.n_units} units, got "
                          f"{activations.shape}")
@@ -172,10 +194,15 @@ def segment_image(result: DissectionResult, activations: np.ndarray, seg_shape: 
     if store is not None:
         if not 0 <= image < store.n_images:
             raise InputError(f"image {image} is not in the dataset ({store.n_images} images)")
-        seg_shape = tuple(int(s) for s in store.seg_shapes[image])
+        return tuple(int(s) for s in store.seg_shapes[image])
     if seg_shape is None:
         raise InputError("without the dataset's labels, the segmentation size must be given")
-    colors = layer_colors(result, method) if colors is None else colors
+    return seg_shape
+
+
+def _firing_units(result: DissectionResult, activations: np.ndarray, seg_shape: tuple[int, int], method: str,
+                  min_iou: float, device: str) -> tuple[list[tuple[int, Explanation]], np.ndarray, np.ndarray, int]:
+    """(the units taking part with their explanations, their upsampled maps and masks, how many units fire)."""
     dissected = sorted(result.units)  # a partly dissected layer: the units done so far
     thresholds = np.array([result.units[u].threshold for u in dissected])
     peaks = activations[dissected].reshape(len(dissected), -1).max(axis=1).astype(np.float64)
@@ -191,22 +218,7 @@ def segment_image(result: DissectionResult, activations: np.ndarray, seg_shape: 
         if fires[row] and e is not None and e.iou >= min_iou:
             keep.append((u, e))
             rows.append(row)
-    masks, maps = every_mask[rows], ups[rows]
-    unit_thresholds = np.array([result.units[u].threshold for u, _ in keep])
-    winner = _winners(maps, masks, unit_thresholds)
-    concept_of: dict[str, int] = {}
-    for _, e in keep:
-        concept_of.setdefault(e.label, len(concept_of))
-    unit_concept = np.array([concept_of[e.label] for _, e in keep], np.int32)
-    segmentation = np.where(winner >= 0, unit_concept[np.maximum(winner, 0)] if len(keep) else -1, -1)
-    drawn_per_unit = np.bincount(winner[winner >= 0], minlength=len(keep))
-    units = [FiringUnit(u, e.label, concept_of[e.label], e.iou, float(unit_thresholds[k]), float(maps[k].max()),
-                        int(masks[k].sum()), int(drawn_per_unit[k])) for k, (u, e) in enumerate(keep)]
-    truth_of = (lambda f: None) if store is None else (lambda f: formula_mask(store, image, f))
-    concepts = _concepts(concept_of, keep, unit_concept, masks, segmentation, colors, truth_of)
-    return ImageSegmentation(method, min_iou, units, concepts, segmentation.astype(np.int32), winner,
-                             [] if store is None else image_labels(store, image), int(fires.sum()) - len(keep), maps,
-                             masks)
+    return keep, ups[rows], every_mask[rows], int(fires.sum())
 
 
 def _concepts(concept_of: dict[str, int], keep: list[tuple[int, Explanation]], unit_concept: np.ndarray,
