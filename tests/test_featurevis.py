@@ -234,3 +234,21 @@ def test_other_networks_and_the_layer_cut(tmp_path):
     assert v.image.shape == (32, 32, 3) and v.objective == v.peak  # one position: the class score
     with pytest.raises(InputError, match="only 'output'"):
         visualize(scripted, "layer4", Direction.unit(2, 14), VisSettings(steps=1, size=32))
+
+
+def test_a_damaged_or_unwritable_cache(demo_layer, tmp_path):
+    from probescope.core.errors import Note
+    from probescope.core.featurevis.render import CACHE_SUBDIR
+
+    model, settings, direction = demo_layer["model"], VisSettings(steps=3), Direction.unit(1, 128)
+    first = visualize(model, "layer4", direction, settings, cache=tmp_path)
+    (stored,) = (tmp_path / CACHE_SUBDIR).iterdir()
+    stored.write_bytes(b"PK\x03\x04 cut short")
+    again = visualize(model, "layer4", direction, settings, cache=tmp_path)
+    assert not again.from_cache and np.array_equal(again.image, first.image)
+    assert visualize(model, "layer4", direction, settings, cache=tmp_path).from_cache  # remade and kept
+    blocked = tmp_path / "file"
+    blocked.write_text("not a folder")
+    with pytest.warns(Note, match="not cached"):
+        kept = visualize(model, "layer4", direction, settings, cache=blocked)
+    assert np.array_equal(kept.image, first.image)

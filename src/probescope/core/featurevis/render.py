@@ -22,6 +22,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import json
+import warnings
 import zipfile
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -30,7 +31,7 @@ import numpy as np
 import torch
 
 from probescope.core.atomic import atomic_open
-from probescope.core.errors import InputError
+from probescope.core.errors import InputError, Note
 from probescope.core.featurevis import transforms
 from probescope.core.featurevis.image import FourierImage
 from probescope.core.models.loading import TORCHSCRIPT_OUTPUT, LoadedModel
@@ -123,14 +124,17 @@ def visualize(model: LoadedModel, layer: str, direction: Direction, settings: Vi
     """The visualisation of `direction` at `layer`: from `cache` (a cache folder) when it was made before, else
     optimised (raises Cancelled when cancel() turns true) and stored there."""
     path = None if cache is None else Path(cache) / CACHE_SUBDIR / f"{cache_key(model, layer, direction, settings)}.npz"
-    found = _read(path, direction, layer, settings)
+    found = _read(path, direction, layer, settings, _size(model, settings))
     if found is not None:
         report(progress, 1.0, f"{direction.name}: visualisation from the cache")
         return found
     vis = _optimise(model, layer, direction, settings, progress, cancel)
     if path is not None:
-        with atomic_open(path, "wb") as fh:
-            np.savez(fh, image=vis.image, trace=vis.trace, objective=vis.objective, peak=vis.peak)
+        try:
+            with atomic_open(path, "wb") as fh:
+                np.savez(fh, image=vis.image, trace=vis.trace, objective=vis.objective, peak=vis.peak)
+        except InputError as exc:  # the image is made: a full or read-only cache only means it is not kept
+            warnings.warn(Note(f"{exc}; the visualisation is not cached"), stacklevel=2)
     return vis
 
 
@@ -155,16 +159,19 @@ def _size(model: LoadedModel, settings: VisSettings) -> int:
     return settings.size or int(model.input_size[0])
 
 
-def _read(path: Path | None, direction: Direction, layer: str, settings: VisSettings) -> Visualization | None:
-    """A cached visualisation, or None when there is none or it is unreadable (it is then made again)."""
+def _read(path: Path | None, direction: Direction, layer: str, settings: VisSettings,
+          size: int) -> Visualization | None:
+    """A cached visualisation, or None when there is none or it is unreadable or damaged (it is then made again)."""
     if path is None or not path.is_file():
         return None
     try:
         with np.load(path, allow_pickle=False) as archive:
-            return Visualization(archive["image"], archive["trace"], float(archive["objective"]),
-                                 float(archive["peak"]), direction.name, layer, settings, from_cache=True)
+            vis = Visualization(archive["image"], archive["trace"], float(archive["objective"]),
+                                float(archive["peak"]), direction.name, layer, settings, from_cache=True)
     except (OSError, ValueError, KeyError, EOFError, zipfile.BadZipFile):
         return None
+    whole = vis.image.shape == (size, size, 3) and vis.image.dtype == np.uint8 and vis.trace.shape == (settings.steps,)
+    return vis if whole else None
 
 
 class _Stop(Exception):
