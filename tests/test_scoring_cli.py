@@ -252,8 +252,8 @@ def test_per_image_table_and_data_copying(small_world, capsys, tmp_path, isolate
     assert "rows.csv (" in _text(capsys, [*common, "--per-image", str(out)])
     # without reference features: the KL column alone
     np.save(tmp_path / "l.npy", np.random.default_rng(0).normal(size=(7, 3)))
-    assert "per-image table" in _text(capsys, ["--logits", str(tmp_path / "l.npy"), "--splits", "1", "--per-image",
-                                              str(out)])
+    logits_only = ["--logits", str(tmp_path / "l.npy"), "--splits", "1", "--per-image", str(out)]
+    assert "(kl only: " in _text(capsys, logits_only)
     rows = list(csv.DictReader(out.open()))
     assert len(rows) == 7 and rows[0]["realism"] == "" and float(rows[0]["kl"]) >= 0
     # the data-copying test: the small dataset as the training set, fresh renders held out

@@ -296,8 +296,9 @@ def _per_sample(args: argparse.Namespace, kl, features, reference, held_out) -> 
         write_per_image(args.per_image, kl, neighbours, args.prc_k)
         out["per_image"] = str(args.per_image)
         lines.append(f"per-image table: {args.per_image}" + (
-            "" if neighbours is None else f" ({neighbours.copies} of {len(kl)} samples closer to a reference image "
-            "than its nearest other reference image: possible copies)"))
+            " (kl only: realism and the nearest images need a reference's features, --fid REF)" if neighbours is None
+            else f" ({neighbours.copies} of {len(kl)} samples closer to a reference image than its nearest other "
+            "reference image: possible copies)"))
     if held_out is not None:
         from probescope.core.scoring.copying import data_copying
 
