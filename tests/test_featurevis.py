@@ -202,7 +202,7 @@ def test_a_colour_direction_draws_its_colour(demo_layer, colour_visualisations):
     vis, _, _ = colour_visualisations
     vector = concept_direction(demo_layer["store"], demo_layer["activations"], Formula.atom(label_number("red-c")))
     direction = Direction.of(vector, "red-c")
-    v = visualize(demo_layer["model"], "layer4", direction, VisSettings(steps=STEPS))
+    v = visualize(demo_layer["model"], "layer4", direction, VisSettings(steps=STEPS // 2))
     projections = np.einsum("c,nchw->nhw", direction.vector, np.asarray(demo_layer["activations"]))
     assert v.objective > projections.max()
     others = [c for c in vis if c != "red-c"]
