@@ -35,7 +35,7 @@ NOT_NUMERIC = {
                "class_names", "label_map", "device", "trust", "out"},
     "batch": {"manifest", "out", "ray", "trust"},
     "score": {"probs", "logits", "images", "generator", "example", "classifier", "device", "extensions",
-              "save_logits", "fid", "save_stats", "trust"},
+              "save_logits", "fid", "save_stats", "trust", "per_image", "held_out"},
     "similarity": {"judgments", "catalog", "images", "features", "model", "layer", "preprocess", "pool", "distance",
                    "embedding", "device", "trust"},
     "embed": {"judgments", "catalog", "images", "out", "init", "coarse", "device"},

@@ -7,6 +7,7 @@ Examples:
   probescope score --images samples/ --classifier inception-tf:<weights> --fid real/ --kid --prc --fid-inf --json
   probescope score --images demo --n 2000 --diversity 3 --fidelity 0.5 --fid --kid --prc
   probescope score --example D --splits 1
+  probescope score --images samples.npz --fid real/ --per-image per_sample.csv --held-out heldout/
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from probescope.core.scoring.sources import DEFAULT_EXTENSIONS
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     from probescope.core.demo.world import SCENES
+    from probescope.core.scoring.copying import DEFAULT_CELLS, MAX_CELLS
     from probescope.core.scoring.protocol import DEFAULT_SEED, DEFAULT_SPLITS
 
     src = parser.add_mutually_exclusive_group(required=True)
@@ -86,6 +88,16 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     real.add_argument("--inf-smallest", type=BoundedArg(bounds.KID_SUBSET_SIZE), default=5000,
                       help="smallest subset of the infinite-N fits (default 5000; at most N/2 is used)")
     real.add_argument("--save-stats", metavar="OUT.npz", help="save the generated set's mu/sigma (pytorch-fid format)")
+    real.add_argument("--per-image", metavar="OUT.csv",
+                      help="write one row per sample, in input order: kl (its KL to the marginal, nats), and against "
+                      "the --fid reference's features its realism score (Kynkaanniemi et al., k = --prc-k), its "
+                      "--prc-k nearest reference images (index in the reference's order, distance) and possible_copy "
+                      "(closer to a reference image than that image's nearest other reference image)")
+    real.add_argument("--held-out", metavar="REF",
+                      help="held-out real images (never trained on; any reference kind with images): the data-copying "
+                      "test C_T of Meehan et al. 2020, with the --fid reference as the generator's training set")
+    real.add_argument("--copy-cells", type=BoundedArg(bounds.Bound(1, MAX_CELLS)), default=DEFAULT_CELLS,
+                      help=f"k-means cells of the data-copying test, 1-{MAX_CELLS} (default %(default)s)")
     demo = parser.add_argument_group("demo sampler (--images demo)")
     demo.add_argument("--n", type=BoundedArg(bounds.SAMPLES), default=1000,
                       help="number of images (also for --generator; default 1000)")
@@ -160,9 +172,9 @@ def _check_flags(args: argparse.Namespace) -> None:
     if not runs_network and (args.fid or args.kid or args.prc or args.save_stats):
         raise InputError("--fid, --kid, --prc and --save-stats need the classifier's features: use --images or "
                          "--generator")
-    if (args.kid or args.prc) and not args.fid:
-        raise InputError("--kid and --prc compare with a reference set: give it with --fid REF (or --fid for the "
-                         "demo world's images)")
+    if (args.kid or args.prc or args.held_out) and not args.fid:
+        raise InputError("--kid, --prc and --held-out compare with a reference set: give it with --fid REF (or --fid "
+                         "for the demo world's images)")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -176,7 +188,7 @@ def run(args: argparse.Namespace) -> int:
     _check_flags(args)
     header: dict[str, object] = {}
     class_names = None
-    features = reference = None
+    features = reference = held_out = None
     if args.example:
         from probescope.core.scoring import examples
 
@@ -216,6 +228,11 @@ def run(args: argparse.Namespace) -> int:
             reference = load_reference(args.fid, classifier, extensions=extensions, batch_size=args.batch_size,
                                        **run_options)
             end_progress_line()
+            if args.held_out:
+                print(f"held-out images {args.held_out} through {classifier.name}", file=sys.stderr)
+                held_out = load_reference(args.held_out, classifier, extensions=extensions,
+                                          batch_size=args.batch_size, **run_options)
+                end_progress_line()
         print(f"scoring {source.describe()} with {classifier.name}", file=sys.stderr)
         if args.fid or args.save_stats:
             features, logits = embed_source(source, classifier, args.batch_size, **run_options)
@@ -243,10 +260,17 @@ def run(args: argparse.Namespace) -> int:
                                 kid_subset_size=args.kid_subset_size, prc_k=args.prc_k, inf_points=args.inf_points,
                                 inf_smallest=args.inf_smallest, seed=args.seed)
     distances = None
+    if args.per_image and reference is not None and reference.features is not None:
+        from probescope.app.cli import end_progress_line, stderr_progress
+
+        # precision/recall's radii and the copy flag's, from one pass over the reference (then cached)
+        reference.radii_of((args.prc_k, 1), progress=stderr_progress("reference"))
+        end_progress_line()
     if reference is not None or args.fid_inf:
         distances = distance_report(features, scores, reference, settings, class_names)
+    per_sample, lines = _per_sample(args, report.contributions, features, reference, held_out)
     if args.json:
-        print(json.dumps({**header, **report.to_dict(), **(distances.to_dict() if distances else {})},
+        print(json.dumps({**header, **report.to_dict(), **(distances.to_dict() if distances else {}), **per_sample},
                          allow_nan=False))
     else:
         for key, value in header.items():
@@ -254,4 +278,45 @@ def run(args: argparse.Namespace) -> int:
         print(report.summary())
         if distances is not None:
             print(distances.summary())
+        for line in lines:
+            print(line)
     return 0
+
+
+def _per_sample(args: argparse.Namespace, kl, features, reference, held_out) -> tuple[dict[str, object], list[str]]:
+    """Write --per-image (nearest reference images where the reference has features) and run --held-out's
+    data-copying test: (what they report for JSON, the lines of the text output)."""
+    from probescope.app.cli import end_progress_line, stderr_progress
+    from probescope.core.scoring.report import shown
+
+    out: dict[str, object] = {}
+    lines = []
+    if args.per_image:
+        from probescope.core.scoring.per_image import write_per_image
+        from probescope.core.scoring.realism import sample_neighbours
+
+        neighbours = None
+        if reference is not None and reference.features is not None:
+            radii = reference.radii_of((args.prc_k, 1))
+            neighbours = sample_neighbours(features, reference.features, args.prc_k, real_radii=radii[args.prc_k],
+                                           real_nn1=radii[1], progress=stderr_progress())
+            end_progress_line()
+            out["possible_copies"] = neighbours.copies
+        write_per_image(args.per_image, kl, neighbours, args.prc_k)
+        out["per_image"] = str(args.per_image)
+        lines.append(f"per-image table: {args.per_image}" + (
+            " (kl only: realism and the nearest images need a reference's features, --fid REF)" if neighbours is None
+            else f" ({neighbours.copies} of {len(kl)} samples closer to a reference image than its nearest other "
+            "reference image: possible copies)"))
+    if held_out is not None:
+        from probescope.core.scoring.copying import data_copying
+
+        copying = data_copying(reference.require_features("the data-copying test"),
+                               held_out.require_features("the data-copying test"), features, args.copy_cells,
+                               seed=args.seed, progress=stderr_progress())
+        end_progress_line()
+        out.update(copying.to_dict())
+        lines.append(f"data-copying C_T: {shown(copying.statistic, 2)}   ({copying.cells_used} of {copying.cells} "
+                     "cells; << 0: samples closer to the training set than held-out images, copying; >> 0: farther, "
+                     "underfitting)")
+    return out, lines

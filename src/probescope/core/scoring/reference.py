@@ -22,7 +22,7 @@ import numpy as np
 from probescope.core.errors import InputError
 from probescope.core.scoring.classifiers import Classifier
 from probescope.core.scoring.frechet import FrechetReference, GaussianStats, RunningGaussian, read_npz
-from probescope.core.scoring.precision_recall import knn_radii
+from probescope.core.scoring.precision_recall import knn_radii_of
 from probescope.core.scoring.sources import (
     DEFAULT_EXTENSIONS,
     ArraySource,
@@ -141,17 +141,29 @@ class ReferenceSet:
 
     def radii(self, k: int) -> np.ndarray:
         """Each reference sample's k-NN radius (precision), cached in memory and beside the cached arrays."""
-        if k not in self._radii:
-            path = None if self.cache_path is None else self.cache_path.with_name(f"{self.cache_path.stem}-k{k}.npy")
-            radii = _read_cached(path, lambda p: np.load(p, allow_pickle=False))
-            if radii is None or radii.shape != (len(self.require_features("precision")),):
-                radii = knn_radii(self.require_features("precision"), k)
-                if path is not None:
-                    from probescope.core.atomic import save_npy
+        return self.radii_of((k,))[k]
 
-                    save_npy(path, radii)
-            self._radii[k] = radii
-        return self._radii[k]
+    def radii_of(self, ks: tuple[int, ...], *, progress: ProgressCallback | None = None,
+                 cancel: CancelCheck | None = None) -> dict[int, np.ndarray]:
+        """`radii` for several k, those not cached yet from one pass over the reference's distances."""
+        paths = {k: None if self.cache_path is None else self.cache_path.with_name(f"{self.cache_path.stem}-k{k}.npy")
+                 for k in ks}
+        n = len(self.require_features("precision"))
+        for k in ks:
+            if k not in self._radii:
+                radii = _read_cached(paths[k], lambda p: np.load(p, allow_pickle=False))
+                if radii is not None and radii.shape == (n,):
+                    self._radii[k] = radii
+        missing = tuple(k for k in ks if k not in self._radii)
+        if missing:
+            from probescope.core.atomic import save_npy
+
+            found = knn_radii_of(self.require_features("precision"), missing, progress=progress, cancel=cancel)
+            for k, radii in found.items():
+                self._radii[k] = radii
+                if paths[k] is not None:
+                    save_npy(paths[k], radii)
+        return {k: self._radii[k] for k in ks}
 
     def describe(self) -> str:
         size = f"{self.n} images" if self.n is not None else "statistics only"
