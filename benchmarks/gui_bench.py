@@ -44,7 +44,7 @@ from pathlib import Path
 
 T0 = time.perf_counter()
 os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
-from probescope.app.commands.gui import limit_blas_threads  # noqa: E402  (before NumPy, as the app)
+from probescope.app.launch import limit_blas_threads  # noqa: E402  (before NumPy, as the app)
 
 limit_blas_threads()
 
@@ -296,9 +296,9 @@ def measure_stall(n_images: int) -> tuple[float, float, float]:
     from PySide6.QtCore import QEventLoop
     from PySide6.QtWidgets import QApplication
 
-    from probescope.app.sources import OpenRequest, open_task
-    from probescope.app.tasks import IO
     from probescope.app.workers import WorkerPool, compute_threads, keep_gui_responsive
+    from probescope.jobs.inputs import OpenRequest, open_task
+    from probescope.jobs.protocol import IO
 
     torch.set_num_threads(compute_threads())  # as the app does: one core stays free for the GUI thread
     app = QApplication.instance() or QApplication([sys.argv[0]])
@@ -418,9 +418,9 @@ def measure_gallery_scroll(n_items: int, frames: int = 150) -> dict[str, float]:
 
     from probescope.app.gallery.scores import GalleryScores
     from probescope.app.gallery.stream import fit_thumbnail, thumbnail_task
-    from probescope.app.tasks import IO
     from probescope.app.workers import WorkerPool
     from probescope.core.demo.sampler import DemoSampler
+    from probescope.jobs.protocol import IO
     from probescope.widgets.gallery.grid import GalleryGrid
     from probescope.widgets.images import to_qimage
 
@@ -519,7 +519,7 @@ def measure_dissection_switch(n_units: int) -> dict[str, float]:
     selecting a unit to its top images with overlays on screen, for units whose overlays were prefetched (arrow
     keys: the table's neighbours are built in the pool while the user looks), revisited (cached) and cold (built
     on demand: the naive way, without prefetch or cache)."""
-    from probescope.app.sources import OpenRequest, open_task
+    from probescope.jobs.inputs import OpenRequest, open_task
 
     ws, pool, state = dissection_workspace()
     wait = wait_for
@@ -599,8 +599,8 @@ def measure_batch_browse(n_images: int) -> dict[str, float]:
     import tempfile
 
     from probescope.app.dissection.workspace import DissectionWorkspace
-    from probescope.app.sources import OpenRequest, open_task
     from probescope.core.demo.dataset import write_demo_dataset
+    from probescope.jobs.inputs import OpenRequest, open_task
 
     s = DissectionWorkspace.default_settings
     out: dict[str, float] = {}

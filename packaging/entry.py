@@ -1,5 +1,5 @@
 """The frozen bundle's entry point: the same dispatcher as the `probescope` console script."""
 
-from probescope.app.cli import main
+from probescope.main import main
 
 raise SystemExit(main())

@@ -7,8 +7,8 @@ import json
 
 import pytest
 
-from probescope.app.cli import main
 from probescope.core.demo.world import SCENES
+from probescope.main import main
 
 
 @pytest.fixture(scope="module")

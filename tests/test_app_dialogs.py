@@ -6,7 +6,7 @@ from probescope.app.export import ExportTarget
 from probescope.app.export_dialog import ExportDialog
 from probescope.app.open_dialogs import OpenJudgmentsDialog, OpenModelDialog, OpenSamplesDialog
 from probescope.app.settings import Settings
-from probescope.app.sources import OpenRequest
+from probescope.jobs.inputs import OpenRequest
 
 
 def test_model_dialog_specs(qtbot):

@@ -9,11 +9,11 @@ import pytest
 from PySide6.QtGui import QImage
 from windows import open_all, world_requests
 
-from probescope.app.cli import main
-from probescope.app.commands.gui import PRESET_KEYS
 from probescope.app.export import PRESETS
 from probescope.app.export_dialog import ExportDialog
+from probescope.app.launch import PRESET_KEYS
 from probescope.app.settings import Settings
+from probescope.main import main
 
 pytestmark = pytest.mark.usefixtures("isolated_cache")
 
@@ -68,7 +68,7 @@ def test_screenshot_fails_cleanly(qtbot, small_world, tmp_path, capsys):
 
 def test_size_option(capsys):
     """--size WxH: read as two bounded numbers (at least 200x150), refused in one line otherwise."""
-    from probescope.app.cli import build_parser
+    from probescope.main import build_parser
 
     assert build_parser().parse_args(["gui", "--size", "1400x900"]).size == (1400, 900)
     for bad in ("1400", "axb", "10x10", "1400x99999999"):

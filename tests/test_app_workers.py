@@ -7,9 +7,9 @@ import time
 
 import pytest
 
-from probescope.app.tasks import COMPUTE, IO, Partial, Progress
 from probescope.app.workers import WorkerPool
 from probescope.core.errors import InputError
+from probescope.jobs.protocol import COMPUTE, IO, Partial, Progress
 
 
 @pytest.fixture

@@ -7,13 +7,13 @@ import sys
 import numpy as np
 import pytest
 
-from probescope.app.cli import main
-from probescope.core.batch.executors import LocalExecutor
-from probescope.core.batch.manifest import read_manifest
-from probescope.core.batch.reader import open_batch, read_batch
-from probescope.core.batch.runner import run_batch
 from probescope.core.demo.dataset import write_demo_dataset
 from probescope.core.errors import InputError
+from probescope.jobs.batch.executors import LocalExecutor
+from probescope.jobs.batch.manifest import read_manifest
+from probescope.jobs.batch.reader import open_batch, read_batch
+from probescope.jobs.batch.runner import run_batch
+from probescope.main import main
 
 OUTPUTS = ("dissection.json", "tally.csv")
 

@@ -13,8 +13,8 @@ from oracles.synthetic_broden import (
     synthetic_activations,
     write_synthetic_broden,
 )
-from probescope.app.cli import main
 from probescope.core.errors import InputError
+from probescope.main import main
 
 
 @pytest.fixture(scope="module")

@@ -16,10 +16,10 @@ import numpy as np
 import pytest
 import torch
 
-from probescope.app.cli import main
 from probescope.core.errors import InputError
 from probescope.core.models.loading import list_layers, load_model
 from probescope.core.trust import NO_TRUST, Trust, UntrustedFile
+from probescope.main import main
 
 pytestmark = pytest.mark.filterwarnings("ignore::FutureWarning", "ignore::UserWarning")
 
@@ -201,6 +201,6 @@ def test_hostile_files_named_pt2_get_one_line(programs, tmp_path, capsys):
 
 
 def test_the_window_opens_a_dropped_program_as_a_model(programs):
-    from probescope.app.sources import classify_path
+    from probescope.jobs.inputs import classify_path
 
     assert classify_path(programs["pt2"]).kind == "model"

@@ -9,12 +9,12 @@ import threading
 from PySide6.QtCore import QTimer
 from windows import make_window
 
-from probescope.app import sources
 from probescope.app.dissection import rows
 from probescope.app.dissection.workspace import DissectionWorkspace
-from probescope.app.sources import OpenRequest
 from probescope.core.demo import dataset as demo_dataset
 from probescope.core.dissection.settings import DissectionSettings
+from probescope.jobs import inputs
+from probescope.jobs.inputs import OpenRequest
 
 WAIT_MS = 120_000
 SETTINGS = DissectionSettings(max_length=2, searches=rows.SEARCHES, sweep_length=2, da_limit=4)
@@ -23,8 +23,8 @@ SETTINGS = DissectionSettings(max_length=2, searches=rows.SEARCHES, sweep_length
 def test_first_units_come_from_the_first_images_and_refine_to_the_whole(qtbot, settings_path, monkeypatch,
                                                                          tmp_path):
     monkeypatch.setenv("PROBESCOPE_CACHE", str(tmp_path / "fresh-cache"))
-    monkeypatch.setattr(sources, "DEMO_DATASET_IMAGES", 84)
-    monkeypatch.setattr(sources, "DEMO_FIRST_BATCH", 28)
+    monkeypatch.setattr(inputs, "DEMO_DATASET_IMAGES", 84)
+    monkeypatch.setattr(inputs, "DEMO_FIRST_BATCH", 28)
     monkeypatch.setattr(DissectionWorkspace, "default_settings", SETTINGS)
     stages, release = demo_dataset.demo_dataset_stages, threading.Event()
 
@@ -51,8 +51,8 @@ def test_first_units_come_from_the_first_images_and_refine_to_the_whole(qtbot, s
     timer = QTimer()
     timer.timeout.connect(look)
     timer.start(5)
-    window.open(OpenRequest("model", sources.DEMO))
-    window.open(OpenRequest("dataset", sources.DEMO))
+    window.open(OpenRequest("model", inputs.DEMO))
+    window.open(OpenRequest("dataset", inputs.DEMO))
     try:
         qtbot.waitUntil(lambda: ws.is_initial_work_done and not window.pool.active(), timeout=WAIT_MS)
     finally:
@@ -86,12 +86,12 @@ def test_a_cached_demo_dataset_comes_whole_at_once(qtbot, settings_path, monkeyp
     from probescope.core.demo.dataset import ensure_demo_dataset
 
     monkeypatch.setenv("PROBESCOPE_CACHE", str(tmp_path / "cache"))
-    monkeypatch.setattr(sources, "DEMO_DATASET_IMAGES", 40)
-    monkeypatch.setattr(sources, "DEMO_FIRST_BATCH", 14)
+    monkeypatch.setattr(inputs, "DEMO_DATASET_IMAGES", 40)
+    monkeypatch.setattr(inputs, "DEMO_FIRST_BATCH", 14)
     ensure_demo_dataset(n_images=40)
     window = make_window(qtbot, settings_path)
     states: list = []
     window.state.changed.connect(lambda slot: states.append(window.state.get(slot)) if slot == "dataset" else None)
     with qtbot.waitSignal(window.opened, timeout=WAIT_MS):
-        window.open(OpenRequest("dataset", sources.DEMO))
+        window.open(OpenRequest("dataset", inputs.DEMO))
     assert [(s.value.n_images, s.first_of) for s in states] == [(40, 0)]

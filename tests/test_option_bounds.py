@@ -19,7 +19,8 @@ import textwrap
 import numpy as np
 import pytest
 
-from probescope.app.cli import BoundedArg, NumbersArg, RangesArg, build_parser
+from probescope.jobs.arguments import BoundedArg, NumbersArg, RangesArg
+from probescope.main import build_parser
 
 ADDRESS_SPACE = 8 << 30  # torch alone reserves about 3.4 GB of address space; every absurd request is far beyond
 
@@ -98,7 +99,7 @@ def _static_cases() -> list[tuple[list[str], str]]:
 CHILD = textwrap.dedent("""
     import contextlib, io, json, resource, sys
     resource.setrlimit(resource.RLIMIT_AS, ({limit}, {limit}))
-    from probescope.app.cli import main
+    from probescope.main import main
     results = []
     for argv in json.load(sys.stdin):
         err = io.StringIO()
@@ -140,7 +141,7 @@ def test_absurd_values_of_every_option_are_refused_in_one_line(tmp_path):
 def test_bounds_that_depend_on_the_data_are_checked_before_allocating(small_world, tmp_path):
     """Dimensions at most the stimuli, units below the layer's width, splits at most N, neighbours fewer than the
     stimuli, kept trials at most the candidates, a resize within an image side: all on small real data."""
-    from probescope.app.cli import main
+    from probescope.main import main
 
     w = small_world
     judgments = ["--judgments", str(w["judgments"]), "--catalog", str(w["catalog"])]

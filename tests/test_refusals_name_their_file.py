@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from probescope.app.cli import main
+from probescope.main import main
 
 
 @pytest.fixture

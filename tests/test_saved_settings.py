@@ -9,8 +9,8 @@ import pytest
 import torch
 from PySide6.QtCore import QByteArray, QSettings
 
-from probescope.app.cli import main
 from probescope.app.settings import ExportDefaults, Settings
+from probescope.main import main
 
 WORKSPACES = ("dissection", "gallery", "similarity")
 MISSING_GPU = f"cuda:{torch.cuda.device_count() + 2}"  # a GPU this machine does not have
@@ -102,7 +102,7 @@ def _bad_file(path) -> None:
 def test_the_window_notes_what_it_did_not_use_and_loads_the_model(qtbot, settings_path, small_world,
                                                                    isolated_cache):
     from probescope.app.main_window import MainWindow
-    from probescope.app.sources import OpenRequest
+    from probescope.jobs.inputs import OpenRequest
 
     _bad_file(settings_path)
     window = MainWindow(Settings(settings_path), ask_trust=False)

@@ -175,8 +175,8 @@ def release_folder(root: Path) -> tuple[Path, Callable[[], object]]:
 
 def dropped_folder(root: Path) -> tuple[Path, Callable[[], object]]:
     """A folder dropped on the window (or named to `gui --samples`): told apart by what it holds, then opened."""
-    from probescope.app.sources import classify_path
     from probescope.core.scoring.sources import open_source
+    from probescope.jobs.inputs import classify_path
 
     for k in range(2):
         _png(root / "dropped" / f"{k}.png", k)
@@ -237,7 +237,7 @@ def test_a_fifo_among_the_images_is_refused_before_it_is_opened(place, reader, i
 
 def test_the_command_line_answers_a_self_link_in_one_line(place, tmp_path, capsys, isolated_cache):
     """`score --images` and `score --fid`: exit 2 and one line, the traceback of the issue is gone."""
-    from probescope.app.cli import main
+    from probescope.main import main
 
     for k in range(3):
         _png(place / "samples" / f"{k}.png", k)

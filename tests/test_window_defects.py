@@ -20,9 +20,9 @@ from windows import WAIT_MS, open_all, world_requests
 from probescope.app.activity import Activity, counts, duration
 from probescope.app.dissection.workspace import COLUMNS
 from probescope.app.export import render_image
-from probescope.app.sources import OpenRequest
-from probescope.app.tasks import Progress
 from probescope.app.theme import apply_theme
+from probescope.jobs.inputs import OpenRequest
+from probescope.jobs.protocol import Progress
 from probescope.widgets.ink import contrast, ink_color
 from probescope.widgets.plots_curve import nice_ticks
 

@@ -27,9 +27,7 @@ from probescope.app.menus import Menus
 from probescope.app.open_dialogs import ask_request
 from probescope.app.settings import RecentItem, Settings, TrustedFile
 from probescope.app.source_bar import SourceBar
-from probescope.app.sources import DEMO, KINDS, OpenRequest, batch_folder, classify_path, executor_for, open_task
 from probescope.app.state import AppState, Loaded
-from probescope.app.tasks import COMPUTE, TaskError
 from probescope.app.theme import apply_theme
 from probescope.app.trust_dialog import TrustDialog
 from probescope.app.workers import TaskHandle, WorkerPool
@@ -37,6 +35,8 @@ from probescope.app.workspace import Workspace
 from probescope.app.workspaces import WORKSPACES
 from probescope.core.errors import InputError
 from probescope.core.trust import NO_TRUST, Trust, UntrustedFile
+from probescope.jobs.inputs import DEMO, KINDS, OpenRequest, batch_folder, classify_path, executor_for, open_task
+from probescope.jobs.protocol import COMPUTE, TaskError
 from probescope.widgets.command_palette import CommandPalette
 from probescope.widgets.notification import Notification
 from probescope.widgets.task_panel import TaskPanel

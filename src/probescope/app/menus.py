@@ -13,8 +13,8 @@ from PySide6.QtWidgets import QMainWindow, QMenu, QMessageBox
 
 from probescope import __version__
 from probescope.app.settings import THEMES
-from probescope.app.sources import OpenRequest
 from probescope.core.devices import available_devices
+from probescope.jobs.inputs import OpenRequest
 
 
 class Menus:

@@ -18,7 +18,7 @@ from PySide6.QtWidgets import (
 )
 
 from probescope.app.settings import Settings
-from probescope.app.sources import OpenRequest
+from probescope.jobs.inputs import OpenRequest
 from probescope.widgets.controls import spin_box
 
 MODEL_KINDS = (

@@ -277,7 +277,7 @@ def _record(cls: type[R], entry: object) -> R | None:
 def _recent_problem(item: RecentItem) -> str | None:
     """Why a recent item cannot be reopened by this version (its request is unreadable or of an unknown kind), or
     None. A file that is gone stays listed (a drive may come back): opening it says so in one line."""
-    from probescope.app.sources import OpenRequest
+    from probescope.jobs.inputs import OpenRequest
 
     try:
         request = OpenRequest.from_json(item.spec)

@@ -7,29 +7,13 @@ holds the outcome.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
 
 from PySide6.QtCore import QObject, Signal
 
+from probescope.jobs.inputs import Loaded
+
 SLOTS: tuple[str, ...] = ("model", "dataset", "samples", "judgments")
-
-
-@dataclass(frozen=True)
-class Loaded:
-    """One loaded input: `spec` is what was opened (a path, 'demo' or a model spec), `value` the loaded object.
-
-    For a model, `layers` holds its `LayerInfo` list, computed in the worker when it was loaded. `first_of` > 0
-    marks the first part of an input of that many items, shown while the rest loads (the demo dataset's first
-    images on a fresh install); the whole input replaces it.
-    """
-
-    kind: str
-    spec: str
-    label: str
-    value: Any
-    layers: tuple = ()
-    first_of: int = 0
 
 
 class AppState(QObject):

@@ -1,6 +1,6 @@
 """Background work: one compute thread that owns the model and the GPU, and a small pool that decodes images.
 
-Tasks follow the protocol of `probescope.app.tasks`. The runner checks the cancel flag between steps, so every task
+Tasks follow the protocol of `probescope.jobs.protocol`. The runner checks the cancel flag between steps, so every task
 stops at its next yield once cancelled. Results reach the GUI thread through a queued Qt signal, so callbacks always
 run in the GUI thread, and a cancelled task's callbacks never run: this is the app's one guard against stale
 results. Tasks submitted under the same key replace each other (latest request wins), and `cancel_group` drops
@@ -25,9 +25,9 @@ from typing import Any
 
 from PySide6.QtCore import QObject, Signal
 
-from probescope.app.tasks import COMPUTE, IO, Partial, Progress, Task, TaskContext, TaskError, describe_error
 from probescope.core.tasks import Cancelled
 from probescope.core.trust import NO_TRUST, Trust
+from probescope.jobs.protocol import COMPUTE, IO, Partial, Progress, Task, TaskContext, TaskError, describe_error
 
 
 def compute_threads() -> int:

@@ -14,10 +14,10 @@ from pathlib import Path
 import numpy as np
 
 from probescope.app.dissection.rows import SEARCHES
-from probescope.app.tasks import Partial, Progress, TaskContext
 from probescope.core.dissection.inputs import dataset_identity, head_layer, model_identity, predicted_classes
 from probescope.core.dissection.results import DissectionResult
 from probescope.core.dissection.settings import DissectionSettings
+from probescope.jobs.protocol import Partial, Progress, TaskContext
 
 DEFAULT_SETTINGS = DissectionSettings(searches=SEARCHES, sweep_length=10)
 

@@ -19,9 +19,9 @@ from PySide6.QtWidgets import QComboBox, QHBoxLayout, QLabel, QPushButton, QVBox
 
 from probescope.app.dissection import rows as r
 from probescope.app.dissection.layer import LayerData
-from probescope.app.tasks import COMPUTE, Progress, TaskContext, TaskError
 from probescope.app.workers import WorkerPool
 from probescope.core.ablation.results import AblationResult
+from probescope.jobs.protocol import COMPUTE, Progress, TaskContext, TaskError
 from probescope.widgets.plot_frame import titled_plot
 from probescope.widgets.plots_bars import ClassBars
 

@@ -17,9 +17,9 @@ from probescope.app.dissection.layer import LayerData
 from probescope.app.dissection.overlays import ImageOverlay, image_labels, image_overlay, overlay_task, present_images
 from probescope.app.dissection.panels import UnitControls
 from probescope.app.dissection.rows import explanation_of
-from probescope.app.tasks import IO, Partial
 from probescope.app.workers import WorkerPool
 from probescope.core.dissection.formula import Formula
+from probescope.jobs.protocol import IO, Partial
 from probescope.widgets.image_detail import ImageDetail
 from probescope.widgets.images import to_qimage
 from probescope.widgets.thumbnail_grid import ThumbnailGrid

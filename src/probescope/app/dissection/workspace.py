@@ -34,11 +34,11 @@ from probescope.app.dissection.unit_images import UnitImages
 from probescope.app.dissection.unit_view import UnitCharts, UnitView, show_trace
 from probescope.app.export import ExportTarget, export_widget
 from probescope.app.figure_menu import figure_menu
-from probescope.app.tasks import TaskError
 from probescope.app.workspace import Workspace
 from probescope.core.dissection.formula import Formula
 from probescope.core.dissection.results import Explanation
 from probescope.core.dissection.settings import DissectionSettings
+from probescope.jobs.protocol import TaskError
 from probescope.widgets.command_palette import matches
 from probescope.widgets.dissection.card import UnitCard
 from probescope.widgets.dissection.table import UnitTable

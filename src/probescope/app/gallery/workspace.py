@@ -27,12 +27,12 @@ from probescope.app.gallery.split import SplitProtocol
 from probescope.app.gallery.stream import DemoStream, ResumedSource, load_classifier_task, stream_task
 from probescope.app.gallery.views import SampleViews
 from probescope.app.panel_area import scrolled
-from probescope.app.tasks import COMPUTE, TaskError
 from probescope.app.workspace import Workspace
 from probescope.core.demo.sampler import DemoSampler
 from probescope.core.scoring.classifiers import classifier_of_model
 from probescope.core.scoring.examples import CLASS_NAMES as EXAMPLE_CLASSES
 from probescope.core.scoring.examples import worked_example
+from probescope.jobs.protocol import COMPUTE, TaskError
 from probescope.widgets.command_palette import matches
 from probescope.widgets.gallery.grid import ContactSheet, GalleryGrid
 from probescope.widgets.image_detail import ImageDetail

@@ -26,8 +26,8 @@ from probescope.app.similarity.panels import ActivePanel, EmbeddingPanel, Models
 from probescope.app.similarity.stimuli import stimulus_images
 from probescope.app.similarity.trial_view import CELL, TrialView
 from probescope.app.similarity.trials_panel import TrialsPanel
-from probescope.app.tasks import COMPUTE, IO, TaskContext
 from probescope.app.workspace import Workspace
+from probescope.jobs.protocol import COMPUTE, IO, TaskContext
 from probescope.widgets.command_palette import matches
 from probescope.widgets.ink import ink
 from probescope.widgets.similarity.sheet import SheetTrial, TrialSheet

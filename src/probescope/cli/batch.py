@@ -11,7 +11,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from probescope.app.cli import add_trust_arguments, trust_from_args
+from probescope.jobs.arguments import add_trust_arguments, trust_from_args
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -25,16 +25,16 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     import sys
 
-    from probescope.core.batch.manifest import read_manifest
-    from probescope.core.batch.runner import run_batch
     from probescope.core.bounds import check_fits
+    from probescope.jobs.batch.manifest import read_manifest
+    from probescope.jobs.batch.runner import run_batch
 
     manifest = read_manifest(args.manifest)
     check_fits(manifest.settings.cache_bytes, f"[settings] cache_mb = {manifest.settings.cache_mb}", args.manifest)
     trust = trust_from_args(args)
     executor = None
     if args.ray:
-        from probescope.core.batch.ray_executor import RayExecutor
+        from probescope.jobs.batch.ray_executor import RayExecutor
 
         executor = RayExecutor(args.ray)
     try:

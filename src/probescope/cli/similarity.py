@@ -11,8 +11,8 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from probescope.app.cli import BoundedArg, add_trust_arguments, device_arg
 from probescope.core import bounds
+from probescope.jobs.arguments import BoundedArg, add_trust_arguments, device_arg
 
 
 def add_judgment_arguments(parser: argparse.ArgumentParser) -> None:
@@ -118,9 +118,10 @@ def run(args: argparse.Namespace) -> int:
     else:
         if j.catalog is None:
             raise InputError("--model needs a catalog of stimulus images (--catalog)", j.source)
-        from probescope.app.cli import end_progress_line, stderr_progress, trust_from_args
+        from probescope.cli.progress import end_progress_line, stderr_progress
         from probescope.core.cache import cache_dir
         from probescope.core.data.preprocess import parse_preprocess
+        from probescope.jobs.arguments import trust_from_args
 
         features = model_features(j.catalog, args.model, args.layer, pool=args.pool, device=args.device,
                                   cache_dir=cache_dir(), progress=stderr_progress("features"),

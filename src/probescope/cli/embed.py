@@ -10,12 +10,12 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from probescope.app.cli import BoundedArg, RangesArg, device_arg
 from probescope.core import bounds
+from probescope.jobs.arguments import BoundedArg, RangesArg, device_arg
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    from probescope.app.commands.similarity import add_judgment_arguments
+    from probescope.cli.similarity import add_judgment_arguments
 
     add_judgment_arguments(parser)
     parser.add_argument("--dims", default="2-10", type=RangesArg(bounds.DIMENSIONS),
@@ -38,8 +38,8 @@ def run(args: argparse.Namespace) -> int:
 
     import numpy as np
 
-    from probescope.app.cli import end_progress_line, stderr_progress
-    from probescope.app.commands.similarity import describe_source, load_filtered
+    from probescope.cli.progress import end_progress_line, stderr_progress
+    from probescope.cli.similarity import describe_source, load_filtered
     from probescope.core.similarity.agreement import agreement_from_distances, reference_distances
     from probescope.core.similarity.correlation import (
         consecutive_correlation,

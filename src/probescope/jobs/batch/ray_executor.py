@@ -12,10 +12,10 @@ from typing import Any
 
 import numpy as np
 
-from probescope.core.batch.chunks import dissect_chunk
 from probescope.core.dissection.inputs import LayerInput, extract_model_layers
 from probescope.core.errors import InputError
 from probescope.core.trust import Trust
+from probescope.jobs.batch.chunks import dissect_chunk
 
 MAX_RETRIES = 4  # per task, on a lost worker or node
 

@@ -10,8 +10,8 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from probescope.app.cli import BoundedArg, RangesArg, add_trust_arguments, device_arg, trust_from_args
 from probescope.core import bounds
+from probescope.jobs.arguments import BoundedArg, RangesArg, add_trust_arguments, device_arg, trust_from_args
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -50,7 +50,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def _groups(args: argparse.Namespace, n_units: int, dissection) -> list:
-    from probescope.app.commands.dissect import layer_units
+    from probescope.cli.dissect import layer_units
     from probescope.core.ablation.groups import concept_units, each_unit, hand_picked, specialised_units
     from probescope.core.errors import InputError
 
@@ -90,7 +90,7 @@ def _dissection(args: argparse.Namespace, model, layer: str):
 def run(args: argparse.Namespace) -> int:
     import sys
 
-    from probescope.app.cli import stderr_progress
+    from probescope.cli.progress import stderr_progress
     from probescope.core.ablation.ablate import LayerAblation, labelled_images
     from probescope.core.ablation.groups import top_units
     from probescope.core.cache import cache_dir

@@ -12,9 +12,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Protocol
 
-from probescope.core.batch.chunks import dissect_chunk
 from probescope.core.dissection.inputs import extract_model_layers
 from probescope.core.trust import Trust
+from probescope.jobs.batch.chunks import dissect_chunk
 
 
 class Executor(Protocol):

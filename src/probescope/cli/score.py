@@ -15,9 +15,9 @@ from __future__ import annotations
 import argparse
 import sys
 
-from probescope.app.cli import BoundedArg, NumbersArg, add_trust_arguments, device_arg, trust_from_args
 from probescope.core import bounds
 from probescope.core.scoring.sources import DEFAULT_EXTENSIONS
+from probescope.jobs.arguments import BoundedArg, NumbersArg, add_trust_arguments, device_arg, trust_from_args
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -200,7 +200,7 @@ def run(args: argparse.Namespace) -> int:
         scores = ClassScores(_load_matrix(path, kind), kind, path)
         header["source"] = f"{kind} {path}"
     else:
-        from probescope.app.cli import end_progress_line, stderr_progress
+        from probescope.cli.progress import end_progress_line, stderr_progress
         from probescope.core.data.images import set_max_pixels
         from probescope.core.scoring.classifiers import load_classifier
         from probescope.core.scoring.pipeline import classify_source, embed_source
@@ -261,7 +261,7 @@ def run(args: argparse.Namespace) -> int:
                                 inf_smallest=args.inf_smallest, seed=args.seed)
     distances = None
     if args.per_image and reference is not None and reference.features is not None:
-        from probescope.app.cli import end_progress_line, stderr_progress
+        from probescope.cli.progress import end_progress_line, stderr_progress
 
         # precision/recall's radii and the copy flag's, from one pass over the reference (then cached)
         reference.radii_of((args.prc_k, 1), progress=stderr_progress("reference"))
@@ -286,7 +286,7 @@ def run(args: argparse.Namespace) -> int:
 def _per_sample(args: argparse.Namespace, kl, features, reference, held_out) -> tuple[dict[str, object], list[str]]:
     """Write --per-image (nearest reference images where the reference has features) and run --held-out's
     data-copying test: (what they report for JSON, the lines of the text output)."""
-    from probescope.app.cli import end_progress_line, stderr_progress
+    from probescope.cli.progress import end_progress_line, stderr_progress
     from probescope.core.scoring.report import shown
 
     out: dict[str, object] = {}

@@ -5,8 +5,8 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from probescope.app.cli import BoundedArg, add_trust_arguments, trust_from_args
 from probescope.core.bounds import IMAGE_SIDE
+from probescope.jobs.arguments import BoundedArg, add_trust_arguments, trust_from_args
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

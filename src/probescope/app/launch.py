@@ -14,8 +14,8 @@ import os
 import sys
 from pathlib import Path
 
-from probescope.app.cli import BoundedArg, NumbersArg, add_trust_arguments, device_arg, trust_from_args
 from probescope.core import bounds
+from probescope.jobs.arguments import BoundedArg, NumbersArg, add_trust_arguments, device_arg, trust_from_args
 
 WORKSPACE_NAMES = ("dissection", "gallery", "similarity")
 PRESET_KEYS = ("column", "page", "screen")  # probescope.app.export.PRESETS (not imported here: it loads Qt)
@@ -68,8 +68,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def requests(args: argparse.Namespace) -> list:
     """What to open: each input from its flag, the demo world's otherwise."""
-    from probescope.app.sources import DEMO, OpenRequest
     from probescope.core.errors import InputError
+    from probescope.jobs.inputs import DEMO, OpenRequest
 
     if (args.catalog or args.image_root or args.index_base is not None) and not args.judgments:
         raise InputError("--catalog, --image-root and --index-base go with --judgments")
@@ -78,7 +78,7 @@ def requests(args: argparse.Namespace) -> list:
     generator: tuple[int, ...] = args.generator or ()
     batch = args.batch
     if batch is not None:
-        from probescope.core.batch.reader import read_batch
+        from probescope.jobs.batch.reader import read_batch
 
         read_batch(batch)  # a wrong folder stops here, with its one-line message
     return [
@@ -165,7 +165,7 @@ def _app_icon():
 
 def _notify_uncaught(window) -> None:
     """An exception escaping a slot becomes a notification (and a line on stderr), never a silent failure."""
-    from probescope.app.tasks import describe_error
+    from probescope.jobs.protocol import describe_error
 
     def hook(exc_type, exc, tb) -> None:
         error = describe_error("probescope", exc.with_traceback(tb))

@@ -13,16 +13,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from probescope.core.batch.chunks import (
-    finished_chunks,
-    merge_chunks,
-    plan_chunks,
-    remove_layer_outputs,
-    write_chunk,
-)
-from probescope.core.batch.executors import Executor, LocalExecutor
-from probescope.core.batch.manifest import Manifest, ModelJob, folder_name
-from probescope.core.batch.status import BatchStatus, stderr_log
 from probescope.core.cache import cache_dir
 from probescope.core.dissection.correlation import correct_predictions, scene_truth
 from probescope.core.dissection.inputs import LayerInput, load_activation_file, open_dataset
@@ -30,6 +20,16 @@ from probescope.core.dissection.label_cache import label_store
 from probescope.core.dissection.saved import run_identity, write_layer
 from probescope.core.locks import folder_lock
 from probescope.core.trust import NO_TRUST, Trust
+from probescope.jobs.batch.chunks import (
+    finished_chunks,
+    merge_chunks,
+    plan_chunks,
+    remove_layer_outputs,
+    write_chunk,
+)
+from probescope.jobs.batch.executors import Executor, LocalExecutor
+from probescope.jobs.batch.manifest import Manifest, ModelJob, folder_name
+from probescope.jobs.batch.status import BatchStatus, stderr_log
 
 
 def layer_folder(model: str, layer: str) -> str:

@@ -7,8 +7,8 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
-from probescope.core.batch.status import FORMAT, STATUS_FILE
 from probescope.core.errors import InputError
+from probescope.jobs.batch.status import FORMAT, STATUS_FILE
 
 
 @dataclass(frozen=True)

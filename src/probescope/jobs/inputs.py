@@ -11,10 +11,10 @@ import json
 from collections.abc import Iterator
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
+from typing import Any
 
-from probescope.app.state import Loaded
-from probescope.app.tasks import COMPUTE, IO, Partial, Progress, TaskContext
 from probescope.core.errors import InputError
+from probescope.jobs.protocol import COMPUTE, IO, Partial, Progress, TaskContext
 
 KINDS = ("model", "dataset", "samples", "judgments")
 DEMO = "demo"
@@ -24,6 +24,23 @@ IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg", ".bmp", ".webp", ".tif", ".tiff")
 DEMO_SAMPLES = 1000  # the demo sampler's length: enough for a 10-split Inception Score
 DEMO_DATASET_IMAGES: int | None = None  # the demo probing dataset's size; None: core's default (tests use fewer)
 DEMO_FIRST_BATCH: int | None = None  # its first stage on a fresh install; None: core's default
+
+
+@dataclass(frozen=True)
+class Loaded:
+    """One loaded input: `spec` is what was opened (a path, 'demo' or a model spec), `value` the loaded object.
+
+    For a model, `layers` holds its `LayerInfo` list, computed in the worker when it was loaded. `first_of` > 0
+    marks the first part of an input of that many items, shown while the rest loads (the demo dataset's first
+    images on a fresh install); the whole input replaces it.
+    """
+
+    kind: str
+    spec: str
+    label: str
+    value: Any
+    layers: tuple = ()
+    first_of: int = 0
 
 
 @dataclass(frozen=True)
@@ -178,8 +195,8 @@ def _load_judgments(request: OpenRequest, ctx: TaskContext, device: str) -> Iter
 
 def batch_folder(path: str | Path) -> Path | None:
     """The `probescope batch` output folder that `path` is (or whose status.json it is), else None."""
-    from probescope.core.batch.reader import is_batch_folder
-    from probescope.core.batch.status import STATUS_FILE
+    from probescope.jobs.batch.reader import is_batch_folder
+    from probescope.jobs.batch.status import STATUS_FILE
 
     path = Path(path)
     folder = path.parent if path.name == STATUS_FILE else path

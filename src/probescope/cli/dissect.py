@@ -11,8 +11,8 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from probescope.app.cli import BoundedArg, RangesArg, add_trust_arguments, device_arg, trust_from_args
 from probescope.core.bounds import UNIT
+from probescope.jobs.arguments import BoundedArg, RangesArg, add_trust_arguments, device_arg, trust_from_args
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -86,7 +86,7 @@ def _dissect(args: argparse.Namespace, settings, units, trust) -> int:
 
     import numpy as np
 
-    from probescope.app.cli import end_progress_line, stderr_progress
+    from probescope.cli.progress import end_progress_line, stderr_progress
     from probescope.core.cache import cache_dir
     from probescope.core.dissection.correlation import correct_predictions, read_label_map, scene_truth
     from probescope.core.dissection.inputs import extract_model_layers, load_activation_file, open_dataset

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import argparse
 
-from probescope.app.cli import BoundedArg
 from probescope.core import bounds
+from probescope.jobs.arguments import BoundedArg
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -16,7 +16,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from probescope.app.cli import end_progress_line, stderr_progress
+    from probescope.cli.progress import end_progress_line, stderr_progress
     from probescope.core.data.broden import BrodenDataset
     from probescope.core.demo.dataset import DEFAULT_N, write_demo_dataset
 

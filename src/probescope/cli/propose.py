@@ -9,12 +9,12 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from probescope.app.cli import BoundedArg, device_arg
 from probescope.core import bounds
+from probescope.jobs.arguments import BoundedArg, device_arg
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    from probescope.app.commands.similarity import add_judgment_arguments
+    from probescope.cli.similarity import add_judgment_arguments
 
     add_judgment_arguments(parser)
     parser.add_argument("--embedding", type=Path, required=True, metavar="EMB.npz")
@@ -41,8 +41,8 @@ def run(args: argparse.Namespace) -> int:
 
     import numpy as np
 
-    from probescope.app.cli import end_progress_line, stderr_progress
-    from probescope.app.commands.similarity import load_filtered
+    from probescope.cli.progress import end_progress_line, stderr_progress
+    from probescope.cli.similarity import load_filtered
     from probescope.core.errors import InputError
     from probescope.core.similarity.active import information_gain, propose_trials
     from probescope.core.similarity.embedding import Ensemble
