@@ -147,3 +147,26 @@ def test_demo_model_on_demo_world(tmp_path, monkeypatch):
     assert doc["model"]["layer"] == "layer4" and [u["unit"] for u in doc["units"]] == [0, 1, 2, 3]
     rows = list(csv.DictReader(open(out / "correlation.csv")))
     assert {r["method"] for r in rows} == {"netdissect", "iou", "da-select", "length-1", "length-2"}
+
+
+def test_a_layer_without_a_spatial_map_is_refused(small_world, tmp_path, capsys, isolated_cache):
+    """A TorchScript classifier's only layer is its output, the logits: not a map of where units fire, so it is
+    refused with a message asking for a layer that has one (it was dissected as 1x1 'maps')."""
+    import torch
+    from torch import nn
+
+    class Classifier(nn.Module):
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return x.mean(dim=(2, 3))
+
+    model = tmp_path / "clf.pt"
+    torch.jit.script(Classifier()).save(str(model))
+    assert run("--dataset", small_world["dataset"], "--model", f"torchscript:{model}", "--trust", model,
+               "--out", tmp_path / "a") == 2
+    [line] = [x for x in capsys.readouterr().err.splitlines() if "error:" in x]
+    assert "layer 'output' has no spatial map (its output is 3x1x1 per image" in line
+    assert "choose a layer with a spatial map" in line and not (tmp_path / "a" / "dissection.json").exists()
+    pooled = tmp_path / "pooled.npy"
+    np.save(pooled, np.ones((12, 4, 1, 1), np.float32))
+    assert run("--dataset", small_world["dataset"], "--activations", pooled, "--out", tmp_path / "b") == 2
+    assert f"{pooled}: layer 'pooled' has no spatial map (its output is 4x1x1" in capsys.readouterr().err

@@ -15,7 +15,13 @@ import numpy as np
 
 from probescope.app.dissection.rows import SEARCHES
 from probescope.app.tasks import Partial, Progress, TaskContext
-from probescope.core.dissection.inputs import dataset_identity, head_layer, model_identity, predicted_classes
+from probescope.core.dissection.inputs import (
+    dataset_identity,
+    head_layer,
+    model_identity,
+    predicted_classes,
+    require_spatial_map,
+)
 from probescope.core.dissection.results import DissectionResult
 from probescope.core.dissection.settings import DissectionSettings
 
@@ -104,11 +110,15 @@ def layer_task(loaded_model, layer: str, dataset, store, settings: DissectionSet
     from probescope.core.errors import InputError
 
     model = loaded_model.value
+    shape = next((info.out_shape for info in loaded_model.layers if info.name == layer), None)
+    if shape is not None:  # known from loading: refused before the activations are extracted
+        require_spatial_map(shape, layer)
     model.module.eval()
     yield Progress(0.0, f"activations of {layer}")
     head = head_layer(model) if getattr(model, "hookable", False) else None  # the predictions, in the same pass
     activations = extract_layers(model, [layer] + ([head] if head else []), dataset, cache_dir(),
                                  progress=ctx.progress, cancel=ctx.cancelled)[layer]
+    require_spatial_map(activations.shape[1:], layer)
     if store is None:
         yield Progress(None, "reading the label maps")
         store = label_store(dataset, cache_dir(), progress=ctx.progress, cancel=ctx.cancelled)
