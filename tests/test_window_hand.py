@@ -5,7 +5,8 @@ cannot be dissected said so. One test per behaviour, driven through the real win
 from __future__ import annotations
 
 import pytest
-from windows import WAIT_MS
+from PySide6.QtCore import Qt
+from windows import WAIT_MS, open_all, world_requests
 
 from probescope.app.sources import OpenRequest
 
@@ -34,3 +35,24 @@ def test_a_layer_without_a_spatial_map_is_refused_in_the_window(qtbot, window, s
     assert "layer 'output' has no spatial map" in message and "choose a layer with a spatial map" in message
     assert "no spatial map" in ws.runs.status.text() and not ws.runs.cancel.isEnabled()
     assert ws.units.rowCount() == 0 and ws.data is None and "failed" in ws.header.text()
+
+
+@pytest.fixture
+def loaded(qtbot, window, small_world):
+    open_all(qtbot, window, world_requests(small_world))
+    return window
+
+
+def test_next_and_previous_unit_move_the_selection(qtbot, loaded):
+    """Ctrl+] / Ctrl+[ move to the next / previous unit; with Ctrl held, Qt's extended selection added each row
+    instead (three presses: four units selected, "Ablate the 4 selected units")."""
+    qtbot.keyClick(loaded, Qt.Key.Key_1, Qt.KeyboardModifier.ControlModifier)
+    units = loaded.workspaces["dissection"].units
+    units.select_unit(units.visible_units()[0])
+    for key, row in ((Qt.Key.Key_BracketRight, 1), (Qt.Key.Key_BracketRight, 2), (Qt.Key.Key_BracketRight, 3),
+                     (Qt.Key.Key_BracketLeft, 2)):
+        qtbot.keyClick(loaded, key, Qt.KeyboardModifier.ControlModifier)
+        assert units.currentIndex().row() == row
+        assert units.selected_units() == [units.visible_units()[row]]
+    units.select_unit(units.visible_units()[5])  # as the palette or a click elsewhere does, with Ctrl still down
+    assert units.selected_units() == [units.visible_units()[5]]
