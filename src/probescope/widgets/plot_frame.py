@@ -7,6 +7,8 @@ import pyqtgraph as pg
 from PySide6.QtCore import QEvent
 from PySide6.QtGui import QPalette
 
+from probescope.widgets.ink import ink_color
+
 
 class FigurePlot(pg.PlotWidget):
     """A plot ready for figures. `set_title` and `add_legend` keep title and legend in the theme's text colour."""
@@ -18,6 +20,7 @@ class FigurePlot(pg.PlotWidget):
         self._title = title
         self._labels = {"left": left, "bottom": bottom}
         self._legends: list[pg.LegendItem] = []
+        self._inked: list[tuple[pg.TextItem, str]] = []
         for axis in self._labels:
             self.getAxis(axis).enableAutoSIPrefix(False)
         self.setMenuEnabled(False)
@@ -32,6 +35,14 @@ class FigurePlot(pg.PlotWidget):
         legend = self.addLegend(labelTextColor=self._text(), **options)
         self._legends.append(legend)
         return legend
+
+    def add_inked(self, item: pg.TextItem, role: str) -> None:
+        """Keep `item`'s text in the theme's `role` ink (see widgets.ink), as the theme changes."""
+        self._inked.append((item, role))
+        item.setColor(ink_color(role, self.palette()))
+
+    def inked_items(self) -> list[tuple[pg.TextItem, str]]:
+        return list(self._inked)
 
     def _text(self):
         return self.palette().color(QPalette.ColorRole.Text)
@@ -50,6 +61,8 @@ class FigurePlot(pg.PlotWidget):
             legend.setLabelTextColor(text)
             for _sample, label in legend.items:
                 label.setText(label.text, color=text)
+        for item, role in self._inked:
+            item.setColor(ink_color(role, self.palette()))
 
     def changeEvent(self, event: QEvent) -> None:  # noqa: N802  (Qt override)
         super().changeEvent(event)

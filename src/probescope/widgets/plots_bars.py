@@ -14,11 +14,13 @@ from PySide6.QtCore import QRectF, QSize, Qt
 from PySide6.QtGui import QColor, QFontMetrics, QPainter, QPaintEvent, QPalette, QPen
 from PySide6.QtWidgets import QSizePolicy, QWidget
 
+from probescope.widgets.ink import ink_color
+
 # A qualitative palette (Tableau 20 order); classes cycle through it.
 _PALETTE = ("#4e79a7", "#f28e2b", "#59a14f", "#e15759", "#76b7b2", "#edc948", "#b07aa1", "#ff9da7", "#9c755f",
             "#bab0ac", "#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f",
             "#bcbd22", "#17becf")
-MARK_COLOR = QColor("#d62728")
+MARK_COLOR = QColor("#d62728")  # the tick beside a marked class; its label takes the theme's warning ink
 
 
 def class_color(k: int) -> QColor:
@@ -112,6 +114,7 @@ class ClassBars(QWidget):
     def _paint_rows(self, painter: QPainter, fm: QFontMetrics, text: QColor, top: float, bottom: float,
                     vmax: float) -> None:
         n = len(self._values)
+        warning = ink_color("warning", self.palette())
         row = min(float(self.ROW), (bottom - top) / n)
         label_w = min(max((fm.horizontalAdvance(s) for s in self._names), default=0) + 8, self.width() * 0.45)
         value_w = max(fm.horizontalAdvance(format(v, self._format)) for v in self._values) + 8
@@ -119,7 +122,7 @@ class ClassBars(QWidget):
         for i, (name, v) in enumerate(zip(self._names, self._values, strict=True)):
             y = top + i * row
             marked = i in self._marked
-            painter.setPen(MARK_COLOR if marked else text)
+            painter.setPen(warning if marked else text)
             label = fm.elidedText(name, Qt.TextElideMode.ElideRight, int(label_w - 6))
             painter.drawText(QRectF(0, y, label_w - 6, row), Qt.AlignmentFlag.AlignRight
                              | Qt.AlignmentFlag.AlignVCenter, label)
@@ -128,7 +131,7 @@ class ClassBars(QWidget):
             if marked:
                 painter.setPen(QPen(MARK_COLOR, 1.5))
                 painter.drawLine(int(label_w), int(y + 2), int(label_w), int(y + row - 2))
-            painter.setPen(MARK_COLOR if marked else text)
+            painter.setPen(warning if marked else text)
             painter.drawText(QRectF(label_w + width + 4, y, value_w, row), Qt.AlignmentFlag.AlignLeft
                              | Qt.AlignmentFlag.AlignVCenter, format(v, self._format))
 

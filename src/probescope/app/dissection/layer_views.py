@@ -9,12 +9,12 @@ from __future__ import annotations
 
 import numpy as np
 from PySide6.QtCore import Signal
-from PySide6.QtWidgets import QLabel, QTableWidget, QTableWidgetItem, QVBoxLayout, QWidget
+from PySide6.QtWidgets import QTableWidget, QTableWidgetItem, QVBoxLayout, QWidget
 
 from probescope.app.dissection import rows as r
 from probescope.app.dissection.layer import LayerData
 from probescope.widgets.dissection.plots import GroupedBars, UnitScatter
-from probescope.widgets.ink import ink
+from probescope.widgets.ink import InkLabel, inked
 from probescope.widgets.plots_bars import class_color
 
 CORRELATION_COLUMNS = ("method", "image set", "r (IoU)", "r (DA)", "units", "mean accuracy")
@@ -36,7 +36,7 @@ class LayerViews(QWidget):
         self.scatter = UnitScatter()
         self.lengths = GroupedBars("Explanation lengths per method", "units", "length",
                                    [class_color(r.METHODS.index(m)).name() for m in r.SEARCHES])
-        self.correlation_caption = QLabel("<b>Accuracy correlation</b>: needs the model's predictions")
+        self.correlation_caption = InkLabel("<b>Accuracy correlation</b>: needs the model's predictions")
         self.correlation_caption.setWordWrap(True)
         self.correlation = QTableWidget(0, len(CORRELATION_COLUMNS))
         self.correlation.setHorizontalHeaderLabels(list(CORRELATION_COLUMNS))
@@ -109,9 +109,10 @@ class LayerViews(QWidget):
                 self.correlation.setItem(k, c, QTableWidgetItem(text))
         self.correlation.resizeColumnsToContents()
         accuracy = max((x["mean_accuracy"] for x in shown if x["mean_accuracy"] is not None), default=None)
-        ceiling = (f"<br><span style='color:{ink('warning')}'>The model is right on almost every image (mean "
-                   f"accuracy up to {accuracy:.3f}): at this ceiling the accuracies hardly vary between units, so "
-                   "these correlations say little.</span>" if accuracy is not None and accuracy >= CEILING else "")
+        ceiling = ("<br>" + inked("warning", f"The model is right on almost every image (mean accuracy up to "
+                                             f"{accuracy:.3f}): at this ceiling the accuracies hardly vary between "
+                                             "units, so these correlations say little.")
+                   if accuracy is not None and accuracy >= CEILING else "")
         self.correlation_caption.setText(
             "<b>Accuracy correlation</b> (Pearson r over units: explanation score against the model's top-1 accuracy "
             "on the images where the unit fires or the explanation is present)" + ceiling if shown else

@@ -29,7 +29,7 @@ from probescope.app.dissection.rows import INTERPRETABLE_IOU, METHOD_NAMES, METH
 from probescope.core.dissection.settings import SEARCH_MODES, DissectionSettings
 from probescope.widgets.controls import spin_box
 from probescope.widgets.dissection.table import UnitTable
-from probescope.widgets.ink import ink
+from probescope.widgets.ink import InkLabel, inked
 from probescope.widgets.plots_bars import ClassBars
 
 ALL = "all categories"
@@ -307,7 +307,7 @@ class BatchPanel(QWidget):
 
     def __init__(self, parent: QWidget | None = None):
         super().__init__(parent)
-        self.caption = QLabel("<b>Batch</b>: open the output folder of <code>probescope batch</code> to browse every "
+        self.caption = InkLabel("<b>Batch</b>: open the output folder of <code>probescope batch</code> to browse every "
                               "model and layer it dissected.")
         self.caption.setWordWrap(True)
         self.caption.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
@@ -346,7 +346,7 @@ class BatchPanel(QWidget):
         age = max(0.0, time.time() - o.updated)
         when = f"{age:.0f} s" if age < 120 else f"{age / 60:.0f} min" if age < 7200 else f"{age / 3600:.0f} h"
         merged = sum(c is not None for c in view.counts)
-        error = f"<br><span style='color:{ink('warning')}'>{o.error}</span>" if o.error else ""
+        error = "<br>" + inked("warning", o.error) if o.error else ""
         self.caption.setText(f"<b>Batch {o.folder.name}</b>: {o.state}, {o.chunks_done}/{o.chunks_total} chunks, "
                              f"{merged} of {len(o.jobs)} layers merged; status written {when} ago<br>"
                              f"<small>{o.folder.resolve()}</small>{error}")

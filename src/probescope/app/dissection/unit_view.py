@@ -17,7 +17,7 @@ from probescope.app.dissection.panels import UnitControls
 from probescope.core.dissection.results import UnitResult
 from probescope.widgets.dissection.plots import ActivationHistogram
 from probescope.widgets.dissection.trace import TraceEntry, TraceStep, TraceTree
-from probescope.widgets.ink import ink
+from probescope.widgets.ink import InkLabel, inked
 from probescope.widgets.plots_bars import ClassBars
 from probescope.widgets.plots_line import LinePlot
 from probescope.widgets.thumbnail_grid import ThumbnailGrid
@@ -30,7 +30,7 @@ class UnitView(QWidget):
 
     def __init__(self, parent: QWidget | None = None):
         super().__init__(parent)
-        self.title = QLabel()
+        self.title = InkLabel()
         self.title.setWordWrap(True)
         self.controls = UnitControls()
         self.caption = QLabel()
@@ -52,8 +52,7 @@ class UnitView(QWidget):
             f"<b>{u.optimality_gap:.4f}</b> above the beam's.")
         self.title.setText(f"<b>Unit {u.unit}</b>: threshold {u.threshold:.3g}, fires on {u.fired_images} images"
                            f" ({u.mask_pixels:,} mask pixels).{gap} Overlays: heat map = activation, "
-                           f"<span style='color:{ink('unit')}'>yellow outline = unit mask</span>, "
-                           f"<span style='color:{ink('concept')}'>cyan = explanation</span>")
+                           f"{inked('unit', 'yellow outline = unit mask')}, {inked('concept', 'cyan = explanation')}")
 
     def set_caption(self, caption: str) -> None:
         self.caption.setText(caption + " (double-click an image for a large view)")

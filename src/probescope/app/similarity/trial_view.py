@@ -9,7 +9,7 @@ from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QComboBox, QHBoxLayout, QLabel, QScrollArea, QVBoxLayout, QWidget
 
 from probescope.app.similarity import analysis as data
-from probescope.widgets.ink import ink
+from probescope.widgets.ink import InkLabel, inked
 from probescope.widgets.similarity.trial_grid import ModelView, TrialGrid
 
 CELL = 124
@@ -32,7 +32,7 @@ class TrialView(QWidget):
         self.caption = QLabel()
         self.caption.setWordWrap(True)
         self.grid = TrialGrid(CELL)
-        self.summary = QLabel()
+        self.summary = InkLabel()
         self.summary.setWordWrap(True)
         self.summary.setTextFormat(Qt.TextFormat.RichText)
         self.summary.setMaximumWidth(self.grid.sizeHint().width())
@@ -98,8 +98,7 @@ class TrialView(QWidget):
             names = self.grid.captions()
             items = [f"ref {a + 1} ({_short(names[a])}) closer than ref {b + 1} ({_short(names[b])})"
                      for a, b in wrong]
-            text += (f"<br><span style='color:{ink('warning')}'>Disagreeing triplets (participant's order): "
-                     + "; ".join(items) + "</span>")
+            text += "<br>" + inked("warning", "Disagreeing triplets (participant's order): " + "; ".join(items))
         self.summary.setText(text)
 
 

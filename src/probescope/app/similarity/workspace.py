@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import numpy as np
 from PySide6.QtCore import Qt
-from PySide6.QtWidgets import QLabel, QVBoxLayout, QWidget
+from PySide6.QtWidgets import QVBoxLayout, QWidget
 
 from probescope.app.export import ExportTarget
 from probescope.app.panel_area import scrolled
@@ -29,7 +29,7 @@ from probescope.app.similarity.trials_panel import TrialsPanel
 from probescope.app.tasks import COMPUTE, IO, TaskContext
 from probescope.app.workspace import Workspace
 from probescope.widgets.command_palette import matches
-from probescope.widgets.ink import ink
+from probescope.widgets.ink import InkLabel, inked
 from probescope.widgets.similarity.sheet import SheetTrial, TrialSheet
 from probescope.widgets.similarity.tables import TrialColumns
 
@@ -52,7 +52,7 @@ class SimilarityWorkspace(Workspace):
         self.query_filter = -1  # list only the trials with this query stimulus (-1: any)
         self._trial_shown = False
         self._wanted_view = ""  # model row to select once its scores arrive
-        self.header = QLabel()
+        self.header = InkLabel()
         self.header.setWordWrap(True)
         self.header.setTextFormat(Qt.TextFormat.RichText)
         self.trials, self.view = TrialsPanel(), TrialView()
@@ -127,8 +127,7 @@ class SimilarityWorkspace(Workspace):
         self.query_filter = -1
         self._trial_shown = False
         judgments = self.loaded.value
-        simulated = (f"<b style='color:{ink('warning')}'>SIMULATED judgments: not human data.</b> "
-                     if judgments.simulated else "")
+        simulated = inked("warning", "SIMULATED judgments: not human data.", "b") + " " if judgments.simulated else ""
         notes = "; ".join(judgments.notes)
         self.header.setText(f"{simulated}{self.loaded.label}, {judgments.format}, {judgments.n_stimuli} stimuli"
                              + (f" ({notes})" if notes else ""))

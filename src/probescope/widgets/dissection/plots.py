@@ -34,7 +34,8 @@ class ActivationHistogram(QWidget):
         self.counts = np.empty(0)
         self.bars = pg.BarGraphItem(x=[], height=[], width=1.0, brush=pg.mkBrush(BAR_COLOR), pen=pg.mkPen(BAR_COLOR))
         self.line = pg.InfiniteLine(pos=0.0, angle=90, pen=pg.mkPen(THRESHOLD_COLOR, width=2), label="",
-                                    labelOpts={"color": THRESHOLD_COLOR, "position": 0.9})
+                                    labelOpts={"position": 0.9})
+        self.plot.add_inked(self.line.label, "warning")  # the line's red, in a shade the theme's text can take
         self.plot.addItem(self.bars)
         self.plot.addItem(self.line)
 

@@ -26,14 +26,23 @@ from PySide6.QtCore import (
     Signal,
 )
 from PySide6.QtGui import QColor, QFont, QFontMetrics, QImage, QPainter, QPalette, QPixmap, QPixmapCache
-from PySide6.QtWidgets import QAbstractItemView, QListView, QStyle, QStyledItemDelegate, QStyleOptionViewItem, QWidget
+from PySide6.QtWidgets import (
+    QAbstractItemView,
+    QApplication,
+    QListView,
+    QStyle,
+    QStyledItemDelegate,
+    QStyleOptionViewItem,
+    QWidget,
+)
 
+from probescope.widgets.ink import readable_on
 from probescope.widgets.plots_bars import class_color
 from probescope.widgets.thumbnail_grid import SteppingListView
 
 QPixmapCache.setCacheLimit(max(QPixmapCache.cacheLimit(), 256 * 1024))  # KiB
 
-BAR_ROW = 12  # pixels per class bar under a thumbnail
+BAR_ROW = 12  # pixels per class bar under a thumbnail, at least (more when the small font needs it)
 TEXT_ROW = 15
 LAYOUT_BATCH = 2000  # cells laid out per event-loop turn
 
@@ -167,8 +176,12 @@ class GalleryDelegate(QStyledItemDelegate):
         self.missing: set[int] = set()
         self._font: QFont | None = None
 
+    def bar_row(self) -> int:
+        """Pixels per class bar: the small font's whole height (descenders, the underscore of 'sunset_sea-s')."""
+        return max(BAR_ROW, QFontMetrics(self.small_font(QApplication.font())).height() + 2)
+
     def cell_size(self) -> QSize:
-        return QSize(self.thumb + 12, self.thumb + 12 + TEXT_ROW + 3 * BAR_ROW + 4)
+        return QSize(self.thumb + 12, self.thumb + 12 + TEXT_ROW + 3 * self.bar_row() + 4)
 
     def sizeHint(self, option: QStyleOptionViewItem, index: QModelIndex) -> QSize:  # noqa: N802
         return self.cell_size()
@@ -222,7 +235,8 @@ class GalleryDelegate(QStyledItemDelegate):
         cached = QPixmapCache.find(key)
         if cached is not None:
             return cached
-        pixmap = QPixmap(width, BAR_ROW * len(top))
+        row = self.bar_row()
+        pixmap = QPixmap(width, row * len(top))
         pixmap.fill(Qt.GlobalColor.transparent)
         painter = QPainter(pixmap)
         painter.setFont(font)
@@ -230,13 +244,17 @@ class GalleryDelegate(QStyledItemDelegate):
         for i, (c, p) in enumerate(zip(top, top_p, strict=True)):
             if c < 0:
                 continue
-            bar = QRectF(0, i * BAR_ROW + 1, width, BAR_ROW - 2)
-            painter.fillRect(bar, QColor(127, 127, 127, 40))
-            painter.fillRect(QRectF(0, bar.y(), width * float(p), bar.height()), class_color(int(c)))
-            painter.setPen(color)
+            y, filled = i * row, width * float(p)
+            painter.fillRect(QRectF(0, y + 1, width, row - 2), QColor(127, 127, 127, 40))
+            painter.fillRect(QRectF(0, y + 1, filled, row - 2), class_color(int(c)))
             label = fm.elidedText(f"{model.class_name(int(c))} {p:.2f}", Qt.TextElideMode.ElideMiddle, width - 4)
-            painter.drawText(bar.adjusted(3, 0, 0, 0), Qt.AlignmentFlag.AlignLeft | Qt.AlignmentFlag.AlignVCenter,
-                             label)
+            # over the bar in black or white, whichever reads on its colour; beside it in the cell's text colour
+            for part, pen in ((QRectF(0, y, filled, row), readable_on(class_color(int(c)))),
+                              (QRectF(filled, y, width - filled, row), color)):
+                painter.setClipRect(part)
+                painter.setPen(pen)
+                painter.drawText(QRectF(3, y, width - 3, row), Qt.AlignmentFlag.AlignLeft
+                                 | Qt.AlignmentFlag.AlignVCenter, label)
         painter.end()
         QPixmapCache.insert(key, pixmap)
         return pixmap

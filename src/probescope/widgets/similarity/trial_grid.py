@@ -13,7 +13,7 @@ from PySide6.QtCore import Qt, Signal
 from PySide6.QtGui import QImage, QMouseEvent, QPixmap
 from PySide6.QtWidgets import QGridLayout, QLabel, QSizePolicy, QVBoxLayout, QWidget
 
-from probescope.widgets.ink import ink
+from probescope.widgets.ink import InkLabel, inked
 
 # grid cells (row, col) for references 0..7, clockwise from the top left; the centre (1, 1) is the query
 _CELLS = ((0, 0), (0, 1), (0, 2), (1, 2), (2, 2), (2, 1), (2, 0), (1, 0))
@@ -52,7 +52,7 @@ class _Cell(QWidget):
         self.caption.setAlignment(Qt.AlignmentFlag.AlignCenter)
         self.caption.setFixedWidth(size + 40)
         self.caption.setWordWrap(True)
-        self.model = QLabel()
+        self.model = InkLabel()
         self.model.setAlignment(Qt.AlignmentFlag.AlignCenter)
         self.model.setFixedWidth(size + 40)
         self.model.setWordWrap(True)
@@ -148,9 +148,8 @@ class TrialGrid(QWidget):
                 cell.set_model("", False)
                 continue
             wrong = position in involved
-            color = f' style="color:{ink("warning")}"' if wrong else ""
-            cell.set_model(f"<span{color}>model rank {view.ranks[position]} · d {view.distances[position]:.3g}"
-                           "</span>", wrong)
+            text = f"model rank {view.ranks[position]} · d {view.distances[position]:.3g}"
+            cell.set_model(inked("warning", text) if wrong else text, wrong)
         self._cells[8].set_model(f"<b>{view.correct} of {view.total}</b> triplets agree" if view else "", False)
 
     def captions(self) -> list[str]:
