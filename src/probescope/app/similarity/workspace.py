@@ -126,6 +126,9 @@ class SimilarityWorkspace(Workspace):
         self.trial = -1
         self.query_filter = -1
         self._trial_shown = False
+        listed = self.trials.trial_list.list_model
+        if listed.columns is not None:  # the old file's trials leave the list until the new ones are read
+            listed.show_rows(np.zeros(len(listed.columns.session), bool))
         judgments = self.loaded.value
         simulated = inked("warning", "SIMULATED judgments: not human data.", "b") + " " if judgments.simulated else ""
         notes = "; ".join(judgments.notes)
@@ -241,7 +244,7 @@ class SimilarityWorkspace(Workspace):
 
     def _list_moved(self) -> None:
         t = self.trials.trial_list.current_trial()
-        if t >= 0 and t != self.trial:
+        if t >= 0 and t != self.trial and self.trialset is not None:
             self.show_trial(t)
 
     # -- one trial --------------------------------------------------------------------------------------------------
