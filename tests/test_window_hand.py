@@ -56,3 +56,61 @@ def test_next_and_previous_unit_move_the_selection(qtbot, loaded):
         assert units.selected_units() == [units.visible_units()[row]]
     units.select_unit(units.visible_units()[5])  # as the palette or a click elsewhere does, with Ctrl still down
     assert units.selected_units() == [units.visible_units()[5]]
+
+
+def _slow_blocks(monkeypatch, cache) -> None:
+    """Dissections of the small world in blocks of 2, 4, ... units, each taking a moment, into an empty cache:
+    partial results come before the end, and there is time to cancel."""
+    import time
+
+    from probescope.core.dissection import saved
+
+    monkeypatch.setenv("PROBESCOPE_CACHE", str(cache))
+    real = saved.dissect
+
+    def slowly(*args, **kwargs):
+        time.sleep(0.4)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(saved, "FIRST_BLOCK", 2)
+    monkeypatch.setattr(saved, "dissect", slowly)
+
+
+def test_cancelling_a_re_dissection_puts_the_previous_result_back(qtbot, loaded, monkeypatch, tmp_path):
+    """Cancel said "Cancelled" in the status bar while Settings still said "dissecting …" with Cancel enabled, the
+    table stayed on "2 of 8 units so far", and the unit in view had jumped to another; the Tasks panel emptied as
+    soon as tasks ended."""
+    _slow_blocks(monkeypatch, tmp_path)
+    ws = loaded.workspaces["dissection"]
+    before = ws.data
+    assert before.result.complete
+    unit = ws.units.visible_units()[5]
+    ws.units.select_unit(unit)
+    ws.runs.quantile.setValue(0.01)
+    ws.runs.run.click()
+    qtbot.waitUntil(lambda: ws.data is not before and bool(ws.data.result.units), timeout=WAIT_MS)
+    assert not ws.data.result.complete and "so far" in ws.header.text()
+    assert ws.unit == unit and ws.units.current_unit() == unit  # the unit in view is dissected first, and kept
+    assert ws.runs.cancel.isEnabled() and "dissecting" in ws.runs.status.text()
+    ws.runs.cancel.click()
+    qtbot.waitUntil(lambda: not loaded.pool.is_running(ws.task_key("layer")), timeout=WAIT_MS)
+    assert ws.data is before and ws.settings == before.settings and ws.runs.quantile.value() == 0.005
+    assert not ws.runs.cancel.isEnabled() and ws.runs.status.text().startswith("cancelled")
+    assert "so far" not in ws.header.text() and ws.units.rowCount() == len(before.result.units)
+    assert ws.unit == unit and ws.units.selected_units() == [unit]
+    qtbot.waitUntil(lambda: ("dissect layer4", "cancelled") in loaded.tasks.recent(), timeout=WAIT_MS)
+    assert any(ended == "done" for _, ended in loaded.tasks.recent())  # the opens, listed after they ended
+    assert loaded.tasks.stages() == []  # nothing runs
+
+
+def test_a_cancelled_first_dissection_says_it_was_cut_short(qtbot, window, small_world, monkeypatch, tmp_path):
+    _slow_blocks(monkeypatch, tmp_path)
+    for request in world_requests(small_world)[:2]:
+        with qtbot.waitSignal(window.opened, timeout=WAIT_MS):
+            window.open(request)
+    ws = window.workspaces["dissection"]
+    qtbot.waitUntil(lambda: ws.data is not None, timeout=WAIT_MS)
+    ws.runs.cancel.click()
+    qtbot.waitUntil(lambda: not window.pool.active(), timeout=WAIT_MS)
+    assert not ws.data.result.complete and "done: cancelled" in ws.header.text()
+    assert ws.runs.status.text().startswith("cancelled after") and not ws.runs.cancel.isEnabled()

@@ -98,10 +98,11 @@ def settings_label(settings: DissectionSettings) -> str:
 
 
 def layer_task(loaded_model, layer: str, dataset, store, settings: DissectionSettings,
-               ctx: TaskContext) -> Iterator[Progress | Partial]:
+               ctx: TaskContext, first_unit: int | None = None) -> Iterator[Progress | Partial]:
     """Dissect `layer` with `settings`; yields Partial(LayerData) after every block of units and returns the last.
 
     A finished dissection in the cache comes back at once; a partial one is resumed (only missing units run).
+    The units run from `first_unit` on (then wrapping round), so the unit in view is among the first to arrive.
     """
     from probescope.core.cache import cache_dir
     from probescope.core.data.activations import extract_layers
@@ -148,8 +149,11 @@ def layer_task(loaded_model, layer: str, dataset, store, settings: DissectionSet
     def progress(fraction: float, message: str) -> None:
         ctx.progress(fraction, f"dissecting {layer}: {message}")
 
+    n_units = int(activations.shape[1])
+    start = first_unit if first_unit is not None and 0 <= first_unit < n_units else 0
+    order = [*range(start, n_units), *range(start)]  # (runs of consecutive units: read without indexing)
     result = previous
-    for result in dissect_in_blocks(path, store, activations, settings, previous=previous, correct=correct,
+    for result in dissect_in_blocks(path, store, activations, settings, order, previous=previous, correct=correct,
                                     dataset_info=dataset_info, model_info=model_info, progress=progress,
                                     cancel=ctx.cancelled):
         yield Partial(layer_data(result))
