@@ -114,3 +114,41 @@ def test_a_cancelled_first_dissection_says_it_was_cut_short(qtbot, window, small
     qtbot.waitUntil(lambda: not window.pool.active(), timeout=WAIT_MS)
     assert not ws.data.result.complete and "done: cancelled" in ws.header.text()
     assert ws.runs.status.text().startswith("cancelled after") and not ws.runs.cancel.isEnabled()
+
+
+def test_the_layer_ablation_is_a_matrix_one_can_read(qtbot, loaded):
+    """Role > "Ablate every unit of the layer": the matrix was near white (a fixed ±0.5 scale for changes of a few
+    percent) with no colour bar and class numbers, its caption swapped rows and columns, and the bars of the
+    previous ablation stayed under the new caption."""
+    import numpy as np
+    from PySide6.QtGui import QImage
+
+    ws = loaded.workspaces["dissection"]
+    role = ws.role
+    ws.area.raise_panel("role")
+    ws._ablate_selection(ws.units.visible_units()[:2])
+    qtbot.waitUntil(lambda: any(len(k[2]) == 2 for k in role.results) and not loaded.pool.active(), timeout=WAIT_MS)
+    assert role.bars.names
+    role.layer_button.click()
+    assert not role.bars.names and not role.bars.isVisible()  # the pair's bars went with its caption
+    qtbot.waitUntil(lambda: role.matrix.isVisible() and not loaded.pool.active(), timeout=WAIT_MS)
+    result = role.results[(ws.data.key, "zero", "layer")]
+    delta = result.delta_accuracy
+    assert role.image.image.shape == delta.shape == (len(ws.data.result.units), len(result.classes))
+    text = role.title.text()
+    assert "each class (rows)" in text and "each unit (columns" in text  # as the axes have them: units along x
+    assert role.matrix.getAxis("bottom").labelText.startswith("unit") and role.matrix.getAxis("left").labelText == \
+        "class"
+    ticks = role.matrix.getAxis("left")._tickLevels[0]
+    assert [name for _, name in ticks] == result.classes  # classes by name
+    span = max(float(np.abs(delta).max()), 1e-3)
+    assert role.colour_bar.isVisible() and role.colour_bar.levels() == pytest.approx((-span, span))
+    image = role.matrix.grab().toImage().convertToFormat(QImage.Format.Format_RGB888)
+    rgb = np.frombuffer(image.constBits(), np.uint8, image.bytesPerLine() * image.height()).reshape(
+        image.height(), image.bytesPerLine())[:, : 3 * image.width()].reshape(-1, 3).astype(int)
+    coloured = (np.abs(rgb[:, 0] - rgb[:, 2]) > 80).mean()  # blue or red, not white, grey or black
+    assert np.abs(delta).max() == 0 or coloured > 0.02
+    ws.units.select_unit(ws.units.visible_units()[3])  # a unit again: its bars, not the matrix, under its caption
+    qtbot.waitUntil(lambda: "Role of unit" in role.title.text() and "ablating" not in role.title.text(),
+                    timeout=WAIT_MS)
+    assert role.bars.isVisible() and not role.matrix.isVisible()

@@ -52,10 +52,13 @@ class FigurePlot(pg.PlotWidget):
         text = self._text()
         self.setBackground(self.palette().color(QPalette.ColorRole.Base))
         self.setTitle(self._title, color=text.name(), size="10pt")
+        for item in self.scene().items():  # every axis: the plot's and any beside it (a colour bar's)
+            if isinstance(item, pg.AxisItem):
+                item.setPen(text)
+                item.setTextPen(text)
+                if item.labelText and item not in (self.getAxis(a) for a in self._labels):
+                    item.setLabel(item.labelText, color=text.name())
         for axis, label in self._labels.items():
-            item = self.getAxis(axis)
-            item.setPen(text)
-            item.setTextPen(text)
             self.setLabel(axis, label, color=text.name())
         for legend in self._legends:
             legend.setLabelTextColor(text)
