@@ -157,6 +157,10 @@ class RolePanel(QWidget):
                     if changed else "; no class's accuracy changes (a unit among many: see the guide)")
         self.title.setText(f"<b>Role of {result.groups[0].name}</b>{self._explained(result.groups[0].units)} "
                            f"({result.mode} ablation, {result.path} path){accuracy}")
+        self._note(result)
+        self.ablated.emit(result)
+
+    def _note(self, result: AblationResult) -> None:
         self.note.setText(f"{int(result.images.sum())} labelled images in {len(result.classes)} classes; "
                           f"{result.path_note}")
 
@@ -215,8 +219,7 @@ class RolePanel(QWidget):
         self.title.setText(f"<b>{layer}</b>: Δ accuracy of each class (rows) without each unit (columns, ordered by "
                            f"the first concept of their {r.METHOD_NAMES['iou']} explanation); blue: the ablation "
                            f"hurts the class, red: it helps; the scale ends at ±{span:.3f}")
-        self.note.setText(f"{int(result.images.sum())} labelled images in {len(result.classes)} classes; "
-                          f"{result.path_note}")
+        self._note(result)
 
     def _failed(self, error: TaskError) -> None:
         self.title.setText(f"<b>Role</b>: {error.message}")
