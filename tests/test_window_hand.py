@@ -152,3 +152,95 @@ def test_the_layer_ablation_is_a_matrix_one_can_read(qtbot, loaded):
     qtbot.waitUntil(lambda: "Role of unit" in role.title.text() and "ablating" not in role.title.text(),
                     timeout=WAIT_MS)
     assert role.bars.isVisible() and not role.matrix.isVisible()
+
+
+def _wheel(widget, modifiers=Qt.KeyboardModifier.NoModifier) -> None:
+    """One notch of the wheel, down, over the middle of `widget`, passed up its parents while none takes it, as
+    Qt does with the window system's wheel events (an event sent by hand is not passed on)."""
+    from PySide6.QtCore import QPoint, QPointF
+    from PySide6.QtGui import QWheelEvent
+    from PySide6.QtWidgets import QApplication
+
+    target = widget.viewport() if hasattr(widget, "viewport") else widget
+    at = target.rect().center()
+    while target is not None:
+        event = QWheelEvent(QPointF(at), QPointF(target.mapToGlobal(at)), QPoint(0, 0), QPoint(0, -120),
+                            Qt.MouseButton.NoButton, modifiers, Qt.ScrollPhase.NoScrollPhase, False)
+        if QApplication.sendEvent(target, event) and event.isAccepted():
+            return
+        at, target = target.mapToParent(at), target.parentWidget()
+
+
+def test_the_wheel_scrolls_a_panel_of_plots_until_a_plot_is_clicked(qtbot, loaded):
+    """Over the Real data panel's plots the wheel zoomed each plot it passed (the x axis of 1/N then showed
+    several "∞" ticks) instead of scrolling the panel; the plots' menus had no way back."""
+    from probescope.app.export import ExportTarget
+    from probescope.app.figure_menu import figure_menu
+    from probescope.widgets.gallery.inverse_n import InverseAxis
+
+    loaded.set_workspace("gallery")
+    ws = loaded.workspaces["gallery"]
+    loaded.resize(1280, 700)
+    ws.area.raise_panel("real")
+    plot = ws.real_panel.fid_plot
+    scroll = ws.area.panels["real"].widget()
+    qtbot.waitUntil(lambda: scroll.verticalScrollBar().maximum() > 0 and plot.isVisible(), timeout=WAIT_MS)
+    import numpy as np
+
+    plot.set_fit(np.array([100, 200, 400]), np.array([30.0, 25.0, 22.0]), 19.0, 1100.0)
+    plot.reset_view()
+    view = plot.getViewBox().viewRange()
+    _wheel(plot)
+    assert scroll.verticalScrollBar().value() > 0 and plot.getViewBox().viewRange() == view  # scrolled, not zoomed
+    at = scroll.verticalScrollBar().value()
+    _wheel(plot, Qt.KeyboardModifier.ControlModifier)  # a modifier: the plot zooms
+    assert plot.getViewBox().viewRange() != view and scroll.verticalScrollBar().value() == at
+    qtbot.mouseClick(plot.viewport(), Qt.MouseButton.LeftButton)
+    assert plot.hasFocus()
+    zoomed = plot.getViewBox().viewRange()
+    _wheel(plot)  # clicked (it has the focus): the plot zooms
+    assert plot.getViewBox().viewRange() != zoomed and scroll.verticalScrollBar().value() == at
+    menu = figure_menu(ExportTarget("FID against 1/N", plot), lambda *_: None, plot)
+    [reset] = [a for a in menu.actions() if a.text() == "Reset View"]
+    reset.trigger()
+    assert np.allclose(plot.getViewBox().viewRange(), view)
+    assert InverseAxis("bottom").tickStrings([-0.02, 0.0, 0.01], 1, 0.01) == ["", "∞", "100"]
+
+
+def test_the_embedding_thumbnail_goes_with_the_hover(qtbot, loaded):
+    """The hover thumbnail stayed after the pointer left the plot, across trials and theme changes."""
+    from PySide6.QtCore import QEvent, QPointF
+    from PySide6.QtGui import QColor, QImage
+    from PySide6.QtWidgets import QApplication
+
+    from probescope.app.theme import apply_theme
+
+    loaded.set_workspace("similarity")
+    ws = loaded.workspaces["similarity"]
+    view = ws.embedding.view
+    ws.area.raise_panel("embedding")
+    qtbot.waitUntil(lambda: len(view._xy) > 0 and not loaded.pool.active(), timeout=WAIT_MS)
+    image = QImage(32, 32, QImage.Format.Format_RGB32)
+    image.fill(QColor("#808080"))
+
+    def hover() -> None:
+        vb = view.plot.getPlotItem().vb
+        view._moved(vb.mapViewToScene(QPointF(*view._xy[0])))
+        assert view._hover >= 0
+        view.set_thumbnail(view._hover, image, "a stimulus")
+        assert view.thumbnail.isVisible()
+
+    hover()
+    QApplication.sendEvent(view.plot.viewport(), QEvent(QEvent.Type.Leave))
+    assert not view.thumbnail.isVisible() and view._hover == -1
+    hover()
+    ws.step(1)  # the next trial
+    qtbot.waitUntil(lambda: not loaded.pool.active(), timeout=WAIT_MS)
+    assert not view.thumbnail.isVisible()
+    hover()
+    try:
+        apply_theme(QApplication.instance(), "dark")
+        QApplication.processEvents()  # (the palette change is posted)
+        assert not view.thumbnail.isVisible()
+    finally:
+        apply_theme(QApplication.instance(), "light")

@@ -1,11 +1,14 @@
-"""The look every pyqtgraph plot in the app shares: the theme's background and text (light or dark, following the
-application palette as it changes), axes without SI prefixes, no context menu."""
+"""The look and feel every pyqtgraph plot in the app shares: the theme's background and text (light or dark,
+following the application palette as it changes), axes without SI prefixes, no context menu of pyqtgraph's (the
+view's figure menu has Reset View), and a wheel that scrolls the panel the plot sits in until the plot is clicked
+(or a modifier is held): scrolling down a panel of plots zoomed each plot it passed."""
 
 from __future__ import annotations
 
 import pyqtgraph as pg
-from PySide6.QtCore import QEvent
-from PySide6.QtGui import QPalette
+from PySide6.QtCore import QEvent, Qt
+from PySide6.QtGui import QFocusEvent, QMouseEvent, QPalette, QWheelEvent
+from PySide6.QtWidgets import QScrollArea, QWidget
 
 from probescope.widgets.ink import ink_color
 
@@ -21,6 +24,7 @@ class FigurePlot(pg.PlotWidget):
         self._labels = {"left": left, "bottom": bottom}
         self._legends: list[pg.LegendItem] = []
         self._inked: list[tuple[pg.TextItem, str]] = []
+        self._clicked = False  # clicked since it last had the focus: the wheel zooms it
         for axis in self._labels:
             self.getAxis(axis).enableAutoSIPrefix(False)
         self.setMenuEnabled(False)
@@ -67,10 +71,46 @@ class FigurePlot(pg.PlotWidget):
         for item, role in self._inked:
             item.setColor(ink_color(role, self.palette()))
 
+    def reset_view(self) -> None:
+        """Back to showing all of the plot's content (after wheel zooms and drags)."""
+        self.enableAutoRange()
+        self.autoRange()
+
+    def wheelEvent(self, event: QWheelEvent) -> None:  # noqa: N802  (Qt override)
+        engaged = self._clicked and self.hasFocus()
+        if event.modifiers() == Qt.KeyboardModifier.NoModifier and not engaged and scrolls(self):
+            event.ignore()  # the panel's scroll area takes it
+            return
+        super().wheelEvent(event)
+
+    def mousePressEvent(self, event: QMouseEvent) -> None:  # noqa: N802
+        self._clicked = True
+        super().mousePressEvent(event)
+
+    def focusOutEvent(self, event: QFocusEvent) -> None:  # noqa: N802
+        self._clicked = False
+        super().focusOutEvent(event)
+
     def changeEvent(self, event: QEvent) -> None:  # noqa: N802  (Qt override)
         super().changeEvent(event)
         if event.type() == QEvent.Type.PaletteChange and self._ready:
             self.apply_palette()
+
+
+def scrolls(widget: QWidget) -> bool:
+    """`widget` is inside a scroll area that can scroll now (its content is taller or wider than it)."""
+    parent = widget.parentWidget()
+    while parent is not None:
+        if isinstance(parent, QScrollArea) and (parent.verticalScrollBar().maximum() > 0
+                                                or parent.horizontalScrollBar().maximum() > 0):
+            return True
+        parent = parent.parentWidget()
+    return False
+
+
+def plots_in(widget: QWidget) -> list[FigurePlot]:
+    """The plots that make up `widget` (itself, or those inside it): what a Reset View resets."""
+    return [widget] if isinstance(widget, FigurePlot) else widget.findChildren(FigurePlot)
 
 
 def titled_plot(title: str, left: str, bottom: str) -> FigurePlot:
