@@ -35,8 +35,13 @@ class FigurePlot(pg.PlotWidget):
         self._title = title
         self.setTitle(title, color=self._text().name(), size="10pt")
 
-    def add_legend(self, **options) -> pg.LegendItem:
-        legend = self.addLegend(labelTextColor=self._text(), **options)
+    def add_legend(self, below: bool = False, **options) -> pg.LegendItem:
+        """A legend over the plot's corner, or `below` its x axis in a row of its own (never over the data)."""
+        if below:
+            legend = pg.LegendItem(labelTextColor=self._text(), colCount=2, **options)
+            self.getPlotItem().layout.addItem(legend, 4, 1)
+        else:
+            legend = self.addLegend(labelTextColor=self._text(), **options)
         self._legends.append(legend)
         return legend
 

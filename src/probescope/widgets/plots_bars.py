@@ -40,6 +40,7 @@ class ClassBars(QWidget):
         self._names: list[str] = []
         self._values = np.empty(0)
         self._classes = np.empty(0, dtype=np.int64)
+        self._colors: list[QColor] | None = None
         self._marked: set[int] = set()
         self._vmax: float | None = None
         self._legend = ""
@@ -49,12 +50,13 @@ class ClassBars(QWidget):
 
     def set_bars(self, names: Sequence[str], values: np.ndarray, classes: Sequence[int] | None = None,
                  marked: Sequence[int] = (), vmax: float | None = None, legend: str = "",
-                 value_format: str = ".3f") -> None:
-        """`classes` give each bar its class colour (default: bar order); `marked` are bar positions to flag;
-        `value_format` writes each bar's value (".0f" for counts)."""
+                 value_format: str = ".3f", colors: Sequence[str] | None = None) -> None:
+        """`classes` give each bar its class colour (default: bar order), or `colors` its own; `marked` are bar
+        positions to flag; `value_format` writes each bar's value (".0f" for counts)."""
         self._names = list(names)
         self._values = np.asarray(values, dtype=np.float64)
         self._classes = np.arange(len(self._values)) if classes is None else np.asarray(classes)
+        self._colors = None if colors is None else [QColor(c) for c in colors]
         self._marked = {int(m) for m in marked}
         self._vmax = vmax
         self._legend = legend
@@ -111,6 +113,9 @@ class ClassBars(QWidget):
             self._paint_strip(painter, fm, text, top, bottom, vmax)
         painter.end()
 
+    def _color(self, i: int) -> QColor:
+        return self._colors[i] if self._colors is not None else class_color(int(self._classes[i]))
+
     def _paint_rows(self, painter: QPainter, fm: QFontMetrics, text: QColor, top: float, bottom: float,
                     vmax: float) -> None:
         n = len(self._values)
@@ -127,7 +132,7 @@ class ClassBars(QWidget):
             painter.drawText(QRectF(0, y, label_w - 6, row), Qt.AlignmentFlag.AlignRight
                              | Qt.AlignmentFlag.AlignVCenter, label)
             width = bar_w * min(max(v / vmax, 0.0), 1.0)
-            painter.fillRect(QRectF(label_w, y + row * 0.15, width, row * 0.7), class_color(int(self._classes[i])))
+            painter.fillRect(QRectF(label_w, y + row * 0.15, width, row * 0.7), self._color(i))
             if marked:
                 painter.setPen(QPen(MARK_COLOR, 1.5))
                 painter.drawLine(int(label_w), int(y + 2), int(label_w), int(y + row - 2))
@@ -143,7 +148,7 @@ class ClassBars(QWidget):
         step = self.width() / n
         for i, v in enumerate(self._values):
             h = height * min(max(v / vmax, 0.0), 1.0)
-            painter.fillRect(QRectF(i * step, top + height - h, max(step, 1.0), h), class_color(int(self._classes[i])))
+            painter.fillRect(QRectF(i * step, top + height - h, max(step, 1.0), h), self._color(i))
         painter.setPen(QPen(MARK_COLOR, max(step, 1.0)))
         for i in self._marked:
             x = i * step + step / 2

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from PySide6.QtCore import Signal
+from PySide6.QtCore import QSize, Signal
 from PySide6.QtWidgets import (
     QHeaderView,
     QProgressBar,
@@ -42,6 +42,10 @@ class TaskPanel(QWidget):
         self._keys: list[int] = []
         self._recent: list[int] = []
         self._more = 0
+
+    def sizeHint(self) -> QSize:  # noqa: N802
+        """A few rows tall when it opens: the workspace above keeps its room (it took the Settings' height)."""
+        return QSize(640, 150)
 
     def show_rows(self, rows: Sequence[Sequence], recent: Sequence[Sequence] = ()) -> None:
         more = max(0, len(rows) - MAX_ROWS)

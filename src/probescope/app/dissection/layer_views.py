@@ -15,10 +15,10 @@ from probescope.app.dissection import rows as r
 from probescope.app.dissection.layer import LayerData
 from probescope.widgets.dissection.plots import GroupedBars, UnitScatter
 from probescope.widgets.ink import InkLabel, inked
-from probescope.widgets.plots_bars import class_color
 
 CORRELATION_COLUMNS = ("method", "image set", "r (IoU)", "r (DA)", "units", "mean accuracy")
 CEILING = 0.98  # a mean accuracy from which the correlation has no variation left to explain
+MIN_VIEW_HEIGHT = 160  # pixels: below this a plot's ticks run into its labels
 
 
 def integer_ticks(plot, top: int) -> None:
@@ -35,13 +35,15 @@ class LayerViews(QWidget):
         super().__init__(parent)
         self.scatter = UnitScatter()
         self.lengths = GroupedBars("Explanation lengths per method", "units", "length",
-                                   [class_color(r.METHODS.index(m)).name() for m in r.SEARCHES])
+                                   {r.METHOD_NAMES[m]: r.METHOD_COLORS[m] for m in r.METHODS})
         self.correlation_caption = InkLabel("<b>Accuracy correlation</b>: needs the model's predictions")
         self.correlation_caption.setWordWrap(True)
         self.correlation = QTableWidget(0, len(CORRELATION_COLUMNS))
         self.correlation.setHorizontalHeaderLabels(list(CORRELATION_COLUMNS))
         self.correlation.verticalHeader().setVisible(False)
         self.correlation.setEditTriggers(QTableWidget.EditTrigger.NoEditTriggers)
+        for view in (self.scatter, self.lengths, self.correlation):  # in a short panel they scroll, not squash
+            view.setMinimumHeight(MIN_VIEW_HEIGHT)
         layout = QVBoxLayout(self)
         layout.setContentsMargins(0, 0, 0, 0)
         layout.addWidget(self.scatter, 3)

@@ -13,6 +13,7 @@ from PySide6.QtWidgets import (
     QComboBox,
     QDoubleSpinBox,
     QFormLayout,
+    QGridLayout,
     QHBoxLayout,
     QLabel,
     QLineEdit,
@@ -117,6 +118,9 @@ class UnitControls(QWidget):
         self.mode.addItems([TOP, PRESENT])
         for s in (self.opacity, self.threshold):
             s.setMinimumWidth(70)
+        for box in (self.explanation, self.mode):  # long items (a trace formula) are elided in a narrow view
+            box.setSizeAdjustPolicy(QComboBox.SizeAdjustPolicy.AdjustToMinimumContentsLengthWithIcon)
+            box.setMinimumContentsLength(12)
         layout = QVBoxLayout(self)
         layout.setContentsMargins(0, 0, 0, 0)
         for widgets in ((("overlay", self.explanation), ("show", self.mode), ("", self.k)),
@@ -207,11 +211,14 @@ class RunsPanel(QWidget):
         self.scope.addItem("per category (NetDissect-Lite)", "category")
         self.scope.setToolTip("category: a unit's pixels count only where the formula's categories are labelled, "
                               "as NetDissect-Lite's per-category IoU")
-        searches = QHBoxLayout()
-        for box in self.search_boxes.values():
-            searches.addWidget(box)
-        searches.addStretch(1)
+        searches = QGridLayout()  # two by two: in a one-row strip a narrow panel cut the names ("com", "da-s")
+        for k, box in enumerate(self.search_boxes.values()):
+            searches.addWidget(box, k // 2, k % 2)
+        for box in (self.dedupe, self.scope):  # (their long items are elided in a narrow panel)
+            box.setSizeAdjustPolicy(QComboBox.SizeAdjustPolicy.AdjustToMinimumContentsLengthWithIcon)
+            box.setMinimumContentsLength(14)
         form = QFormLayout()
+        form.setRowWrapPolicy(QFormLayout.RowWrapPolicy.WrapLongRows)  # a narrow panel puts labels above fields
         form.addRow("quantile (top share of activations)", self.quantile)
         form.addRow("beam size", self.beam_size)
         form.addRow("beam limit (candidate atoms)", self.beam_limit)
@@ -220,7 +227,8 @@ class RunsPanel(QWidget):
         form.addRow("max explanation length", self.max_length)
         form.addRow("minimum concept images", self.min_samples)
         form.addRow("length sweep up to", self.sweep)
-        form.addRow("searches", searches)
+        form.addRow(QLabel("searches"))
+        form.addRow(searches)  # (across both columns)
         form.addRow("DA search atoms at most", self.da_limit)
         self.show_settings(s)
         self.run = QPushButton("Dissect with these settings")
@@ -322,10 +330,10 @@ class BatchPanel(QWidget):
         legend = QLabel(f"<small>{JOB_LEGEND}</small>")
         legend.setWordWrap(True)
         self.concepts = ClassBars(f"Distinct concepts of the interpretable units (IoU > {INTERPRETABLE_IOU:g})")
-        buttons = QHBoxLayout()
-        for b in (self.open, self.reload, self.live):
-            buttons.addWidget(b)
-        buttons.addStretch(1)
+        buttons = QGridLayout()  # two columns: a narrow panel squeezed three in a row
+        for k, b in enumerate((self.open, self.reload, self.live)):
+            buttons.addWidget(b, k // 2, k % 2)
+        buttons.setColumnStretch(2, 1)
         layout = QVBoxLayout(self)
         layout.addWidget(self.caption)
         layout.addLayout(buttons)

@@ -14,6 +14,7 @@ from probescope.app.dissection import rows as r
 from probescope.app.dissection.layer import LayerData
 from probescope.app.dissection.layer_views import integer_ticks
 from probescope.app.dissection.panels import UnitControls
+from probescope.app.panel_area import scrolled
 from probescope.core.dissection.results import UnitResult
 from probescope.widgets.dissection.plots import ActivationHistogram
 from probescope.widgets.dissection.trace import TraceEntry, TraceStep, TraceTree
@@ -75,7 +76,7 @@ class UnitCharts(QWidget):
         bv.addStretch(1)
         layout = QHBoxLayout(self)
         layout.setContentsMargins(4, 0, 4, 0)
-        layout.addWidget(self.bars, 4)
+        layout.addWidget(scrolled(self.bars), 4)  # a short panel scrolls the bars, never stacks them on each other
         layout.addWidget(self.sweep, 3)
         layout.addWidget(self.histogram, 3)
         self.setMinimumHeight(180)
@@ -86,9 +87,9 @@ class UnitCharts(QWidget):
         methods = [m for m in r.METHODS if r.explanation_of(u, m) is not None]  # the searches that ran
         names = [r.METHOD_NAMES[m] for m in methods]
         exps = [r.explanation_of(u, m) for m in methods]
-        colours = [r.METHODS.index(m) for m in methods]  # each method keeps its colour
-        self.iou_bars.set_bars(names, np.array([e.iou for e in exps]), classes=colours, vmax=None)
-        self.da_bars.set_bars(names, np.array([e.da for e in exps]), classes=colours, vmax=1.0)
+        colours = [r.METHOD_COLORS[m] for m in methods]  # each method keeps its colour
+        self.iou_bars.set_bars(names, np.array([e.iou for e in exps]), colors=colours, vmax=None)
+        self.da_bars.set_bars(names, np.array([e.da for e in exps]), colors=colours, vmax=1.0)
         heads = u.sweep or [beam[0] for beam in u.trace]
         lengths = list(range(1, len(heads) + 1))
         self.sweep.set_series({"best IoU": (lengths, [e.iou for e in heads]),

@@ -34,6 +34,7 @@ from probescope.app.dissection.unit_images import UnitImages
 from probescope.app.dissection.unit_view import UnitCharts, UnitView, show_trace
 from probescope.app.export import ExportTarget, export_widget
 from probescope.app.figure_menu import figure_menu
+from probescope.app.panel_area import scrolled
 from probescope.app.tasks import TaskError
 from probescope.app.workers import TaskHandle
 from probescope.app.workspace import Workspace
@@ -113,9 +114,11 @@ class DissectionWorkspace(Workspace):
         area.add("units", "Units", units, "left", 0.33)
         area.add("charts", "Unit numbers", self.charts, "bottom", 0.30, Qt.Orientation.Vertical)
         area.add("trace", "Beam trace", self.trace, "right", 0.29)
-        for key, title, widget in (("role", "Role", self.role), ("layer", "Layer", self.layer_views),
+        for key, title, widget in (("role", "Role", scrolled(self.role)),
+                                   ("layer", "Layer", scrolled(self.layer_views)),
                                    ("card", "Unit card", card_panel(self.card, self._export_card)),
-                                   ("settings", "Settings", self.runs), ("batch", "Batch", self.batch)):
+                                   ("settings", "Settings", scrolled(self.runs)),
+                                   ("batch", "Batch", scrolled(self.batch))):  # (short panels scroll, never squash)
             area.add(key, title, widget, "right")
             area.tab(key, "trace")
         area.raise_panel("trace")

@@ -177,9 +177,12 @@ class QualityPanel(QWidget):
     def __init__(self, parent: QWidget | None = None):
         super().__init__(parent)
         self.catch = QCheckBox("drop catch trials")
-        self.grade = QCheckBox(f"drop unsatisfactory sessions (grade < {SATISFACTORY}) and weight trials by grade")
+        self.grade = QCheckBox(f"drop sessions graded < {SATISFACTORY}, weight trials by grade")
+        self.grade.setToolTip(f"drop unsatisfactory sessions (grade < {SATISFACTORY}) and weight the other trials "
+                              "by their session's grade")
         self.rt = QCheckBox("drop trials answered in under 1 s")
-        switches = QGroupBox("Filters (applied in this order; each trial counted under the first that drops it)")
+        switches = QGroupBox("Filters, applied in this order")
+        switches.setToolTip("each trial is counted under the first filter that drops it")
         box = QVBoxLayout(switches)
         for check in (self.catch, self.grade, self.rt):
             check.setChecked(True)
@@ -258,7 +261,9 @@ class ActivePanel(QWidget):
         layout.addLayout(form)
         layout.addLayout(buttons)
         layout.addWidget(self.status)
-        layout.addWidget(QLabel("Top candidates by expected information gain (select one to see it in the grid):"))
+        top = QLabel("Top candidates by expected information gain (select one to see it in the grid):")
+        top.setWordWrap(True)
+        layout.addWidget(top)
         layout.addWidget(self.candidates, 1)
         self.proposal = None
         self.order = np.empty(0, dtype=np.int64)

@@ -21,7 +21,7 @@ class TrialView(QWidget):
     def __init__(self, parent: QWidget | None = None):
         super().__init__(parent)
         self.model = QComboBox()
-        self.model.setMinimumContentsLength(24)
+        self.model.setMinimumContentsLength(16)
         self.distance = QComboBox()
         self.distance.addItems(["cosine", "l2", "l1"])
         bar = QHBoxLayout()
@@ -35,22 +35,33 @@ class TrialView(QWidget):
         self.summary = InkLabel()
         self.summary.setWordWrap(True)
         self.summary.setTextFormat(Qt.TextFormat.RichText)
-        self.summary.setMaximumWidth(self.grid.sizeHint().width())
-        self.caption.setMaximumWidth(self.grid.sizeHint().width())
         self.trial = QWidget()
         trial_layout = QVBoxLayout(self.trial)
         trial_layout.addWidget(self.caption)
         trial_layout.addWidget(self.grid)
         trial_layout.addWidget(self.summary)
         trial_layout.addStretch(1)
-        scroll = QScrollArea()
-        scroll.setWidget(self.trial)
-        scroll.setWidgetResizable(True)
-        scroll.setFrameShape(QScrollArea.Shape.NoFrame)
+        self.scroll = QScrollArea()
+        self.scroll.setWidget(self.trial)
+        self.scroll.setWidgetResizable(True)
+        self.scroll.setFrameShape(QScrollArea.Shape.NoFrame)
         layout = QVBoxLayout(self)
         layout.setContentsMargins(0, 0, 0, 0)
         layout.addLayout(bar)
-        layout.addWidget(scroll, 1)
+        layout.addWidget(self.scroll, 1)
+        self._fit()
+
+    def resizeEvent(self, event) -> None:  # noqa: N802
+        super().resizeEvent(event)
+        self._fit()
+
+    def _fit(self) -> None:
+        """The grid's tiles as large as the panel's width allows (up to CELL), caption and summary as wide."""
+        margins = self.trial.layout().contentsMargins()
+        scrollbar = self.scroll.verticalScrollBar().sizeHint().width()  # (room for it, shown or not)
+        self.grid.fit_width(self.scroll.width() - margins.left() - margins.right() - scrollbar, CELL)
+        for label in (self.summary, self.caption):
+            label.setMaximumWidth(self.grid.sizeHint().width())
 
     def set_models(self, names: list[str], wanted: str) -> None:
         """The model rows to choose from, `wanted` (or the last) selected, without signalling a change."""

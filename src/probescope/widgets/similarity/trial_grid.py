@@ -40,22 +40,25 @@ def _set_wrapped(label: QLabel, text: str) -> None:
     label.updateGeometry()
 
 
+CAPTION_ROOM = 40  # a caption is this much wider than its tile
+
+
 class _Cell(QWidget):
     clicked = Signal()
 
     def __init__(self, size: int):
         super().__init__()
         self.picture = QLabel()
-        self.picture.setFixedSize(size, size)
         self.picture.setAlignment(Qt.AlignmentFlag.AlignCenter)
         self.caption = QLabel()
         self.caption.setAlignment(Qt.AlignmentFlag.AlignCenter)
-        self.caption.setFixedWidth(size + 40)
         self.caption.setWordWrap(True)
         self.model = InkLabel()
         self.model.setAlignment(Qt.AlignmentFlag.AlignCenter)
-        self.model.setFixedWidth(size + 40)
         self.model.setWordWrap(True)
+        self._image: QImage | None = None
+        self._texts = {self.caption: "", self.model: ""}
+        self.set_size(size)
         self.model.setTextFormat(Qt.TextFormat.RichText)
         self.model.hide()
         layout = QVBoxLayout(self)
@@ -67,17 +70,31 @@ class _Cell(QWidget):
         self.setSizePolicy(QSizePolicy.Policy.Fixed, QSizePolicy.Policy.Fixed)
         self._border = ""
 
-    def set(self, image: QImage | None, caption: str, border: str) -> None:
-        pixmap = QPixmap.fromImage(image) if image is not None else QPixmap()
+    def set_size(self, size: int) -> None:
+        """Tiles `size` pixels square, their captions wrapped again to the new width."""
+        self.picture.setFixedSize(size, size)
+        for label, text in self._texts.items():
+            label.setFixedWidth(size + CAPTION_ROOM)
+            _set_wrapped(label, text)
+        self._show_image()
+
+    def _show_image(self) -> None:
+        pixmap = QPixmap.fromImage(self._image) if self._image is not None else QPixmap()
         if not pixmap.isNull():
             pixmap = pixmap.scaled(self.picture.size(), Qt.AspectRatioMode.KeepAspectRatio,
                                    Qt.TransformationMode.SmoothTransformation)
         self.picture.setPixmap(pixmap)
+
+    def set(self, image: QImage | None, caption: str, border: str) -> None:
+        self._image = image
+        self._show_image()
         self._border = border
         self._style(False)
+        self._texts[self.caption] = caption
         _set_wrapped(self.caption, caption)
 
     def set_model(self, text: str, wrong: bool) -> None:
+        self._texts[self.model] = text
         _set_wrapped(self.model, text)
         self.model.setVisible(bool(text))
         self._style(wrong)
@@ -107,13 +124,16 @@ class TrialGrid(QWidget):
     PICK_COLORS = ("#e67e22", "#2e86de", "#27ae60")
     reference_clicked = Signal(int)
 
+    SPACING = 10
+
     def __init__(self, cell_size: int = 128, parent: QWidget | None = None):
         super().__init__(parent)
+        self.cell_size = cell_size
         self._cells = [_Cell(cell_size) for _ in range(9)]
         self._n_references = 0
         self._wrong: set[int] = set()
         layout = QGridLayout(self)
-        layout.setSpacing(10)
+        layout.setSpacing(self.SPACING)
         layout.setAlignment(Qt.AlignmentFlag.AlignCenter)
         for position, (cell, (row, col)) in enumerate(zip(self._cells[:8], _CELLS)):
             layout.addWidget(cell, row, col)
@@ -151,6 +171,18 @@ class TrialGrid(QWidget):
             text = f"model rank {view.ranks[position]} · d {view.distances[position]:.3g}"
             cell.set_model(inked("warning", text) if wrong else text, wrong)
         self._cells[8].set_model(f"<b>{view.correct} of {view.total}</b> triplets agree" if view else "", False)
+
+    def fit_width(self, width: int, largest: int, smallest: int = 64) -> None:
+        """Tiles as large as `width` pixels allow for the three columns (between `smallest` and `largest`): in a
+        narrow panel the grid shrinks instead of losing its right-hand column."""
+        margins = self.layout().contentsMargins()
+        column = (width - margins.left() - margins.right() - 2 * self.SPACING) // 3
+        cell = self._cells[0].layout().contentsMargins()
+        size = int(min(max(column - CAPTION_ROOM - cell.left() - cell.right(), smallest), largest))
+        if size != self.cell_size:
+            self.cell_size = size
+            for c in self._cells:
+                c.set_size(size)
 
     def captions(self) -> list[str]:
         """Caption of each reference cell (then the query's): what a reader sees under the images."""

@@ -1,0 +1,172 @@
+"""Nothing on top of anything, nothing squeezed below the size it needs: every panel of every workspace at the
+default window size (1440x900 on a 1600x1000 screen) and at 1280x800, with the Tasks panel open too, and after a
+layout saved at another window size is restored. The geometry is read off the real widgets: two widgets of one
+layout may not overlap (the "optimal" bar lay on the "Detection Accuracy" heading), and no widget may be smaller
+than its minimum size hint (the Settings fields squashed to slivers, the trial grid's right column cut)."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+from PySide6.QtWidgets import QApplication, QLayout, QMainWindow, QScrollArea, QSizePolicy, QWidget
+from windows import WAIT_MS, make_window, open_all, world_requests
+
+pytestmark = pytest.mark.usefixtures("isolated_cache")
+
+SIZES = ((1440, 900), (1280, 800))
+
+
+def _on_screen(widget: QWidget) -> bool:
+    return widget.isVisible() and not widget.visibleRegion().isEmpty()
+
+
+def _laid_out(layout: QLayout) -> list[QWidget]:
+    out = []
+    for k in range(layout.count()):
+        item = layout.itemAt(k)
+        if item.widget() is not None:
+            out.append(item.widget())
+        elif item.layout() is not None:
+            out += _laid_out(item.layout())
+    return out
+
+
+def _where(widget: QWidget) -> str:
+    names = []
+    while widget is not None and len(names) < 5:
+        names.append(type(widget).__name__ + (f"#{widget.objectName()}" if widget.objectName() else ""))
+        widget = widget.parentWidget()
+    return " < ".join(names)
+
+
+def overlapping(window) -> list[str]:
+    """Pairs of widgets of one layout that cover each other (docks are the main windows' business)."""
+    found = []
+    for parent in [window, *window.findChildren(QWidget)]:
+        if parent.layout() is None or isinstance(parent, QMainWindow) or not _on_screen(parent):
+            continue
+        shown = [w for w in _laid_out(parent.layout()) if _on_screen(w)]
+        for k, a in enumerate(shown):
+            for b in shown[k + 1:]:
+                common = a.geometry().intersected(b.geometry())
+                if common.width() > 1 and common.height() > 1:
+                    found.append(f"{_where(a)} on {type(b).__name__} {b.geometry().getRect()}")
+    return found
+
+
+def squeezed(window) -> list[str]:
+    """Widgets a layout made smaller than they need (their minimum size, else their minimum size hint)."""
+    found = []
+    for widget in window.findChildren(QWidget):
+        parent = widget.parentWidget()
+        if parent is None or parent.layout() is None or isinstance(parent, QMainWindow) or not _on_screen(widget) \
+                or widget not in _laid_out(parent.layout()):
+            continue
+        policy, hint = widget.sizePolicy(), widget.minimumSizeHint()
+        need_w = widget.minimumWidth() or (0 if policy.horizontalPolicy() == QSizePolicy.Policy.Ignored
+                                           else hint.width())
+        need_h = widget.minimumHeight() or (0 if policy.verticalPolicy() == QSizePolicy.Policy.Ignored
+                                            else hint.height())
+        if widget.width() + 1 < need_w or widget.height() + 1 < need_h:
+            found.append(f"{_where(widget)}: {widget.width()}x{widget.height()} < {need_w}x{need_h}")
+    return found
+
+
+MIN_DATA_AREA = 48  # pixels each way a plot's data area keeps inside its title, ticks and labels
+
+
+def plots_squashed(window) -> list[str]:
+    """Plots whose data area their title, tick labels and axis labels leave next to nothing of (the held-out loss
+    and convergence plots' ticks ran into their labels)."""
+    from probescope.widgets.plot_frame import FigurePlot
+
+    return [f"{_where(plot)}: data area {plot.getViewBox().width():.0f}x{plot.getViewBox().height():.0f}"
+            for plot in window.findChildren(FigurePlot) if _on_screen(plot)
+            and min(plot.getViewBox().width(), plot.getViewBox().height()) < MIN_DATA_AREA]
+
+
+FIXED_FIGURES = ("TrialSheet",)  # laid out at the size it is exported at: it scrolls in a narrow panel
+
+
+def cut_sideways(window) -> list[str]:
+    """Scrolling panels whose content is wider than they are (the trial grid lost its right-hand column)."""
+    return [f"{_where(area.widget())}: {area.widget().minimumSizeHint().width()} > {area.viewport().width()}"
+            for area in window.findChildren(QScrollArea)
+            if _on_screen(area) and area.widget() is not None and area.horizontalScrollBar().maximum() > 0
+            and type(area.widget()).__name__ not in FIXED_FIGURES]
+
+
+def _settle(window=None) -> None:
+    """The work a panel starts when shown (a trial sheet's images) done, and the layouts redone after it."""
+    if window is not None:
+        deadline = time.monotonic() + WAIT_MS / 1000
+        while window.pool.active() and time.monotonic() < deadline:
+            QApplication.processEvents()
+            time.sleep(0.005)
+    for _ in range(4):
+        QApplication.processEvents()
+
+
+def check_every_panel(window, when: str) -> None:
+    for name, ws in window.workspaces.items():
+        window.set_workspace(name)
+        for key in ws.area.panels:
+            ws.area.raise_panel(key)
+            _settle(window)
+            assert not overlapping(window), (when, name, key, overlapping(window))
+            assert not squeezed(window), (when, name, key, squeezed(window))
+            assert not cut_sideways(window), (when, name, key, cut_sideways(window))
+            assert not plots_squashed(window), (when, name, key, plots_squashed(window))
+
+
+@pytest.fixture
+def loaded(qtbot, window, small_world):
+    open_all(qtbot, window, world_requests(small_world))
+    return window
+
+
+@pytest.mark.parametrize("size", SIZES, ids=lambda s: f"{s[0]}x{s[1]}")
+def test_no_panel_is_crushed_or_covered_at_the_usual_sizes(qtbot, loaded, size):
+    loaded.resize(*size)
+    _settle()
+    for ws in loaded.workspaces.values():
+        ws.area.reset()
+    check_every_panel(loaded, f"{size}")
+    loaded.tasks_dock.show()  # it took the Settings fields' height, and they stayed squashed after it closed
+    check_every_panel(loaded, f"{size}, Tasks open")
+    loaded.tasks_dock.hide()
+    check_every_panel(loaded, f"{size}, Tasks closed again")
+
+
+def test_a_layout_saved_at_another_size_still_fits_the_window(qtbot, settings_path, small_world):
+    """A layout saved in a large window, restored in a small one, kept its panels' pixel widths: the beam trace's
+    formula column came back 10 px wide (View > Reset Layout fixed it)."""
+    from PySide6.QtCore import Qt
+
+    first = make_window(qtbot, settings_path)
+    first.resize(2400, 1400)
+    open_all(qtbot, first, world_requests(small_world))
+    for ws in first.workspaces.values():  # the user widened the left-hand and right-hand panels
+        first.set_workspace(ws.name)
+        area = ws.area
+        qtbot.waitUntil(lambda area=area: area.default_state is not None, timeout=WAIT_MS)
+        wide = [dock for dock in area.panels.values() if _on_screen(dock)]
+        area.resizeDocks(wide, [900] * len(wide), Qt.Orientation.Horizontal)
+    _settle(first)
+    first.close()
+    again = make_window(qtbot, settings_path)
+    try:
+        again.resize(1280, 800)
+        open_all(qtbot, again, world_requests(small_world))
+        _settle(again)
+        again.set_workspace("dissection")
+        ws = again.workspaces["dissection"]
+        ws.area.raise_panel("trace")
+        _settle(again)
+        trace = ws.trace
+        assert trace.columnWidth(0) >= max(120, 0.4 * trace.viewport().width())  # the formulas have room
+        assert ws.view.width() >= 0.25 * again.width()  # the unit's images keep their room
+        check_every_panel(again, "restored from 2400x1400 at 1280x800")
+    finally:
+        again.close()
