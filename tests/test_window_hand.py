@@ -99,7 +99,11 @@ def test_cancelling_a_re_dissection_puts_the_previous_result_back(qtbot, loaded,
     assert "so far" not in ws.header.text() and ws.units.rowCount() == len(before.result.units)
     assert ws.unit == unit and ws.units.selected_units() == [unit]
     qtbot.waitUntil(lambda: ("dissect layer4", "cancelled") in loaded.tasks.recent(), timeout=WAIT_MS)
-    assert any(ended == "done" for _, ended in loaded.tasks.recent())  # the opens, listed after they ended
+    import time
+
+    loaded.pool.submit(lambda ctx: time.sleep(1.2), name="a second's work")
+    qtbot.waitUntil(lambda: ("a second's work", "done") in loaded.tasks.recent(), timeout=WAIT_MS)
+    assert loaded.tasks.recent()[:2] == [("a second's work", "done"), ("dissect layer4", "cancelled")]  # newest first
     assert loaded.tasks.stages() == []  # nothing runs
 
 

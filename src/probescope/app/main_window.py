@@ -46,7 +46,7 @@ from probescope.widgets.task_progress import TaskProgress
 
 PROGRESS_MS = 100  # the status bar's progress and the Tasks panel are redrawn at most this often
 RECENT_TASKS = 8  # finished tasks the Tasks panel keeps listed
-RECENT_AFTER_S = 1.0  # a finished task is listed when it ran this long or told its progress (not every thumbnail)
+RECENT_AFTER_S = 1.0  # a finished task is listed when it ran this long (not every thumbnail and overlay)
 
 class MainWindow(QMainWindow):
     """`opened(Loaded)` after an open succeeds; `open_failed(OpenRequest, TaskError)` after it fails.
@@ -287,7 +287,7 @@ class MainWindow(QMainWindow):
         """A finished task that ran long enough to be seen stays in the Tasks panel, saying how it ended."""
         started = self._started_at.pop(handle.id, None)
         failure = self._failures.pop(handle.id, None)
-        if started is None or (handle.progress is None and time.monotonic() - started < RECENT_AFTER_S):
+        if started is None or time.monotonic() - started < RECENT_AFTER_S:
             return
         row = self.activity.row(handle.id, handle.name, handle.progress)
         ended = "cancelled" if handle.cancelled else f"failed: {failure}" if failure is not None else "done"
