@@ -248,3 +248,14 @@ def test_the_embedding_thumbnail_goes_with_the_hover(qtbot, loaded):
         assert not view.thumbnail.isVisible()
     finally:
         apply_theme(QApplication.instance(), "light")
+
+
+def test_a_result_shown_again_from_the_cache_draws_the_units_histogram(qtbot, loaded):
+    """Back to settings dissected before (from the cache: a new LayerData), the unit's overlays came from the
+    overlay cache and its activation histogram stayed empty."""
+    ws = loaded.workspaces["dissection"]
+    assert ws.charts.histogram.counts.size
+    before = ws.data
+    ws.run_settings(ws.settings)
+    qtbot.waitUntil(lambda: ws.data is not before and not loaded.pool.active(), timeout=WAIT_MS)
+    assert ws.data.key == before.key and ws.charts.histogram.counts.size
