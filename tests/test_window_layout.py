@@ -78,12 +78,25 @@ MIN_DATA_AREA = 48  # pixels each way a plot's data area keeps inside its title,
 
 def plots_squashed(window) -> list[str]:
     """Plots whose data area their title, tick labels and axis labels leave next to nothing of (the held-out loss
-    and convergence plots' ticks ran into their labels)."""
+    and convergence plots' ticks ran into their labels), or whose parts run past their right edge (the layer
+    ablation's colour bar lost its ticks)."""
     from probescope.widgets.plot_frame import FigurePlot
 
-    return [f"{_where(plot)}: data area {plot.getViewBox().width():.0f}x{plot.getViewBox().height():.0f}"
-            for plot in window.findChildren(FigurePlot) if _on_screen(plot)
-            and min(plot.getViewBox().width(), plot.getViewBox().height()) < MIN_DATA_AREA]
+    found = []
+    for plot in window.findChildren(FigurePlot):
+        if not _on_screen(plot):
+            continue
+        vb = plot.getViewBox()
+        if min(vb.width(), vb.height()) < MIN_DATA_AREA:
+            found.append(f"{_where(plot)}: data area {vb.width():.0f}x{vb.height():.0f}")
+        grid = plot.getPlotItem().layout  # title, axes, legend, colour bar: inside the plot, not past its edge
+        for row in range(grid.rowCount()):
+            for column in range(grid.columnCount()):
+                item = grid.itemAt(row, column)
+                if item is not None and item.isVisible() and item.sceneBoundingRect().right() > plot.width() + 1:
+                    found.append(f"{_where(plot)}: {type(item).__name__} ends at "
+                                 f"{item.sceneBoundingRect().right():.0f} > {plot.width()}")
+    return found
 
 
 FIXED_FIGURES = ("TrialSheet",)  # laid out at the size it is exported at: it scrolls in a narrow panel
@@ -122,7 +135,17 @@ def check_every_panel(window, when: str) -> None:
 
 @pytest.fixture
 def loaded(qtbot, window, small_world):
+    """The small world with every view drawn: the optimal search on (five bars a chart), the layer ablated."""
+    from dataclasses import replace
+
     open_all(qtbot, window, world_requests(small_world))
+    ws = window.workspaces["dissection"]
+    ws.run_settings(replace(ws.settings, searches=(*ws.settings.searches, "optimal")))
+    qtbot.waitUntil(lambda: not window.pool.active() and "optimal" in ws.data.result.settings["searches"],
+                    timeout=WAIT_MS)
+    ws.area.raise_panel("role")
+    ws.role.layer_button.click()
+    qtbot.waitUntil(lambda: ws.role.matrix.isVisible() and not window.pool.active(), timeout=WAIT_MS)
     return window
 
 

@@ -89,7 +89,7 @@ class LayerViews(QWidget):
         self.scatter.set_points(units, np.array([e.iou if e else 0.0 for e in comp]),
                                 np.array([e.da if e else 0.0 for e in comp]),
                                 np.array([r.is_specialised(rows[u]) for u in units]))
-        self.scatter.plot.set_title("Compositional explanations (orange: specialised units)")
+        self.scatter.plot.set_title("Units' explanations (orange: specialised)")  # (fits a narrow panel)
         self.scatter.select(self._unit)
         hist = r.length_histogram(result, self._data.settings.max_length)
         self.lengths.set_series(hist)

@@ -86,7 +86,8 @@ class RolePanel(QWidget):
         self.image = pg.ImageItem()
         self.matrix.addItem(self.image)
         self.colour_bar = pg.ColorBarItem(values=(-1, 1), colorMap=_diverging(), interactive=False,
-                                          label="Δ accuracy")
+                                          width=16)  # (no label of its own: the title says what it is; with one
+        # the bar's ticks ran past the panel's edge)
         self.colour_bar.setImageItem(self.image, insert_in=self.matrix.getPlotItem())
         self.matrix.apply_palette()  # (the colour bar's axis too)
         self.matrix.setMinimumHeight(260)
