@@ -161,18 +161,39 @@ def test_switching_the_theme_at_run_time_recolours_every_coloured_text(qtbot, lo
 
 @pytest.mark.parametrize("theme", ["light", "dark"])
 def test_gallery_bar_labels_read_on_their_bars_and_keep_their_underscores(qtbot, theme):
-    """The p(y|x) labels were white on pink and light grey bars in the dark theme (1.3:1), and the next bar's
-    background cut the underscores of 'sunset_sea-s'."""
+    """The p(y|x) labels were white on pink and light grey bars in the dark theme (1.3:1), and the underscore of
+    'sunset_sea-s' fell below the bar, where it could not be seen."""
+    from PySide6.QtGui import QFontMetrics
+
+    from probescope.widgets.gallery.grid import GalleryModel
+
     apply_theme(QApplication.instance(), theme)
     try:
         for k in range(20):
             assert contrast(readable_on(class_color(k)), class_color(k)) >= 4.5
         delegate = GalleryDelegate(96)
-        small = delegate.small_font(QApplication.font())
-        from PySide6.QtGui import QFontMetrics
-
-        assert delegate.bar_row() >= QFontMetrics(small).height() + 2
-        assert delegate.cell_size().height() >= 96 + 3 * delegate.bar_row()
+        font = delegate.small_font(QApplication.font())
+        assert delegate.bar_row() >= QFontMetrics(font).height() + 4
+        text = QApplication.palette().color(QPalette.ColorRole.Text)
+        bars = []
+        names = ("______", "      ")  # underscores or spaces: only the underscores differ, left of the value
+        for name in names:
+            model = GalleryModel()
+            model.set_items(np.arange(1), np.array([[3, -1, -1]]), np.array([[1.0, 0, 0]]), ["a", "b", "c", name])
+            pixmap = delegate._bars(model, 0, np.array([3, -1, -1]), np.array([1.0, 0, 0]), 96, font, text)
+            picture = pixmap.toImage().convertToFormat(QImage.Format.Format_ARGB32)
+            pixels = np.frombuffer(picture.constBits(), np.uint8)
+            bars.append(pixels.reshape(picture.height(), picture.width(), 4).copy())
+        row = delegate.bar_row()
+        left = 3 + min(QFontMetrics(font).horizontalAdvance(n) for n in names)
+        underscores = np.argwhere(np.abs(bars[0][:row, :left].astype(int) - bars[1][:row, :left]).max(axis=2) > 60)
+        assert len(underscores) >= 10
+        assert underscores[:, 0].min() >= 1 and underscores[:, 0].max() <= row - 2  # on the bar, not under it
+        bar = class_color(3)
+        ink_there = bars[0][underscores[:, 0], underscores[:, 1], :3].astype(int)  # (BGRA bytes: BGR)
+        darkest = QColor(*ink_there[np.argmax(np.abs(ink_there - [bar.blue(), bar.green(), bar.red()]).sum(axis=1))][
+            ::-1].tolist())
+        assert contrast(darkest, bar) >= 4.5  # the underscore reads on the bar
     finally:
         apply_theme(QApplication.instance(), "light")
 

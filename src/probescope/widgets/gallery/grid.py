@@ -177,8 +177,9 @@ class GalleryDelegate(QStyledItemDelegate):
         self._font: QFont | None = None
 
     def bar_row(self) -> int:
-        """Pixels per class bar: the small font's whole height (descenders, the underscore of 'sunset_sea-s')."""
-        return max(BAR_ROW, QFontMetrics(self.small_font(QApplication.font())).height() + 2)
+        """Pixels per class bar: a bar (the row less a pixel above and below) as tall as the small font and its
+        underscore, which sits below the descent ('sunset_sea-s' read 'sunset sea-s' off the bar)."""
+        return max(BAR_ROW, QFontMetrics(self.small_font(QApplication.font())).height() + 4)
 
     def cell_size(self) -> QSize:
         return QSize(self.thumb + 12, self.thumb + 12 + TEXT_ROW + 3 * self.bar_row() + 4)
@@ -244,17 +245,17 @@ class GalleryDelegate(QStyledItemDelegate):
         for i, (c, p) in enumerate(zip(top, top_p, strict=True)):
             if c < 0:
                 continue
-            y, filled = i * row, width * float(p)
-            painter.fillRect(QRectF(0, y + 1, width, row - 2), QColor(127, 127, 127, 40))
-            painter.fillRect(QRectF(0, y + 1, filled, row - 2), class_color(int(c)))
+            bar, filled = QRectF(0, i * row + 1, width, row - 2), width * float(p)
+            painter.fillRect(bar, QColor(127, 127, 127, 40))
+            painter.fillRect(QRectF(0, bar.y(), filled, bar.height()), class_color(int(c)))
             label = fm.elidedText(f"{model.class_name(int(c))} {p:.2f}", Qt.TextElideMode.ElideMiddle, width - 4)
             # over the bar in black or white, whichever reads on its colour; beside it in the cell's text colour
-            for part, pen in ((QRectF(0, y, filled, row), readable_on(class_color(int(c)))),
-                              (QRectF(filled, y, width - filled, row), color)):
+            for part, pen in ((QRectF(0, bar.y(), filled, bar.height()), readable_on(class_color(int(c)))),
+                              (QRectF(filled, bar.y(), width - filled, bar.height()), color)):
                 painter.setClipRect(part)
                 painter.setPen(pen)
-                painter.drawText(QRectF(3, y, width - 3, row), Qt.AlignmentFlag.AlignLeft
-                                 | Qt.AlignmentFlag.AlignVCenter, label)
+                painter.drawText(bar.adjusted(3, 0, 0, 0), Qt.AlignmentFlag.AlignLeft | Qt.AlignmentFlag.AlignVCenter,
+                                 label)
         painter.end()
         QPixmapCache.insert(key, pixmap)
         return pixmap
