@@ -34,6 +34,7 @@ from probescope.widgets.similarity.plots import BarChart, EmbeddingView
 from probescope.widgets.similarity.tables import ModelRow, ModelTable
 
 GRADE_BINS = np.linspace(0.0, 1.0, 9)  # catch grades come in eighths for sessions of 4 catch trials (1, .5, 0)
+PLOT_HEIGHT = 150  # pixels at least for each plot of the embedding panel
 
 
 class ModelsPanel(QWidget):
@@ -123,6 +124,8 @@ class EmbeddingPanel(QWidget):
         buttons.addStretch(1)
         buttons.addWidget(self.refit_button)
         buttons.addWidget(self.cancel_button)
+        for view in (self.view, self.dims_plot, self.convergence_plot):  # (below this their ticks ran into their
+            view.setMinimumHeight(PLOT_HEIGHT)  # labels; a short panel scrolls instead)
         plots = QSplitter(Qt.Orientation.Horizontal)
         plots.addWidget(self.dims_plot)
         plots.addWidget(self.convergence_plot)

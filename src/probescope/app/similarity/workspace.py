@@ -73,7 +73,7 @@ class SimilarityWorkspace(Workspace):
         area.set_central(central)
         area.add("trials", "Trials", self.trials, "left", 0.30)
         area.add("models", "Model table", scrolled(self.models), "right", 0.36)  # short: it scrolls, never clips
-        area.add("embedding", "Embedding", self.embedding, "right")
+        area.add("embedding", "Embedding", scrolled(self.embedding), "right")  # (a short panel scrolls)
         area.split("models", "embedding", Qt.Orientation.Vertical)
         for key, title, widget in (("quality", "Data quality", self.quality),
                                    ("active", "Active learning", self.active),
