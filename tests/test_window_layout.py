@@ -111,14 +111,25 @@ def cut_sideways(window) -> list[str]:
 
 
 def _settle(window=None) -> None:
-    """The work a panel starts when shown (a trial sheet's images) done, and the layouts redone after it."""
+    """The work a panel starts when shown (a trial sheet's images) done, and the layouts still (a resize travels up
+    and down nested layouts over several event-loop turns)."""
     if window is not None:
         deadline = time.monotonic() + WAIT_MS / 1000
         while window.pool.active() and time.monotonic() < deadline:
             QApplication.processEvents()
             time.sleep(0.005)
-    for _ in range(4):
-        QApplication.processEvents()
+    last = None
+    for _ in range(40):
+        until = time.monotonic() + 0.05
+        while time.monotonic() < until:
+            QApplication.processEvents()
+            time.sleep(0.005)
+        if window is None:
+            return
+        now = [w.geometry().getRect() for w in window.findChildren(QWidget) if w.isVisible()]
+        if now == last:
+            return
+        last = now
 
 
 def check_every_panel(window, when: str) -> None:
