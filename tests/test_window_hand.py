@@ -156,6 +156,10 @@ def test_the_layer_ablation_is_a_matrix_one_can_read(qtbot, loaded):
     qtbot.waitUntil(lambda: "Role of unit" in role.title.text() and "ablating" not in role.title.text(),
                     timeout=WAIT_MS)
     assert role.bars.isVisible() and not role.matrix.isVisible()
+    ws.units.select_unit(ws.units.visible_units()[4])  # its ablation on its way, the matrix back from the cache:
+    role.layer_button.click()  # the latest request wins (the unit's result replaced the matrix)
+    qtbot.waitUntil(lambda: not loaded.pool.active(), timeout=WAIT_MS)
+    assert role.matrix.isVisible() and "each class (rows)" in role.title.text()
 
 
 def _wheel(widget, modifiers=Qt.KeyboardModifier.NoModifier) -> None:
