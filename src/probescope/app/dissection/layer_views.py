@@ -18,7 +18,7 @@ from probescope.widgets.ink import InkLabel, inked
 
 CORRELATION_COLUMNS = ("method", "image set", "r (IoU)", "r (DA)", "units", "mean accuracy")
 CEILING = 0.98  # a mean accuracy from which the correlation has no variation left to explain
-MIN_VIEW_HEIGHT = 160  # pixels: below this a plot's ticks run into its labels
+MIN_VIEW_HEIGHT = 120  # pixels: below this a plot's ticks run into its labels
 
 
 def integer_ticks(plot, top: int) -> None:
@@ -42,8 +42,9 @@ class LayerViews(QWidget):
         self.correlation.setHorizontalHeaderLabels(list(CORRELATION_COLUMNS))
         self.correlation.verticalHeader().setVisible(False)
         self.correlation.setEditTriggers(QTableWidget.EditTrigger.NoEditTriggers)
-        for view in (self.scatter, self.lengths, self.correlation):  # in a short panel they scroll, not squash
+        for view in (self.scatter, self.lengths):  # in a short panel they scroll, not squash
             view.setMinimumHeight(MIN_VIEW_HEIGHT)
+        self.correlation.setMinimumHeight(MIN_VIEW_HEIGHT * 2 // 3)
         layout = QVBoxLayout(self)
         layout.setContentsMargins(0, 0, 0, 0)
         layout.addWidget(self.scatter, 3)

@@ -34,7 +34,7 @@ from probescope.widgets.similarity.plots import BarChart, EmbeddingView
 from probescope.widgets.similarity.tables import ModelRow, ModelTable
 
 GRADE_BINS = np.linspace(0.0, 1.0, 9)  # catch grades come in eighths for sessions of 4 catch trials (1, .5, 0)
-PLOT_HEIGHT = 150  # pixels at least for each plot of the embedding panel
+PLOT_HEIGHT = 120  # pixels at least for each plot of the embedding panel (ticks clear of the labels)
 
 
 class ModelsPanel(QWidget):
