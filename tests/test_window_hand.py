@@ -69,7 +69,7 @@ def _slow_blocks(monkeypatch, cache) -> None:
     real = saved.dissect
 
     def slowly(*args, **kwargs):
-        time.sleep(0.4)
+        time.sleep(0.8)
         return real(*args, **kwargs)
 
     monkeypatch.setattr(saved, "FIRST_BLOCK", 2)
@@ -92,6 +92,7 @@ def test_cancelling_a_re_dissection_puts_the_previous_result_back(qtbot, loaded,
     assert not ws.data.result.complete and "so far" in ws.header.text()
     assert ws.unit == unit and ws.units.current_unit() == unit  # the unit in view is dissected first, and kept
     assert ws.runs.cancel.isEnabled() and "dissecting" in ws.runs.status.text()
+    qtbot.wait(500)  # (it runs a second or more, as a task the Tasks panel keeps listed does)
     ws.runs.cancel.click()
     qtbot.waitUntil(lambda: not loaded.pool.is_running(ws.task_key("layer")), timeout=WAIT_MS)
     assert ws.data is before and ws.settings == before.settings and ws.runs.quantile.value() == 0.005
