@@ -204,3 +204,29 @@ def test_a_layout_saved_at_another_size_still_fits_the_window(qtbot, settings_pa
         check_every_panel(again, "restored from 2400x1400 at 1280x800")
     finally:
         again.close()
+
+
+def test_the_explanation_lengths_legend_is_off_the_bars_and_each_method_has_its_own_colour(qtbot):
+    """The legend sat on the bars, and 'optimal' had the orange of 'compositional' (three colours for four
+    series): each method has an Okabe-Ito colour of its own, the same in the unit's bars."""
+    import pyqtgraph as pg
+    from PySide6.QtGui import QColor
+
+    from probescope.app.dissection import rows as r
+    from probescope.widgets.dissection.plots import GroupedBars
+
+    okabe_ito = {"#e69f00", "#56b4e9", "#009e73", "#f0e442", "#0072b2", "#d55e00", "#cc79a7", "#000000"}
+    colours = [r.METHOD_COLORS[m] for m in r.METHODS]
+    assert len(set(colours)) == len(colours) and set(colours) <= okabe_ito
+    chart = GroupedBars("Explanation lengths per method", "units", "length",
+                        {r.METHOD_NAMES[m]: r.METHOD_COLORS[m] for m in r.METHODS})
+    qtbot.addWidget(chart)
+    chart.resize(360, 260)
+    chart.show()
+    chart.set_series({r.METHOD_NAMES[m]: ([1, 2, 3], [90, 40, 10]) for m in r.METHODS[1:]})
+    _settle()
+    legend, view = chart.legend.sceneBoundingRect(), chart.plot.getViewBox().sceneBoundingRect()
+    assert not legend.intersects(view) and legend.bottom() <= chart.plot.height() + 1
+    drawn = {QColor(bars.opts["brush"].color()).name() for bars in chart.plot.items()
+             if isinstance(bars, pg.BarGraphItem)}
+    assert drawn == {r.METHOD_COLORS[m] for m in r.METHODS[1:]}
