@@ -8,7 +8,7 @@ size when it is first shown, so a narrow panel is the user's choice, never a cli
 
 from __future__ import annotations
 
-from PySide6.QtCore import QByteArray, Qt, QTimer
+from PySide6.QtCore import QByteArray, QEvent, QObject, Qt, QTimer
 from PySide6.QtGui import QAction
 from PySide6.QtWidgets import QDockWidget, QMainWindow, QScrollArea, QTabWidget, QWidget
 
@@ -18,13 +18,42 @@ AREAS = {"left": Qt.DockWidgetArea.LeftDockWidgetArea, "right": Qt.DockWidgetAre
          "top": Qt.DockWidgetArea.TopDockWidgetArea, "bottom": Qt.DockWidgetArea.BottomDockWidgetArea}
 
 
+class FittingScroll(QScrollArea):
+    """Gives its widget the viewport's size, and scrolls only the part that does not fit at the widget's minimum.
+    A resizable QScrollArea lays a widget with wrapped text out at its preferred height for the width, so a panel
+    of plots and captions scrolled (its plots at full height, the last ones out of view) while it all fitted."""
+
+    def __init__(self, widget: QWidget, parent: QWidget | None = None):
+        super().__init__(parent)
+        self.setWidget(widget)  # (not "resizable": sized here)
+        self.setFrameShape(QScrollArea.Shape.NoFrame)
+        widget.installEventFilter(self)
+
+    def eventFilter(self, watched: QObject, event: QEvent) -> bool:  # noqa: N802
+        if watched is self.widget() and event.type() == QEvent.Type.LayoutRequest:
+            QTimer.singleShot(0, self.fit)  # (after the widget's layout has taken the change in)
+        return super().eventFilter(watched, event)
+
+    def resizeEvent(self, event) -> None:  # noqa: N802
+        super().resizeEvent(event)
+        self.fit()
+
+    def fit(self) -> None:
+        widget = self.widget()
+        if widget is None:
+            return
+        for _ in range(2):  # a scroll bar that appears narrows the viewport: fit once more
+            room = self.viewport().size()
+            width = max(room.width(), widget.minimumSizeHint().width())
+            layout = widget.layout()
+            least = layout.minimumHeightForWidth(width) if layout is not None and layout.hasHeightForWidth() \
+                else widget.minimumSizeHint().height()
+            widget.resize(width, max(room.height(), least))
+
+
 def scrolled(widget: QWidget) -> QScrollArea:
-    """`widget` in a frameless scroll area that gives it the area's width (it scrolls only when taller)."""
-    scroll = QScrollArea()
-    scroll.setWidget(widget)
-    scroll.setWidgetResizable(True)
-    scroll.setFrameShape(QScrollArea.Shape.NoFrame)
-    return scroll
+    """`widget` in a frameless scroll area that gives it the area's size (it scrolls only what does not fit)."""
+    return FittingScroll(widget)
 
 
 class PanelArea(QMainWindow):
