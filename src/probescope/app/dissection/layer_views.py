@@ -42,8 +42,8 @@ class LayerViews(QWidget):
         self.correlation.setHorizontalHeaderLabels(list(CORRELATION_COLUMNS))
         self.correlation.verticalHeader().setVisible(False)
         self.correlation.setEditTriggers(QTableWidget.EditTrigger.NoEditTriggers)
-        for view in (self.scatter, self.lengths):  # in a short panel they scroll, not squash
-            view.setMinimumHeight(MIN_VIEW_HEIGHT)
+        self.scatter.setMinimumHeight(MIN_VIEW_HEIGHT)  # in a short panel they scroll, not squash
+        self.lengths.setMinimumHeight(MIN_VIEW_HEIGHT + 50)  # (its legend's two rows under the plot)
         self.correlation.setMinimumHeight(MIN_VIEW_HEIGHT * 2 // 3)
         layout = QVBoxLayout(self)
         layout.setContentsMargins(0, 0, 0, 0)

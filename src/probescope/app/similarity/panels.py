@@ -34,7 +34,7 @@ from probescope.widgets.similarity.plots import BarChart, EmbeddingView
 from probescope.widgets.similarity.tables import ModelRow, ModelTable
 
 GRADE_BINS = np.linspace(0.0, 1.0, 9)  # catch grades come in eighths for sessions of 4 catch trials (1, .5, 0)
-PLOT_HEIGHT = 120  # pixels at least for each plot of the embedding panel (ticks clear of the labels)
+PLOT_HEIGHT = 150  # pixels at least for the embedding panel's loss and convergence plots (ticks clear of labels)
 
 
 class ModelsPanel(QWidget):
@@ -124,8 +124,9 @@ class EmbeddingPanel(QWidget):
         buttons.addStretch(1)
         buttons.addWidget(self.refit_button)
         buttons.addWidget(self.cancel_button)
-        for view in (self.view, self.dims_plot, self.convergence_plot):  # (below this their ticks ran into their
-            view.setMinimumHeight(PLOT_HEIGHT)  # labels; a short panel scrolls instead)
+        self.view.setMinimumHeight(PLOT_HEIGHT * 4 // 5)
+        for plot in (self.dims_plot, self.convergence_plot):  # (below this their ticks ran into their labels; a
+            plot.setMinimumHeight(PLOT_HEIGHT)  # short panel scrolls instead)
         plots = QSplitter(Qt.Orientation.Horizontal)
         plots.addWidget(self.dims_plot)
         plots.addWidget(self.convergence_plot)
