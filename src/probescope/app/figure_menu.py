@@ -9,6 +9,7 @@ from PySide6.QtCore import QPoint, Qt
 from PySide6.QtWidgets import QMenu, QWidget
 
 from probescope.app.export import PAPER_PRESETS, ExportTarget, Preset
+from probescope.widgets.plot_frame import plots_in
 
 Request = Callable[[ExportTarget, Preset | None, bool], None]  # (view, preset or None for the dialog, copy)
 
@@ -20,6 +21,10 @@ def figure_menu(target: ExportTarget, request: Request, parent: QWidget) -> QMen
         menu.addAction(f"Export for a {preset.name.lower()}…").triggered.connect(
             lambda _checked=False, p=preset: request(target, p, False))
     menu.addAction("Copy to Clipboard").triggered.connect(lambda _checked=False: request(target, None, True))
+    plots = plots_in(target.widget)
+    if plots:
+        menu.addSeparator()
+        menu.addAction("Reset View").triggered.connect(lambda _checked=False: [plot.reset_view() for plot in plots])
     return menu
 
 

@@ -11,14 +11,16 @@ trusted, the hash is remembered in the settings and the same task runs again. No
 
 from __future__ import annotations
 
-from dataclasses import replace
+import time
+from collections import deque
+from dataclasses import astuple, replace
 from pathlib import Path
 
 from PySide6.QtCore import Qt, QTimer, Signal
 from PySide6.QtGui import QAction, QCloseEvent, QDragEnterEvent, QDropEvent, QGuiApplication
 from PySide6.QtWidgets import QApplication, QDockWidget, QFileDialog, QMainWindow, QTabWidget, QVBoxLayout, QWidget
 
-from probescope.app.activity import Activity
+from probescope.app.activity import Activity, ActivityRow
 from probescope.app.export import ExportTarget, Preset, copy_to_clipboard, export_preset, figure_colours, format_of
 from probescope.app.export_dialog import FILTERS, ExportDialog, default_folder, file_name
 from probescope.app.figure_menu import install_figure_menu
@@ -27,7 +29,7 @@ from probescope.app.menus import Menus
 from probescope.app.open_dialogs import ask_request
 from probescope.app.settings import RecentItem, Settings, TrustedFile
 from probescope.app.source_bar import SourceBar
-from probescope.app.state import AppState, Loaded
+from probescope.app.state import AppState
 from probescope.app.theme import apply_theme
 from probescope.app.trust_dialog import TrustDialog
 from probescope.app.workers import TaskHandle, WorkerPool
@@ -35,7 +37,16 @@ from probescope.app.workspace import Workspace
 from probescope.app.workspaces import WORKSPACES
 from probescope.core.errors import InputError
 from probescope.core.trust import NO_TRUST, Trust, UntrustedFile
-from probescope.jobs.inputs import DEMO, KINDS, OpenRequest, batch_folder, classify_path, executor_for, open_task
+from probescope.jobs.inputs import (
+    DEMO,
+    KINDS,
+    Loaded,
+    OpenRequest,
+    batch_folder,
+    classify_path,
+    executor_for,
+    open_task,
+)
 from probescope.jobs.protocol import COMPUTE, TaskError
 from probescope.widgets.command_palette import CommandPalette
 from probescope.widgets.notification import Notification
@@ -43,6 +54,8 @@ from probescope.widgets.task_panel import TaskPanel
 from probescope.widgets.task_progress import TaskProgress
 
 PROGRESS_MS = 100  # the status bar's progress and the Tasks panel are redrawn at most this often
+RECENT_TASKS = 8  # finished tasks the Tasks panel keeps listed
+RECENT_AFTER_S = 1.0  # a finished task is listed when it ran this long (not every thumbnail and overlay)
 
 class MainWindow(QMainWindow):
     """`opened(Loaded)` after an open succeeds; `open_failed(OpenRequest, TaskError)` after it fails.
@@ -103,6 +116,9 @@ class MainWindow(QMainWindow):
         self.progress.details_requested.connect(lambda: self.tasks_dock.show())
         self._shown_task: TaskHandle | None = None
         self.activity = Activity()
+        self._recent: deque[ActivityRow] = deque(maxlen=RECENT_TASKS)  # newest first; stage: how it ended
+        self._started_at: dict[int, float] = {}
+        self._failures: dict[int, str] = {}
         self.tasks = TaskPanel()
         self.tasks_dock = QDockWidget("Tasks", self)
         self.tasks_dock.setObjectName("window/tasks")
@@ -123,6 +139,7 @@ class MainWindow(QMainWindow):
         self.pool.progress.connect(self._progress_changed)
         self.pool.finished.connect(self._progress_changed)
         self.pool.failed.connect(self._task_failed)
+        self.pool.started.connect(lambda handle: self._started_at.setdefault(handle.id, time.monotonic()))
 
         self.menus = Menus(self)
         self._restore_settings()
@@ -240,6 +257,7 @@ class MainWindow(QMainWindow):
         self.notification.show_message(message, details)
 
     def _task_failed(self, handle: TaskHandle, error: TaskError) -> None:
+        self._failures[handle.id] = error.message
         if error.untrusted is not None and self.ask_trust:
             refused = error.untrusted
             waiting = self._asking.setdefault(refused.sha256, [])
@@ -277,14 +295,26 @@ class MainWindow(QMainWindow):
 
     def _progress_changed(self, *args) -> None:
         if args and isinstance(args[0], TaskHandle) and args[0].done:
+            self._remember(args[0])
             self.activity.forget(args[0].id)
         if not self._progress_due.isActive():
             self._progress_due.start()
 
+    def _remember(self, handle: TaskHandle) -> None:
+        """A finished task that ran long enough to be seen stays in the Tasks panel, saying how it ended."""
+        started = self._started_at.pop(handle.id, None)
+        failure = self._failures.pop(handle.id, None)
+        if started is None or time.monotonic() - started < RECENT_AFTER_S:
+            return
+        row = self.activity.row(handle.id, handle.name, handle.progress)
+        ended = "cancelled" if handle.cancelled else f"failed: {failure}" if failure is not None else "done"
+        fraction = 1.0 if ended == "done" else row.fraction
+        self._recent.appendleft(ActivityRow(row.key, row.name, ended, fraction, row.done, "", ""))
+
     def _update_progress(self) -> None:
         active = [h for h in self.pool.active() if not h.cancelled]
         rows = [self.activity.row(h.id, h.name, h.progress) for h in active]
-        self.tasks.show_rows([(r.key, r.name, r.stage, r.fraction, r.done, r.rate, r.left) for r in rows])
+        self.tasks.show_rows([astuple(r) for r in rows], [astuple(r) for r in self._recent])
         if not active:
             self._shown_task = None
             self.progress.clear()

@@ -36,7 +36,7 @@ class Menus:
         self.fill_recent()
         self.add(file_menu, "Forget Trusted Files", w.forget_trusted_files)
         file_menu.addSeparator()
-        self.add(file_menu, "&Export Figure…", w.export_figure, "Ctrl+E")
+        self.add(file_menu, "&Export Figure…", lambda: w.export_figure(), "Ctrl+E")  # (not the checked flag)
         self.add(file_menu, "&Copy Figure to Clipboard", w.copy_figure, "Ctrl+Shift+C")
         self.add(file_menu, "Export Dissection &tally.csv…",
                  lambda: w.workspaces["dissection"].export_results_dialog("tally"))

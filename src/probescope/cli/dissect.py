@@ -134,10 +134,14 @@ def _dissect(args: argparse.Namespace, settings, units, trust) -> int:
         if why:
             print(why, file=sys.stderr)
         elif previous is not None:
-            print(f"resuming: {len(previous.units)} units already done", file=sys.stderr)
+            left = len(set(range(int(act.shape[1])) if units is None else units) - set(previous.units))
+            print(f"resuming: {len(previous.units)} units already done, {left} to go" if left else
+                  f"complete: all {len(previous.units)} units already done, nothing to resume (--restart dissects "
+                  "again)", file=sys.stderr)
     blocks = dissect_in_blocks(json_path, store, act, settings, units, previous=previous, correct=correct,
                                dataset_info=dataset_info, model_info=model_info, progress=progress)
-    result = deque(blocks, maxlen=1)[0]  # each block is saved as it finishes; the last is the layer
+    last = deque(blocks, maxlen=1)  # each block is saved as it finishes; the last is the layer
+    result = last[0] if last else previous  # no block ran: every unit asked for was done already
     write_layer(args.out, result)
     end_progress_line()
     print(f"wrote {args.out / 'tally.csv'} ({len(result.units)} units)", file=sys.stderr)

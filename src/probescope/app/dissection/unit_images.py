@@ -65,7 +65,9 @@ class UnitImages(QObject):
         if key == self._on_the_way and self.pool.is_running(self._key("overlays")):
             return  # on its way
         cached = self._cache.get(key)
-        if cached is not None:
+        # (a result shown again, from the disk cache or a kept run, may be a LayerData without the unit's histogram:
+        # then the task below computes it with the overlays; from the cache the chart stayed empty)
+        if cached is not None and unit in d.histograms:
             self._cache.move_to_end(key)
             self.pool.cancel(self._key("overlays"))
             self._set(cached, what, present)

@@ -34,6 +34,8 @@ from probescope.app.dissection.unit_images import UnitImages
 from probescope.app.dissection.unit_view import UnitCharts, UnitView, show_trace
 from probescope.app.export import ExportTarget, export_widget
 from probescope.app.figure_menu import figure_menu
+from probescope.app.panel_area import scrolled
+from probescope.app.workers import TaskHandle
 from probescope.app.workspace import Workspace
 from probescope.core.dissection.formula import Formula
 from probescope.core.dissection.results import Explanation
@@ -95,6 +97,10 @@ class DissectionWorkspace(Workspace):
         self._first_part: tuple | None = None  # (dataset, size of the whole) when a first part was loaded
         self._picked = -1  # the unit the workspace chose to show first (not the user)
         self._layer_done = False
+        self._layer_run: TaskHandle | None = None  # the dissection running for the inputs on screen
+        self._before: LayerData | None = None  # the complete result on screen when it started: back on cancel
+        self._cut_short: LayerData | None = None  # what a cancelled run finished (no complete result before it)
+        pool.finished.connect(self._task_finished)
 
     def _build_layout(self) -> None:
         units = QWidget()
@@ -110,9 +116,11 @@ class DissectionWorkspace(Workspace):
         area.add("units", "Units", units, "left", 0.33)
         area.add("charts", "Unit numbers", self.charts, "bottom", 0.30, Qt.Orientation.Vertical)
         area.add("trace", "Beam trace", self.trace, "right", 0.29)
-        for key, title, widget in (("role", "Role", self.role), ("layer", "Layer", self.layer_views),
+        for key, title, widget in (("role", "Role", scrolled(self.role)),
+                                   ("layer", "Layer", scrolled(self.layer_views)),
                                    ("card", "Unit card", card_panel(self.card, self._export_card)),
-                                   ("settings", "Settings", self.runs), ("batch", "Batch", self.batch)):
+                                   ("settings", "Settings", scrolled(self.runs)),
+                                   ("batch", "Batch", scrolled(self.batch))):  # (short panels scroll, never squash)
             area.add(key, title, widget, "right")
             area.tab(key, "trace")
         area.raise_panel("trace")
@@ -240,12 +248,14 @@ class DissectionWorkspace(Workspace):
         self.runs.show_settings(settings)
         store = self._store[1] if self._store is not None and self._store[0] is dataset else None
         self._layer_done = False
+        self._before = self.data if self.data is not None and self.data.result.complete else None
         refining = self.data is not None and self._of_first_part(self.data) and dataset is not self.data.dataset
         if refining:
             self._show_header(self.data, (0, self.data.result.n_units))
         else:
             self.header.setText(f"<b>Units of {layer}</b> of {loaded.label} (computing…)")
         self.runs.set_running(True, "dissecting " + settings_label(settings))
+        first = self.unit if self.unit >= 0 else None  # the unit in view comes first, and stays selected
 
         def shown(d: LayerData) -> None:
             self._store = (dataset, d.store)
@@ -268,9 +278,35 @@ class DissectionWorkspace(Workspace):
             what = f"on the first {self.data.dataset.n_images:,} images (all of them: " if refining else "("
             self.header.setText(f"<b>Units of {layer}</b> {what}failed: see the message above)")
 
-        self.pool.submit(lambda ctx: layer_task(loaded, layer, dataset, store, settings, ctx),
-                         name=f"dissect {layer}", key=self.task_key("layer"), on_partial=shown, on_result=finished,
-                         on_error=failed)
+        self._layer_run = self.pool.submit(lambda ctx: layer_task(loaded, layer, dataset, store, settings, ctx, first),
+                                           name=f"dissect {layer}", key=self.task_key("layer"), on_partial=shown,
+                                           on_result=finished, on_error=failed)
+
+    def _task_finished(self, handle: TaskHandle) -> None:
+        """The dissection on screen was cancelled (Settings, the status bar or the Tasks panel; not replaced by a
+        newer run): the complete result shown before it comes back with its settings, or, when there was none,
+        what it finished stays, said to be cut short."""
+        if handle is not self._layer_run:
+            return
+        self._layer_run = None
+        superseded = self.pool.is_running(self.task_key("layer"))  # (a batch job opened in its place)
+        if not handle.cancelled or superseded or self.pool.is_shut_down:
+            return
+        before, self._before = self._before, None
+        if before is not None:
+            self.settings = before.settings
+            self.runs.show_settings(before.settings)
+            self._layer_done = True
+            self._show_layer(before)
+            self.runs.set_runs([(k, settings_label(v.settings)) for k, v in self._kept.items()], before.key)
+            self.runs.set_running(False, f"cancelled; back to the result with {settings_label(before.settings)}")
+            self._check_initial()
+            return
+        if self.data is not None:
+            self._cut_short = self.data
+            self._show_layer(self.data)
+        self.runs.set_running(False, "cancelled" + (f" after {len(self.data.result.units)} units" if self.data
+                                                     else ""))
 
     def _switch_run(self, key: str) -> None:
         d = self._kept.get(key)
@@ -310,7 +346,8 @@ class DissectionWorkspace(Workspace):
         first part of the dataset (`refining`: units done and in all of the whole dataset's dissection, under way)."""
         rows = [self.rows[u] for u in sorted(self.rows)]
         result = d.result
-        progress = "" if result.complete else f" ({len(rows)} of {result.n_units} units{'' if refining else ' so far'})"
+        state = "" if refining else " done: cancelled" if d is self._cut_short else " so far"
+        progress = "" if result.complete else f" ({len(rows)} of {result.n_units} units{state})"
         where = f" ({d.model_label}, from {d.origin})" if d.origin else ""
         part = ""
         if self._of_first_part(d):

@@ -9,7 +9,7 @@ from PySide6.QtCore import QEvent, Qt
 from PySide6.QtWidgets import QComboBox, QHBoxLayout, QLabel, QScrollArea, QVBoxLayout, QWidget
 
 from probescope.app.similarity import analysis as data
-from probescope.widgets.ink import ink
+from probescope.widgets.ink import InkLabel, inked
 from probescope.widgets.similarity.trial_grid import ModelView, TrialGrid
 
 CELL = 124
@@ -22,7 +22,7 @@ class TrialView(QWidget):
         super().__init__(parent)
         self._shown: tuple[data.Scores | None, data.TrialSet | None, int] | None = None  # what the model view shows
         self.model = QComboBox()
-        self.model.setMinimumContentsLength(24)
+        self.model.setMinimumContentsLength(16)
         self.distance = QComboBox()
         self.distance.addItems(["cosine", "l2", "l1"])
         bar = QHBoxLayout()
@@ -33,7 +33,7 @@ class TrialView(QWidget):
         self.caption = QLabel()
         self.caption.setWordWrap(True)
         self.grid = TrialGrid(CELL)
-        self.summary = QLabel()
+        self.summary = InkLabel()
         self.summary.setWordWrap(True)
         self.summary.setTextFormat(Qt.TextFormat.RichText)
         self.trial = QWidget()
@@ -42,14 +42,14 @@ class TrialView(QWidget):
         trial_layout.addWidget(self.grid)
         trial_layout.addWidget(self.summary)
         trial_layout.addStretch(1)
-        scroll = QScrollArea()
-        scroll.setWidget(self.trial)
-        scroll.setWidgetResizable(True)
-        scroll.setFrameShape(QScrollArea.Shape.NoFrame)
+        self.scroll = QScrollArea()
+        self.scroll.setWidget(self.trial)
+        self.scroll.setWidgetResizable(True)
+        self.scroll.setFrameShape(QScrollArea.Shape.NoFrame)
         layout = QVBoxLayout(self)
         layout.setContentsMargins(0, 0, 0, 0)
         layout.addLayout(bar)
-        layout.addWidget(scroll, 1)
+        layout.addWidget(self.scroll, 1)
 
     def set_models(self, names: list[str], wanted: str) -> None:
         """The model rows to choose from, `wanted` (or the last) selected, without signalling a change."""
@@ -104,8 +104,7 @@ class TrialView(QWidget):
             names = self.grid.captions()
             items = [f"ref {a + 1} ({_short(names[a])}) closer than ref {b + 1} ({_short(names[b])})"
                      for a, b in wrong]
-            text += (f"<br><span style='color:{ink('warning', self.palette())}'>Disagreeing triplets "
-                     "(participant's order): " + "; ".join(items) + "</span>")
+            text += "<br>" + inked("warning", "Disagreeing triplets (participant's order): " + "; ".join(items))
         self.summary.setText(text)
 
 

@@ -28,6 +28,7 @@ from PySide6.QtCore import (
 from PySide6.QtGui import QColor, QFont, QFontMetrics, QImage, QPainter, QPalette, QPixmap, QPixmapCache
 from PySide6.QtWidgets import (
     QAbstractItemView,
+    QApplication,
     QListView,
     QSizePolicy,
     QStyle,
@@ -36,12 +37,13 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from probescope.widgets.ink import readable_on
 from probescope.widgets.plots_bars import class_color
 from probescope.widgets.thumbnail_grid import SteppingListView
 
 QPixmapCache.setCacheLimit(max(QPixmapCache.cacheLimit(), 256 * 1024))  # KiB
 
-BAR_ROW = 12  # pixels per class bar under a thumbnail
+BAR_ROW = 12  # pixels per class bar under a thumbnail, at least (more when the small font needs it)
 TEXT_ROW = 15
 LAYOUT_BATCH = 2000  # cells laid out per event-loop turn
 
@@ -175,8 +177,13 @@ class GalleryDelegate(QStyledItemDelegate):
         self.missing: set[int] = set()
         self._font: QFont | None = None
 
+    def bar_row(self) -> int:
+        """Pixels per class bar: a bar (the row less a pixel above and below) as tall as the small font and its
+        underscore, which sits below the descent ('sunset_sea-s' read 'sunset sea-s' off the bar)."""
+        return max(BAR_ROW, QFontMetrics(self.small_font(QApplication.font())).height() + 4)
+
     def cell_size(self) -> QSize:
-        return QSize(self.thumb + 12, self.thumb + 12 + TEXT_ROW + 3 * BAR_ROW + 4)
+        return QSize(self.thumb + 12, self.thumb + 12 + TEXT_ROW + 3 * self.bar_row() + 4)
 
     def sizeHint(self, option: QStyleOptionViewItem, index: QModelIndex) -> QSize:  # noqa: N802
         return self.cell_size()
@@ -230,7 +237,8 @@ class GalleryDelegate(QStyledItemDelegate):
         cached = QPixmapCache.find(key)
         if cached is not None:
             return cached
-        pixmap = QPixmap(width, BAR_ROW * len(top))
+        row = self.bar_row()
+        pixmap = QPixmap(width, row * len(top))
         pixmap.fill(Qt.GlobalColor.transparent)
         painter = QPainter(pixmap)
         painter.setFont(font)
@@ -238,13 +246,17 @@ class GalleryDelegate(QStyledItemDelegate):
         for i, (c, p) in enumerate(zip(top, top_p, strict=True)):
             if c < 0:
                 continue
-            bar = QRectF(0, i * BAR_ROW + 1, width, BAR_ROW - 2)
+            bar, filled = QRectF(0, i * row + 1, width, row - 2), width * float(p)
             painter.fillRect(bar, QColor(127, 127, 127, 40))
-            painter.fillRect(QRectF(0, bar.y(), width * float(p), bar.height()), class_color(int(c)))
-            painter.setPen(color)
+            painter.fillRect(QRectF(0, bar.y(), filled, bar.height()), class_color(int(c)))
             label = fm.elidedText(f"{model.class_name(int(c))} {p:.2f}", Qt.TextElideMode.ElideMiddle, width - 4)
-            painter.drawText(bar.adjusted(3, 0, 0, 0), Qt.AlignmentFlag.AlignLeft | Qt.AlignmentFlag.AlignVCenter,
-                             label)
+            # over the bar in black or white, whichever reads on its colour; beside it in the cell's text colour
+            for part, pen in ((QRectF(0, bar.y(), filled, bar.height()), readable_on(class_color(int(c)))),
+                              (QRectF(filled, bar.y(), width - filled, bar.height()), color)):
+                painter.setClipRect(part)
+                painter.setPen(pen)
+                painter.drawText(bar.adjusted(3, 0, 0, 0), Qt.AlignmentFlag.AlignLeft | Qt.AlignmentFlag.AlignVCenter,
+                                 label)
         painter.end()
         QPixmapCache.insert(key, pixmap)
         return pixmap
