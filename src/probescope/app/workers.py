@@ -28,6 +28,7 @@ from PySide6.QtCore import QObject, Signal
 from probescope.core.tasks import Cancelled
 from probescope.core.trust import NO_TRUST, Trust
 from probescope.jobs.protocol import COMPUTE, IO, Partial, Progress, Task, TaskContext, TaskError, describe_error
+from probescope.jobs.session import Session
 
 
 def compute_threads() -> int:
@@ -66,13 +67,14 @@ class TaskHandle:
     def __init__(self, task: Task, name: str, key: str | None, executor: str,
                  on_result: Callable[[Any], None] | None, on_partial: Callable[[Any], None] | None,
                  on_error: Callable[[TaskError], None] | None,
-                 emit_progress: Callable[[TaskHandle, Progress], None] | None = None, trust: Trust = NO_TRUST):
+                 emit_progress: Callable[[TaskHandle, Progress], None] | None = None, trust: Trust = NO_TRUST,
+                 session: Session | None = None):
         self.id = next(self._ids)
         self.task = task
         self.name = name
         self.key = key
         self.executor = executor
-        self.context = TaskContext(None if emit_progress is None else lambda p: emit_progress(self, p), trust)
+        self.context = TaskContext(None if emit_progress is None else lambda p: emit_progress(self, p), trust, session)
         self.on_result = on_result
         self.on_partial = on_partial
         self.on_error = on_error
@@ -123,6 +125,7 @@ class WorkerPool(QObject):
         self._by_key: dict[str, TaskHandle] = {}
         self._closed = False
         self.trust: Trust = NO_TRUST
+        self.session = Session()  # what the pool's tasks have loaded (Jobs name their inputs; see jobs.session)
 
     # -- GUI-thread API -------------------------------------------------------------------------------------------
     def submit(self, task: Task, *, name: str, key: str | None = None, executor: str = COMPUTE,
@@ -134,7 +137,8 @@ class WorkerPool(QObject):
         if executor not in (COMPUTE, IO):
             raise ValueError(f"unknown executor {executor!r}")
         handle = TaskHandle(task, name, key, executor, on_result, on_partial, on_error,
-                            emit_progress=lambda h, p: self._emit(h, "progress", p), trust=self.trust)
+                            emit_progress=lambda h, p: self._emit(h, "progress", p), trust=self.trust,
+                            session=self.session)
         if key is not None:
             previous = self._by_key.get(key)
             if previous is not None:

@@ -1,9 +1,13 @@
-"""The task protocol shared by the worker pool and the worker-side modules of every workspace; no Qt here.
+"""The task protocol of every workflow: how a job reports progress and partial results, is cancelled and fails.
 
 A task is a callable taking a `TaskContext` and returning a generator: it yields `Progress` and `Partial` items
-and `return`s its result (or returns a plain value). The context carries the cancel flag, set from the GUI thread,
-and a throttled progress reporter; both have the signatures of core's callbacks (`probescope.core.tasks`), so a
-task hands them to a long core function that runs between yields. A failed task becomes a `TaskError`.
+and `return`s its result (or returns a plain value). The context carries the cancel flag, a throttled progress
+reporter (both with the signatures of core's callbacks, `probescope.core.tasks`, so a task hands them to a long core
+function that runs between yields), the user's trust decisions and the `Session` of what its process has loaded.
+A failed task becomes a `TaskError`.
+
+A `Job` is a task that can run in another process (the window's compute kernel, a Ray actor): a module-level jobs
+function and its keyword arguments, all picklable (requests, paths, settings, results), so it travels by name.
 """
 
 from __future__ import annotations
@@ -11,13 +15,16 @@ from __future__ import annotations
 import threading
 import time
 import traceback
-from collections.abc import Callable
-from dataclasses import dataclass
-from typing import Any
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
 
 from probescope.core.errors import InputError
 from probescope.core.tasks import Cancelled
 from probescope.core.trust import NO_TRUST, Trust, UntrustedFile
+
+if TYPE_CHECKING:
+    from probescope.jobs.session import Session
 
 COMPUTE = "compute"  # the one thread that owns the model and the GPU (torch work is serialised there)
 IO = "io"  # the small pool that reads and decodes files and builds images
@@ -59,11 +66,23 @@ class TaskContext:
     (`probescope.core.tasks`), so a task can hand them to a core function that runs for long between yields.
     """
 
-    def __init__(self, emit: Callable[[Progress], None] | None = None, trust: Trust = NO_TRUST) -> None:
+    def __init__(self, emit: Callable[[Progress], None] | None = None, trust: Trust = NO_TRUST,
+                 session: Session | None = None) -> None:
         self._event = threading.Event()
         self._emit = emit
         self._last_emit = 0.0
         self.trust = trust
+        self._session = session
+
+    @property
+    def session(self) -> Session:
+        """What this process has loaded (models, datasets, layers), shared by the tasks it runs; a task run on its
+        own gets a session of its own."""
+        if self._session is None:
+            from probescope.jobs.session import Session
+
+            self._session = Session()
+        return self._session
 
     def cancel(self) -> None:
         self._event.set()
@@ -85,6 +104,25 @@ class TaskContext:
 
 
 Task = Callable[[TaskContext], Any]
+
+
+@dataclass(frozen=True)
+class Job:
+    """A call of `function(ctx, **kwargs)` that may run in another process. `function` is a module-level function of
+    the jobs layer (it pickles by its name) and `kwargs` hold plain, picklable values. `compute`: it needs torch or
+    a model (it runs where they are: the compute kernel); otherwise it only reads files and arrays, and may run in
+    any process that can read them."""
+
+    function: Callable[..., Any]
+    kwargs: Mapping[str, Any] = field(default_factory=dict)
+    compute: bool = True
+
+    def __call__(self, ctx: TaskContext) -> Any:
+        return self.function(ctx, **self.kwargs)
+
+    @property
+    def name(self) -> str:
+        return f"{self.function.__module__}.{self.function.__qualname__}"
 
 
 def describe_error(name: str, exc: BaseException) -> TaskError:
