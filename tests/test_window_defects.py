@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -96,7 +97,8 @@ def test_the_dissection_runs_where_the_model_is(qtbot, loaded, monkeypatch):
     ws = loaded.workspaces["dissection"]
     asked = []
     monkeypatch.setattr(module, "layer_task", lambda *args: asked.append(args[4].device) or iter(()))
-    monkeypatch.setattr(type(ws._inputs[0].value), "device", property(lambda self: torch.device("cuda", 1)))
+    model = ws._inputs[0]
+    ws._inputs = (replace(model, value=replace(model.value, device="cuda:1")), *ws._inputs[1:])
     ws.run_settings(ws.settings)
     qtbot.waitUntil(lambda: bool(asked), timeout=WAIT_MS)
     assert asked == ["cuda:1"] and ws.settings.device == "cuda:1"

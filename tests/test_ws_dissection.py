@@ -233,6 +233,8 @@ def test_role_panel_shows_the_ablation_of_the_selected_units(qtbot, env):
 
     from oracles.ablation_reference import per_class
     from probescope.core.dissection.correlation import scene_truth
+    from probescope.jobs.inputs import model_of
+    from probescope.jobs.protocol import TaskContext
 
     ws, pool, state = env
     ws.area.raise_panel("role")
@@ -240,7 +242,7 @@ def test_role_panel_shows_the_ablation_of_the_selected_units(qtbot, env):
     ws.units.select_unit(unit)
     qtbot.waitUntil(lambda: bool(ws.role.results) and "ablating" not in ws.role.title.text(), timeout=WAIT_MS)
     idle(qtbot, pool)
-    d, model = ws.data, ws.role.model
+    d, model = ws.data, model_of(TaskContext(session=pool.session), ws.role.model)  # the one the pool holds
     images = model.preprocess([d.dataset.load_image(i) for i in range(d.dataset.n_images)])
     truth = scene_truth(d.store, model.class_names)
     with torch.no_grad():

@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 from PySide6.QtCore import Qt
 from PySide6.QtGui import QImage
+from windows import loaded_model
 
 from probescope.app.export import export_widget
 from probescope.app.gallery.workspace import GalleryWorkspace
@@ -39,8 +40,8 @@ def demo_model():
 
 def open_samples(qtbot, ws, model, source, label="samples") -> None:
     """Put the model and `source` into the state and wait until the first stream has finished."""
-    if ws.state.model is not model:
-        ws.state.set(Loaded("model", "demo", "demo", model))
+    if ws.state.model is None or ws.state.model.name != model.name:
+        ws.state.set(loaded_model(ws.pool, model))
     ws._initial_done = False
     ws.state.set(Loaded("samples", label, label, source))
     qtbot.waitUntil(lambda: ws.is_initial_work_done and not ws.streaming, timeout=WAIT_MS)
@@ -65,7 +66,7 @@ def demo_images(n: int, diversity: int = 14, fidelity: float = 1.0) -> list[np.n
 
 def test_streamed_scores_agree_with_the_engine_across_a_pause(qtbot, gallery, demo_model):
     ws = gallery
-    ws.state.set(Loaded("model", "demo", "demo", demo_model))
+    ws.state.set(loaded_model(ws.pool, demo_model))
     ws.state.set(Loaded("samples", "demo", "demo", DemoSampler(48)))
     qtbot.waitUntil(lambda: ws.scores.n >= 16, timeout=WAIT_MS)
     ws.controls.play.click()  # pause
@@ -292,7 +293,7 @@ def test_worked_examples_keep_the_scored_set_and_a_new_model_is_offered_not_impo
     assert ws.scores is scores and ws.scores.n == 40 and ws.scores.live.is_ == value and not ws.streaming
     # a newly opened model does not replace the classifier of a scored set: the panel offers it
     other = dataclasses.replace(demo_model, name="demo again")
-    ws.state.set(Loaded("model", "demo again", "demo again", other))
+    ws.state.set(loaded_model(ws.pool, other, "demo again"))
     assert ws.scores is scores and ws.scores.n == 40 and not ws.streaming
     assert "The loaded model is now demo again" in ws.score_panel.notice.text()
     qtbot.mouseClick(ws.score_panel.notice_button, Qt.MouseButton.LeftButton)  # accepted: scored again with it

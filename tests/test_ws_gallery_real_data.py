@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from windows import loaded_model
 
 from probescope.app.gallery.real_data import NONE, ReferenceChoice
 from probescope.app.gallery.stream import STREAM_BATCH
@@ -61,9 +62,9 @@ def wait_for_final_readout(qtbot, ws, n: int) -> None:
 
 def test_real_data_scores_are_the_engines_on_the_streamed_features(qtbot, make_workspace, demo_model,
                                                                    real_dataset):
-    ws, _pool, state = make_workspace(GalleryWorkspace, (1500, 950))
+    ws, pool, state = make_workspace(GalleryWorkspace, (1500, 950))
     state.set(Loaded("dataset", "real", "real", real_dataset))
-    state.set(Loaded("model", "demo", "demo", demo_model))
+    state.set(loaded_model(pool, demo_model))
     state.set(Loaded("samples", "demo", "demo", DemoSampler(N)))
     wait_for_final_readout(qtbot, ws, N)
 
@@ -99,9 +100,9 @@ def test_real_data_scores_are_the_engines_on_the_streamed_features(qtbot, make_w
 
 
 def test_a_new_reference_rescores_the_kept_samples(qtbot, make_workspace, demo_model, real_dataset):
-    ws, _pool, state = make_workspace(GalleryWorkspace, (1500, 950))
+    ws, pool, state = make_workspace(GalleryWorkspace, (1500, 950))
     state.set(Loaded("dataset", "real", "real", real_dataset))
-    state.set(Loaded("model", "demo", "demo", demo_model))
+    state.set(loaded_model(pool, demo_model))
     state.set(Loaded("samples", "demo", "demo", DemoSampler(N)))
     wait_for_final_readout(qtbot, ws, N)
     fid = ws.real.fast.values["FID"]
@@ -128,8 +129,8 @@ def test_a_new_reference_rescores_the_kept_samples(qtbot, make_workspace, demo_m
 def test_a_dataset_opened_while_streaming_becomes_the_reference_of_every_sample(qtbot, make_workspace, demo_model,
                                                                                real_dataset):
     """The demo world opens its inputs in parallel: the dataset may arrive after the stream began."""
-    ws, _pool, state = make_workspace(GalleryWorkspace, (1500, 950))
-    state.set(Loaded("model", "demo", "demo", demo_model))
+    ws, pool, state = make_workspace(GalleryWorkspace, (1500, 950))
+    state.set(loaded_model(pool, demo_model))
     state.set(Loaded("samples", "demo", "demo", DemoSampler(N)))
     assert "Waiting for a probing dataset" in ws.real_panel.status.text()
     qtbot.waitUntil(lambda: ws.scores.n >= 8, timeout=WAIT_MS)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from probescope.app.main_window import MainWindow
 from probescope.app.settings import Settings
-from probescope.jobs.inputs import OpenRequest
+from probescope.jobs.inputs import Loaded, OpenRequest, hold_model
 
 WAIT_MS = 60_000
 
@@ -14,6 +14,12 @@ def make_window(qtbot, settings_path) -> MainWindow:
     qtbot.addWidget(window)
     window.show()
     return window
+
+
+def loaded_model(pool, model, spec: str = "demo") -> Loaded:
+    """`model` (a LoadedModel made by the test) as the window holds an opened one: in the pool's session, the state
+    holding its ModelInfo."""
+    return Loaded("model", spec, model.name, hold_model(pool.session, OpenRequest("model", spec), "cpu", model))
 
 
 def world_requests(world) -> list[OpenRequest]:

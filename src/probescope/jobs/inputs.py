@@ -15,6 +15,7 @@ from typing import Any
 
 from probescope.core.errors import InputError
 from probescope.jobs.protocol import COMPUTE, IO, Partial, Progress, TaskContext
+from probescope.jobs.session import Session
 
 KINDS = ("model", "dataset", "samples", "judgments")
 DEMO = "demo"
@@ -30,7 +31,8 @@ DEMO_FIRST_BATCH: int | None = None  # its first stage on a fresh install; None:
 class Loaded:
     """One loaded input: `spec` is what was opened (a path, 'demo' or a model spec), `value` the loaded object.
 
-    For a model, `layers` holds its `LayerInfo` list, computed in the worker when it was loaded. `first_of` > 0
+    For a model, `value` is its `ModelInfo` (the model stays where it was loaded) and `layers` holds its
+    `LayerInfo` list, computed in the worker when it was loaded. `first_of` > 0
     marks the first part of an input of that many items, shown while the rest loads (the demo dataset's first
     images on a fresh install); the whole input replaces it.
     """
@@ -84,6 +86,30 @@ class OpenRequest:
         return OpenRequest(**values)
 
 
+@dataclass(frozen=True)
+class ModelInfo:
+    """A loaded model as the window knows it: what opened it, on which device, and what it has. The model itself
+    stays in the process that loaded it (the compute kernel); a job gets it with `model_of(ctx, info)`."""
+
+    request: OpenRequest
+    device: str
+    name: str
+    class_names: tuple[str, ...] | None
+    default_layer: str | None
+    hookable: bool
+    source_key: str
+
+    @property
+    def spec(self) -> str:
+        return self.request.spec
+
+
+def model_of(ctx: TaskContext, info: ModelInfo):
+    """The LoadedModel `info` describes, from the session of the process running the job (loaded again there when
+    it is not held, e.g. after a restart: with the trust the job was given)."""
+    return ctx.session.get("model", (info.request, info.device), lambda: _loaded_model(info.request, ctx, info.device))
+
+
 def executor_for(request: OpenRequest) -> str:
     """Models and generators load in the compute thread (it owns torch and the GPU); files in the I/O pool."""
     return COMPUTE if request.kind == "model" or request.generator else IO
@@ -102,8 +128,8 @@ def open_task(request: OpenRequest, device: str = "cpu"):
     return task
 
 
-def _load_model(request: OpenRequest, ctx: TaskContext, device: str) -> Iterator[Progress]:
-    from probescope.core.models.loading import UnknownArchitecture, list_layers, load_model
+def _loaded_model(request: OpenRequest, ctx: TaskContext, device: str):
+    from probescope.core.models.loading import UnknownArchitecture, load_model
 
     try:
         model = load_model(request.spec, trust=ctx.trust, device=device)
@@ -111,10 +137,25 @@ def _load_model(request: OpenRequest, ctx: TaskContext, device: str) -> Iterator
         raise InputError("cannot tell the architecture of this state dict: open it with File > Open Model, Kind "
                          "'torchvision state dict' or 'Places365 checkpoint', and choose its Architecture",
                          exc.path) from None
-    yield Progress(0.7, f"listing the layers of {model.name}")
     model.module.eval()
+    return model
+
+
+def _load_model(request: OpenRequest, ctx: TaskContext, device: str) -> Iterator[Progress]:
+    from probescope.core.models.loading import list_layers
+
+    model = _loaded_model(request, ctx, device)  # opened again: the file is read again (it may have changed)
+    yield Progress(0.7, f"listing the layers of {model.name}")
     layers = tuple(list_layers(model))
-    return Loaded("model", request.spec, model.name, model, layers)
+    return Loaded("model", request.spec, model.name, hold_model(ctx.session, request, device, model), layers)
+
+
+def hold_model(session: Session, request: OpenRequest, device: str, model) -> ModelInfo:
+    """`model` (a LoadedModel opened by `request` on `device`) held in `session`, and the ModelInfo that finds it."""
+    session.drop("model", (request, device))
+    session.get("model", (request, device), lambda: model)
+    return ModelInfo(request, device, model.name, None if model.class_names is None else tuple(model.class_names),
+                     model.default_layer, model.hookable, model.source_key)
 
 
 def _load_dataset(request: OpenRequest, ctx: TaskContext, device: str) -> Iterator[Progress]:

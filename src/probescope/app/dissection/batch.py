@@ -115,6 +115,7 @@ def job_activations(result: DissectionResult, layer: str, dataset, live_model, d
     from probescope.core.data.activations import extract_activations
     from probescope.core.dissection.inputs import load_activation_file
     from probescope.core.models.loading import load_model
+    from probescope.jobs.inputs import model_of
 
     info = result.model
     if "activations" in info:
@@ -122,7 +123,7 @@ def job_activations(result: DissectionResult, layer: str, dataset, live_model, d
         activations, _ = load_activation_file(Path(info["activations"]), dataset.n_images)
     elif "spec" in info:
         spec = str(info["spec"])
-        model = live_model if live_model is not None and live_model.spec == spec else None
+        model = model_of(ctx, live_model) if live_model is not None and live_model.spec == spec else None
         if model is None:
             yield Progress(None, f"loading {spec}")
             model = load_model(spec, trust=ctx.trust, device=device)

@@ -23,6 +23,7 @@ from probescope.core.dissection.inputs import (
 )
 from probescope.core.dissection.results import DissectionResult
 from probescope.core.dissection.settings import DissectionSettings
+from probescope.jobs.inputs import model_of
 from probescope.jobs.protocol import Partial, Progress, TaskContext
 
 DEFAULT_SETTINGS = DissectionSettings(searches=SEARCHES, sweep_length=10)
@@ -110,7 +111,7 @@ def layer_task(loaded_model, layer: str, dataset, store, settings: DissectionSet
     from probescope.core.dissection.saved import dissect_in_blocks, resumable
     from probescope.core.errors import InputError
 
-    model = loaded_model.value
+    model = model_of(ctx, loaded_model.value)
     shape = next((info.out_shape for info in loaded_model.layers if info.name == layer), None)
     if shape is not None:  # known from loading: refused before the activations are extracted
         require_spatial_map(shape, layer)

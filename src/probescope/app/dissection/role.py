@@ -21,6 +21,7 @@ from probescope.app.dissection import rows as r
 from probescope.app.dissection.layer import LayerData
 from probescope.app.workers import WorkerPool
 from probescope.core.ablation.results import AblationResult
+from probescope.jobs.inputs import ModelInfo
 from probescope.jobs.protocol import COMPUTE, Progress, TaskContext, TaskError
 from probescope.widgets.plot_frame import titled_plot
 from probescope.widgets.plots_bars import ClassBars
@@ -29,11 +30,12 @@ TOP = 8  # classes in the unit's bars
 _ABLATIONS: dict[tuple, object] = {}  # (result key, mode) -> LayerAblation, used in the compute thread only
 
 
-def ablation_of(d: LayerData, model, mode: str, ctx: TaskContext) -> Iterator[Progress]:
+def ablation_of(d: LayerData, model: ModelInfo, mode: str, ctx: TaskContext) -> Iterator[Progress]:
     """The layer's LayerAblation for this result and mode (built once: it checks the tail with a forward pass)."""
     from probescope.core.ablation.ablate import LayerAblation
     from probescope.core.dissection.correlation import scene_truth
     from probescope.core.errors import InputError
+    from probescope.jobs.inputs import model_of
 
     key = (d.key, mode)
     if key not in _ABLATIONS:
@@ -42,8 +44,8 @@ def ablation_of(d: LayerData, model, mode: str, ctx: TaskContext) -> Iterator[Pr
         yield Progress(None, f"preparing the ablation of {d.layer}")
         truth = scene_truth(d.store, model.class_names)
         _ABLATIONS.clear()  # one layer at a time: each holds its activations' means and a batch buffer
-        _ABLATIONS[key] = LayerAblation(model, d.layer, d.activations, d.dataset, truth, model.class_names,
-                                        mode=mode)
+        _ABLATIONS[key] = LayerAblation(model_of(ctx, model), d.layer, d.activations, d.dataset, truth,
+                                        list(model.class_names), mode=mode)
     return _ABLATIONS[key]
 
 

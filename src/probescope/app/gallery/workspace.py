@@ -32,7 +32,8 @@ from probescope.core.demo.sampler import DemoSampler
 from probescope.core.scoring.classifiers import classifier_of_model
 from probescope.core.scoring.examples import CLASS_NAMES as EXAMPLE_CLASSES
 from probescope.core.scoring.examples import worked_example
-from probescope.jobs.protocol import COMPUTE, TaskError
+from probescope.jobs.inputs import model_of
+from probescope.jobs.protocol import COMPUTE, TaskContext, TaskError
 from probescope.widgets.command_palette import matches
 from probescope.widgets.gallery.grid import ContactSheet, GalleryGrid
 from probescope.widgets.image_detail import ImageDetail
@@ -146,7 +147,8 @@ class GalleryWorkspace(Workspace):
         loaded = self.state.get("samples")
         self.controls.source.setItemText(0, f"Samples: {loaded.label}" if loaded is not None else "Opened samples")
         if self.controls.classifier_box.currentData() == "model":
-            self._set_classifier(classifier_of_model(self.state.model))
+            model = model_of(TaskContext(session=self.pool.session), self.state.model)  # held since it was opened
+            self._set_classifier(classifier_of_model(model))
         source = self.samples_source
         demo = isinstance(source, DemoSampler)
         if demo:

@@ -9,13 +9,14 @@ from pathlib import Path
 import numpy as np
 
 from probescope.app.similarity import analysis as data
+from probescope.jobs.inputs import model_of
 from probescope.jobs.protocol import Progress, TaskContext
 
 
 def features_task(model, layer: str, name: str, judgments, ctx: TaskContext) -> Iterator[Progress]:
     """(stimuli, F) features of the loaded model's `layer` for every stimulus."""
     yield Progress(0.0, f"features of {name}")
-    return data.layer_features(model, layer, judgments, progress=ctx.progress, cancel=ctx.cancelled)
+    return data.layer_features(model_of(ctx, model), layer, judgments, progress=ctx.progress, cancel=ctx.cancelled)
 
 
 def scores_task(features: dict[str, np.ndarray], ensemble, trialset: data.TrialSet, judgments,

@@ -27,6 +27,7 @@ from torch import nn
 from probescope.core.data.preprocess import CLASSIC, IMAGENET, Preprocess
 from probescope.core.errors import InputError
 from probescope.core.models import checkpoint as ckpt
+from probescope.core.models.info import LayerInfo
 from probescope.core.trust import NO_TRUST, Trust
 
 CONTENT_HASH_LIMIT = 16 * 2**20  # files up to this size are identified by content, larger ones by path/size/mtime
@@ -69,14 +70,6 @@ class LoadedModel:
 
     def with_preprocess(self, preprocess: Preprocess) -> LoadedModel:
         return replace(self, preprocess=preprocess)
-
-
-@dataclass(frozen=True)
-class LayerInfo:
-    name: str
-    kind: str  # module class name
-    out_shape: tuple[int, ...] | None  # per image, without the batch axis; None if not run or not a tensor
-    calls: int = 1  # times the module ran in one forward pass (the last call's output is the one extracted)
 
 
 _DEFAULT_LAYERS = (
