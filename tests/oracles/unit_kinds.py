@@ -22,8 +22,13 @@ import numpy as np
 if __name__ == "__main__":
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from oracles.synthetic_broden import SyntheticBroden, SyntheticSpec, planted_formulas, synthetic_activations, \
-    write_synthetic_broden
+from oracles.synthetic_broden import (
+    SyntheticBroden,
+    SyntheticSpec,
+    planted_formulas,
+    synthetic_activations,
+    write_synthetic_broden,
+)
 from probescope.core.dissection.settings import DissectionSettings
 
 GOLDEN = Path(__file__).resolve().parents[1] / "data" / "unit_kinds_golden.json"
