@@ -21,7 +21,7 @@ from probescope.core.dissection.optimal import optimal_explanation
 from probescope.core.dissection.results import DissectionResult, Explanation, UnitResult
 from probescope.core.dissection.search import BeamSearch, Scored, da_select, da_stop, iou_explanation, length_sweep
 from probescope.core.dissection.settings import DissectionSettings
-from probescope.core.dissection.unitmasks import unit_pixels, unit_thresholds
+from probescope.core.dissection.unitmasks import unit_mask_regions, unit_thresholds
 from probescope.core.errors import InputError
 from probescope.core.tasks import CancelCheck, ProgressCallback, check_cancel, report
 
@@ -73,8 +73,8 @@ def dissect(store: LabelStore, activations: np.ndarray, settings: DissectionSett
         for j, u in enumerate(block_units):
             check_cancel(cancel)
             report(progress, done / max(1, len(todo)), f"unit {u} ({done + 1}/{len(todo)})")
-            pixels = unit_pixels(block[:, j], float(thresholds[j]), store.offsets, store.seg_shapes, settings.device)
-            result.units[u] = dissect_unit(counts, concepts, u, float(thresholds[j]), pixels, settings,
+            inside = unit_mask_regions(block[:, j], float(thresholds[j]), store, settings.device)
+            result.units[u] = dissect_unit(counts, concepts, u, float(thresholds[j]), inside, settings,
                                            result.names, correct)
             done += 1
             if on_unit is not None:
@@ -84,11 +84,12 @@ def dissect(store: LabelStore, activations: np.ndarray, settings: DissectionSett
     return result
 
 
-def dissect_unit(counts: DatasetCounts, concepts: np.ndarray, unit: int, threshold: float, pixels: np.ndarray,
+def dissect_unit(counts: DatasetCounts, concepts: np.ndarray, unit: int, threshold: float, inside: np.ndarray,
                  settings: DissectionSettings, names: dict[int, str],
                  correct: np.ndarray | None = None) -> UnitResult:
-    """One unit from its mask pixels: NetDissect label, the chosen searches, trace and sweep."""
-    scorer = UnitScorer(counts, pixels, concepts, counts.category_scope if settings.iou_scope == "category" else None)
+    """One unit from its mask (`inside`: each region's pixels in it): NetDissect label, the chosen searches, trace
+    and sweep."""
+    scorer = UnitScorer(counts, inside, concepts, counts.category_scope if settings.iou_scope == "category" else None)
     search = BeamSearch(scorer, settings.beam_size, settings.beam_limit, settings.beam_dedupe)
 
     def explain(s: Scored | None) -> Explanation | None:
@@ -116,7 +117,7 @@ def dissect_unit(counts: DatasetCounts, concepts: np.ndarray, unit: int, thresho
         accuracy = {name: _set_accuracies(correct, fired, counts.record(s.formula).images)
                     for name, s in chosen.items() if s is not None}
     return UnitResult(
-        unit=unit, threshold=threshold, mask_pixels=len(pixels), fired_images=len(fired),
+        unit=unit, threshold=threshold, mask_pixels=scorer.n_mask, fired_images=len(fired),
         netdissect=explain(netdissect), explanations={k: explain(v) for k, v in found.items()},
         trace=[[explain(s) for s in beam] for beam in search.computed], sweep=[explain(s) for s in sweep],
         top_atoms=search.atom_ranking[:10], accuracy=accuracy, optimality_gap=gap, optimal_evaluated=evaluated)
