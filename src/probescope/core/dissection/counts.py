@@ -185,13 +185,19 @@ class DatasetCounts:
                 s = base.subset(inside if op == AND else ~inside)
             else:
                 base, atom = self.region_set(g), self.region_set(Formula.atom(c))
-                s = RegionSet.whole(self.store, np.union1d(base.regions, atom.regions))
+                s = RegionSet.whole(self.store, _union(base.regions, atom.regions, self.store.n_regions))
         self._sets.put(f, s)
         return s
 
     def same_mask(self, f: Formula, g: Formula) -> bool:
-        """Do f and g hold on exactly the same pixels of the dataset?"""
-        return f == g or np.array_equal(self.region_set(f).regions, self.region_set(g).regions)
+        """Do f and g hold on exactly the same pixels of the dataset? (Their pixels per image first: formulas of a
+        dead unit's beam, whose counts inside the mask are their sizes, are told apart without their region sets.)"""
+        if f == g:
+            return True
+        a, b = self.record(f), self.record(g)
+        if not (np.array_equal(a.images, b.images) and np.array_equal(a.per_image, b.per_image)):
+            return False
+        return np.array_equal(self.region_set(f).regions, self.region_set(g).regions)
 
     def record(self, f: Formula) -> FormulaRecord:
         rec = self._records.get(f)
@@ -465,6 +471,17 @@ def overlap(ops: tuple[str, ...], rows: list[np.ndarray], universe: np.ndarray, 
         else:
             lo, hi = np.maximum(0, lo - p), np.minimum(hi, universe - p)
     return np.maximum(lo, exact + universe - total), np.minimum(hi, exact)
+
+
+def _union(a: np.ndarray, b: np.ndarray, n: int) -> np.ndarray:
+    """Sorted union of two sorted sets of region numbers below n: marked in a table when they are large (a hash of
+    millions of numbers costs more than a pass over the table)."""
+    if len(a) + len(b) < n // 64:
+        return np.union1d(a, b)
+    marked = np.zeros(n, bool)
+    marked[a] = True
+    marked[b] = True
+    return np.flatnonzero(marked)
 
 
 def ratio(num, den) -> np.ndarray:
