@@ -20,7 +20,7 @@ from probescope.core.errors import InputError
 SEARCH_MODES = ("iou", "da-select", "da-stop", "optimal")
 DEDUPE_MODES = ("mask", "none")
 IOU_SCOPES = ("dataset", "category")
-SPEED_ONLY = ("device", "cache_mb")  # change how fast, never what is found
+SPEED_ONLY = ("device", "cache_mb", "jobs")  # change how fast, never what is found
 
 
 def _help(text: str) -> dict[str, str]:
@@ -31,7 +31,7 @@ def _help(text: str) -> dict[str, str]:
 class DissectionSettings:
     """Protocol settings (seed 002 defaults). `sweep_length` N records the best-IoU formula at max lengths 1..N
     (the seed uses 10; it costs about N / 2 times a length-3 search, so it is off by default); `da_limit` is the
-    safety cap on atoms for da-select / da-stop. `device` and `cache_mb` change speed, never results."""
+    safety cap on atoms for da-select / da-stop. `device`, `cache_mb` and `jobs` change speed, never results."""
 
     quantile: float = field(default=0.005, metadata=_help("top quantile q: T_u = quantile(1 - q)"))
     beam_size: int = field(default=5, metadata=_help("formulas kept per step of the beam search"))
@@ -57,7 +57,10 @@ class DissectionSettings:
     da_limit: int = field(default=10, metadata=_help("safety cap on atoms for da-select / da-stop"))
     device: str = field(default="cpu", metadata=_help("cpu or cuda (mask upsampling)"))
     cache_mb: int = field(default=256, metadata=_help(
-        "memory for the formulas' cached dataset-wide counts and region sets, in MiB"))
+        "memory for the formulas' cached dataset-wide counts and region sets, in MiB (per process)"))
+    jobs: int = field(default=0, metadata=_help(
+        "processes dissecting units at once: 0 = one per core, 1 = this process alone; the results are the same "
+        "(byte for byte) for any number"))
 
     def __post_init__(self) -> None:
         bad = [m for m in self.searches if m not in SEARCH_MODES]
@@ -71,8 +74,10 @@ class DissectionSettings:
             raise InputError(f"quantile must lie in (0, 1), got {self.quantile}")
         if self.beam_size < 1 or self.max_length < 1 or self.da_limit < 1:
             raise InputError("beam size, max length and DA limit must be at least 1")
-        if self.beam_limit < 0 or self.min_samples < 0 or self.sweep_length < 0 or self.cache_mb < 1:
-            raise InputError("beam limit, min samples and sweep length must be at least 0, the cache at least 1 MiB")
+        if self.beam_limit < 0 or self.min_samples < 0 or self.sweep_length < 0 or self.jobs < 0 \
+                or self.cache_mb < 1:
+            raise InputError("beam limit, min samples, sweep length and jobs must be at least 0, the cache at least "
+                             "1 MiB")
 
     @property
     def cache_bytes(self) -> int:
