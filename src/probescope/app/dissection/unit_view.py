@@ -44,7 +44,8 @@ class UnitView(QWidget):
         layout.addWidget(self.caption)
         layout.addWidget(self.images, 1)
 
-    def show_title(self, u: UnitResult) -> None:
+    def show_title(self, u: UnitResult, note: str = "") -> None:
+        """The unit's title line; `note` (plain text, e.g. rows.tie_note) follows it, in warning ink."""
         optimal = u.explanations.get("optimal")
         gap = "" if u.optimality_gap is None or optimal is None else (
             " The beam's explanation is optimal." if u.optimality_gap <= 1e-12 else
@@ -53,7 +54,8 @@ class UnitView(QWidget):
         self.title.setText(f"<b>Unit {u.unit}</b>: threshold {u.threshold:.3g}, fires on {u.fired_images} images"
                            f" ({u.mask_pixels:,} mask pixels).{gap} Overlays: heat map = activation, "
                            f"<span style='color:{ink('unit')}'>yellow outline = unit mask</span>, "
-                           f"<span style='color:{ink('concept')}'>cyan = explanation</span>")
+                           f"<span style='color:{ink('concept')}'>cyan = explanation</span>"
+                           + (f"<br><span style='color:{ink('warning')}'>{escape(note, quote=False)}</span>" if note else ""))
 
     def set_caption(self, caption: str) -> None:
         self.caption.setText(caption + " (double-click an image for a large view)")
