@@ -51,11 +51,11 @@ class UnitView(QWidget):
             " The beam's explanation is optimal." if u.optimality_gap <= 1e-12 else
             f" The optimal formula, {escape(optimal.label)}, has IoU {optimal.iou:.4f}: "
             f"<b>{u.optimality_gap:.4f}</b> above the beam's.")
+        warning = f"<br><span style='color:{ink('warning')}'>{escape(note, quote=False)}</span>" if note else ""
         self.title.setText(f"<b>Unit {u.unit}</b>: threshold {u.threshold:.3g}, fires on {u.fired_images} images"
                            f" ({u.mask_pixels:,} mask pixels).{gap} Overlays: heat map = activation, "
                            f"<span style='color:{ink('unit')}'>yellow outline = unit mask</span>, "
-                           f"<span style='color:{ink('concept')}'>cyan = explanation</span>"
-                           + (f"<br><span style='color:{ink('warning')}'>{escape(note, quote=False)}</span>" if note else ""))
+                           f"<span style='color:{ink('concept')}'>cyan = explanation</span>{warning}")
 
     def set_caption(self, caption: str) -> None:
         self.caption.setText(caption + " (double-click an image for a large view)")
