@@ -384,7 +384,7 @@ def unit_ties(act: np.ndarray, thresholds: dict[str, float]) -> dict[int, float]
             chunk = units[start:start + 1]
         block = read_units(act, chunk)
         for j, u in enumerate(chunk):
-            out[u] = float(np.count_nonzero(block[:, j] == thresholds[str(u)]) / block[:, j].size)
+            out[u] = float(np.count_nonzero(block[:, j] == np.float64(thresholds[str(u)])) / block[:, j].size)
     return out
 
 

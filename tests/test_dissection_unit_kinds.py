@@ -37,3 +37,19 @@ def test_every_unit_answers_as_recorded(problem):
     for config, units in golden["answers"].items():
         for unit, recorded in zip(found[config], units):
             assert recorded_fields(unit, recorded) == recorded, (config, KINDS[unit["unit"]], unit["unit"])
+
+
+def test_thresholds_at_a_tie_are_told(problem):
+    """Each unit records the share of its activations equal to T (compared in float64): dead units and broad ones
+    sit at a tie, sparse ones do not."""
+    import numpy as np
+
+    from probescope.core.dissection.engine import dissect
+    from probescope.core.dissection.settings import DissectionSettings
+
+    store, act, correct, golden = problem
+    result = dissect(store, act, DissectionSettings(sweep_length=0))
+    for u, kind in enumerate(KINDS):
+        r = result.units[u]
+        assert r.threshold_ties == np.mean(act[:, u].astype(np.float64) == r.threshold), u
+        assert r.at_tie(0.005) == (kind != "sparse"), (u, kind)

@@ -120,7 +120,7 @@ def unit_results(store: LabelStore, activations: np.ndarray, settings: Dissectio
             check_cancel(cancel)
             t = float(thresholds[j])
             inside = unit_mask_regions(block[:, j], t, store, settings.device)
-            ties = float(np.count_nonzero(block[:, j] == t) / block[:, j].size)
+            ties = float(np.count_nonzero(block[:, j] == np.float64(t)) / block[:, j].size)
             yield dissect_unit(counts, concepts, u, t, inside, settings, names, correct, ties)
 
 
