@@ -407,7 +407,10 @@ def layer_child(task: dict) -> dict:
     else:
         store = LabelStore.build(problem(task["images"], 0, task["seed"]))
     act = np.load(task["activations"], mmap_mode="r")
-    settings = DissectionSettings.from_mapping({**WINDOW, **({"jobs": task["jobs"]} if task["jobs"] != 1 else {})})
+    from dataclasses import fields
+
+    has_jobs = "jobs" in {f.name for f in fields(DissectionSettings)}  # before: one process, no such setting
+    settings = DissectionSettings.from_mapping({**WINDOW, **({"jobs": task["jobs"]} if has_jobs else {})})
     children: dict[int, tuple[float, float]] = {}
     stop = threading.Event()
 

@@ -220,6 +220,10 @@ def test_iou_and_da_of_grown_formulas_match_masks(share, complement):
         assert counts.record(f).n == fm.sum() and scorer.counts(f) == ((fm & mask).sum(), fm.sum())
         g = Formula(tuple(int(a) for a in rng.choice(concepts, size=2, replace=False)), (str(rng.choice(OPERATORS)),))
         assert counts.same_mask(f, g) == (fm == g.evaluate(masks.get)).all()
+        for op in (OR, AND):  # the same atoms in another order: the same mask, known without counting
+            h = Formula(f.atoms, (op,) * len(f.ops))
+            shuffled = Formula(tuple(int(a) for a in rng.permutation(f.atoms)), h.ops)
+            assert counts.same_mask(h, shuffled) and (h.evaluate(masks.get) == shuffled.evaluate(masks.get)).all()
 
 
 @pytest.mark.parametrize("share", [0.15, 0.85])

@@ -190,9 +190,11 @@ class DatasetCounts:
         return s
 
     def same_mask(self, f: Formula, g: Formula) -> bool:
-        """Do f and g hold on exactly the same pixels of the dataset? (Their pixels per image first: formulas of a
-        dead unit's beam, whose counts inside the mask are their sizes, are told apart without their region sets.)"""
-        if f == g:
+        """Do f and g hold on exactly the same pixels of the dataset? A union (or an intersection) of the same atoms
+        in another order does; other pairs are told apart by their pixels per image, then by their region sets. (A
+        dead unit's beam holds unions of the largest concepts, whose region sets are most of the dataset's.)"""
+        ops = set(f.ops) | set(g.ops)
+        if f == g or ((ops <= {OR} or ops <= {AND}) and set(f.atoms) == set(g.atoms)):
             return True
         a, b = self.record(f), self.record(g)
         if not (np.array_equal(a.images, b.images) and np.array_equal(a.per_image, b.per_image)):
