@@ -64,6 +64,7 @@ from probescope.core.dissection.settings import DissectionSettings  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))  # the test oracles live with the tests
 from oracles.mask_reference import MaskReference  # noqa: E402
+from oracles.processes import children_of  # noqa: E402
 from oracles.synthetic_broden import SyntheticBroden, SyntheticSpec, planted_formulas, synthetic_activations  # noqa: E402
 
 MODES = {  # beam modes compared: (beam_limit, beam_dedupe)
@@ -418,7 +419,7 @@ def layer_child(task: dict) -> dict:
         from probescope.core.dissection.parallel import process_memory_mb
 
         while not stop.wait(0.5):
-            for pid in child_pids(os.getpid()):
+            for pid in children_of(os.getpid()):
                 m = process_memory_mb(pid)
                 if m is not None:
                     old = children.get(pid, (0.0, 0.0))
@@ -455,18 +456,6 @@ def layer_child(task: dict) -> dict:
             "thresholds": {str(u): r.threshold for u, r in (result.units.items() if result else [])},
             "mask_share": {str(u): r.mask_pixels / store.n_pixels for u, r in (result.units.items() if result
                                                                              else [])}}
-
-
-def child_pids(pid: int) -> list[int]:
-    out = []
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                if int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1]) == pid:
-                    out.append(int(entry.name))
-            except (OSError, IndexError, ValueError):
-                pass
-    return out
 
 
 def main(argv: list[str] | None = None) -> int:

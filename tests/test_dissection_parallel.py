@@ -13,10 +13,11 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from test_batch import StopAfter  # a local executor interrupted as by Ctrl-C
 
+from oracles.processes import children_of
 from oracles.unit_kinds import unit_kinds_problem
 from probescope.app.cli import main
-from probescope.core.batch.executors import LocalExecutor
 from probescope.core.batch.manifest import read_manifest
 from probescope.core.batch.runner import run_batch
 from probescope.core.dissection.label_cache import label_store
@@ -74,20 +75,6 @@ def test_batch_in_two_processes_gives_the_bytes_of_dissect(layer, tmp_path, isol
     same_files(tmp_path / "batch" / "kinds" / "units", tmp_path / "ref")
 
 
-class StopAfter(LocalExecutor):
-    """A local executor interrupted (as by Ctrl-C) after `n` chunks came back."""
-
-    def __init__(self, n):
-        super().__init__()
-        self.left = n
-
-    def wait(self, handles):
-        if self.left == 0:
-            raise KeyboardInterrupt
-        self.left -= 1
-        return super().wait(handles)
-
-
 def test_a_stopped_batch_in_two_processes_resumes(layer, tmp_path, isolated_cache):
     root, _ = layer
     path = root / "stop.toml"
@@ -129,19 +116,6 @@ def test_cancel_stops_the_workers_and_the_next_run_resumes(layer, tmp_path, isol
     serial = tmp_path / "serial.json"
     list(dissect_in_blocks(serial, store, act, here, dataset_info=ident["dataset"], model_info=ident["model"]))
     assert resumed.complete and path.read_bytes() == serial.read_bytes()
-
-
-def children_of(pid: int) -> list[int]:
-    """Processes whose parent is `pid` (from /proc)."""
-    out = []
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                if int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1]) == pid:
-                    out.append(int(entry.name))
-            except (OSError, IndexError, ValueError):
-                pass
-    return out
 
 
 @pytest.mark.skipif(not Path("/proc").is_dir(), reason="finds the worker processes through /proc")
