@@ -74,7 +74,6 @@ class UnitWorkers:
         self._answers = context.Queue()
         self._processes = [context.Process(target=_serve, args=(str(folder), self._tasks, self._answers),
                                            name=f"probescope unit worker {k}", daemon=True) for k in range(jobs)]
-        self.memory_mb: dict[int, tuple[float, float]] = {}  # per worker pid: (peak RSS, private), read at close
         self._ticket = 0
         for p in self._processes:
             p.start()
@@ -84,10 +83,6 @@ class UnitWorkers:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
-
-    @property
-    def jobs(self) -> int:
-        return len(self._processes)
 
     def submit(self, activations: np.ndarray, settings: DissectionSettings, units: Sequence[int],
                correct: np.ndarray | None = None) -> int:
@@ -141,9 +136,6 @@ class UnitWorkers:
         temporary files."""
         for p in self._processes:
             if p.is_alive():
-                memory = process_memory_mb(p.pid)
-                if memory is not None:
-                    self.memory_mb[p.pid] = memory
                 p.terminate()
         for p in self._processes:
             p.join(5)
@@ -173,9 +165,10 @@ def _npy_file(activations: np.ndarray) -> str | None:
 
 
 def process_memory_mb(pid: int) -> tuple[float, float] | None:
-    """(peak resident memory, memory of its own now) of a process in MiB, where /proc tells them (Linux). The peak
-    (VmHWM) counts pages shared with other processes (libraries, the memory-mapped label store and activations) in
-    full; its own memory (private pages, smaps_rollup) is what it adds to the machine's."""
+    """(peak resident memory, memory of its own now) of a process in MiB, where /proc tells them (Linux), for
+    reports of a run's memory. The peak (VmHWM) counts pages shared with other processes (libraries, the
+    memory-mapped label store and activations) in full; its own memory (private pages, smaps_rollup) is what it adds
+    to the machine's."""
     try:
         with open(f"/proc/{pid}/status") as fh:
             peak = next(int(line.split()[1]) for line in fh if line.startswith("VmHWM"))
