@@ -350,3 +350,18 @@ def test_mask_share_and_dead_units(qtbot, env):
     assert ws.runs.jobs.value() == 0 and "all cores but one" in ws.runs.jobs.specialValueText()
     ws.runs.jobs.setValue(1)
     assert ws.runs.settings().jobs == 1 and ws.runs.settings().protocol() == d.settings.protocol()
+
+
+def test_the_window_dissects_in_worker_processes_with_the_same_results(qtbot, env):
+    """Settings' processes for units: the layer dissected again in 2 worker processes (its cached result removed)
+    is the one the window's own worker thread found."""
+    from probescope.core.cache import cache_dir
+
+    ws, pool, state = env
+    alone = ws.data.result.to_json()
+    (cache_dir() / "dissection" / f"{ws.data.key}.json").unlink()
+    ws.runs.jobs.setValue(2)
+    ws.runs.run.click()
+    idle(qtbot, pool)
+    assert ws.data.settings.jobs == 2 and ws.data.result.complete
+    assert ws.data.result.to_json() == alone
