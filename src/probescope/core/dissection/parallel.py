@@ -19,6 +19,8 @@ import os
 import queue
 import shutil
 import tempfile
+import threading
+import time
 from collections import deque
 from collections.abc import Iterator, Sequence
 from pathlib import Path
@@ -29,7 +31,7 @@ import numpy as np
 from probescope.core.dissection.labels import LabelStore
 from probescope.core.dissection.results import UnitResult
 from probescope.core.dissection.settings import DissectionSettings
-from probescope.core.tasks import CancelCheck, Cancelled, check_cancel
+from probescope.core.tasks import CancelCheck, check_cancel
 
 RUN_UNITS = 8  # consecutive units per task: one block read, several tasks per worker to even out slow units
 AUTO_MIN_WORK = 1_000_000  # units x images: below it a run ends sooner in one process than processes start
@@ -72,7 +74,7 @@ class UnitWorkers:
         context = multiprocessing.get_context("spawn")
         self._tasks = context.Queue()
         self._answers = context.Queue()
-        self._processes = [context.Process(target=_serve, args=(str(folder), self._tasks, self._answers),
+        self._processes = [context.Process(target=_serve, args=(str(folder), self._tasks, self._answers, os.getpid()),
                                            name=f"probescope unit worker {k}", daemon=True) for k in range(jobs)]
         self._ticket = 0
         for p in self._processes:
@@ -179,38 +181,39 @@ def process_memory_mb(pid: int) -> tuple[float, float] | None:
     return peak / 1024, own / 1024
 
 
-def _serve(store_folder: str, tasks: Any, answers: Any) -> None:
-    """A worker's life: open the store, then dissect runs of units until told to stop (None) or terminated."""
+def _serve(store_folder: str, tasks: Any, answers: Any, caller: int) -> None:
+    """A worker's life: open the store, then dissect runs of units until terminated (or orphaned: `caller`, the
+    process that started it, is gone; it may be gone before this one has even imported torch)."""
     import torch
 
     from probescope.core.dissection.counts import DatasetCounts
     from probescope.core.dissection.engine import unit_results
     from probescope.core.dissection.label_cache import open_store
 
+    threading.Thread(target=_leave_when_orphaned, args=(caller,), daemon=True).start()
     torch.set_num_threads(1)  # one core each
-    parent = os.getppid()
     store = open_store(Path(store_folder))
     counts: dict[int, DatasetCounts] = {}  # the dataset side, kept across tasks (per cache size)
     opened: deque[tuple[str, np.ndarray]] = deque(maxlen=2)
-    while os.getppid() == parent:  # else the caller was killed: nobody reads the answers (and none is flushed)
-        try:
-            task = tasks.get(timeout=1.0)
-        except queue.Empty:
-            continue
-        if task is None:
-            break
-        ticket, path, settings, units, correct = task
+    while True:
+        ticket, path, settings, units, correct = tasks.get()
         try:
             activations = next((a for p, a in opened if p == path), None)
             if activations is None:
                 activations = np.load(path, mmap_mode="r", allow_pickle=False)
                 opened.append((path, activations))
-            shared = counts.setdefault(settings.cache_bytes, DatasetCounts(store, settings.cache_bytes))
-            for unit in unit_results(store, activations, settings, units, correct=correct, counts=shared,
-                                     cancel=lambda: os.getppid() != parent):
+            if settings.cache_bytes not in counts:
+                counts[settings.cache_bytes] = DatasetCounts(store, settings.cache_bytes)
+            for unit in unit_results(store, activations, settings, units, correct=correct,
+                                     counts=counts[settings.cache_bytes]):
                 answers.put(("unit", ticket, unit))
-        except Cancelled:
-            break
         except Exception as exc:  # noqa: BLE001  (the caller raises it: an InputError stays one)
             answers.put(("error", ticket, exc))
-    answers.cancel_join_thread()
+
+
+def _leave_when_orphaned(parent: int) -> None:
+    """End the worker once its caller is gone (killed): nobody reads its answers, whose pipe may be full, so it
+    leaves at once, without the exit handlers that would wait to flush them."""
+    while os.getppid() == parent:
+        time.sleep(1.0)
+    os._exit(0)
