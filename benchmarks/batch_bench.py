@@ -33,11 +33,11 @@ def main() -> None:
         os.environ["PROBESCOPE_CACHE"] = str(root / "cache")  # before Ray starts: its workers inherit it
         import ray
 
-        from probescope.core.batch.manifest import read_manifest
-        from probescope.core.batch.ray_executor import RayExecutor
-        from probescope.core.batch.runner import run_batch
         from probescope.core.demo.dataset import write_demo_dataset
         from probescope.core.dissection.inputs import extract_model_layers
+        from probescope.jobs.batch.manifest import read_manifest
+        from probescope.jobs.batch.ray_executor import RayExecutor
+        from probescope.jobs.batch.runner import run_batch
 
         write_demo_dataset(root / "data", n_images=args.images)
         layers = [x.strip() for x in args.layers.split(",")]

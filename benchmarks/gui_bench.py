@@ -2,6 +2,11 @@
 
 1. Launch: time from process start to an interactive window (shown, event loop turning) and to every workspace
    showing its first content, with the demo world already cached. Target: interactive under 3 s.
+   Fresh launch (--fresh): the same from an empty cache folder, as on a fresh install (the demo dataset is
+   rendered, its activations, label store and dissection computed): time to the Dissection's first units on
+   screen (target < 10 s on an idle 2-core machine), to its whole-dataset result and to every workspace done, with
+   the CPU time (the process, all threads, and its child processes) and how busy the machine was meanwhile; for the
+   package at --before (a git revision, extracted with `git archive`) and this one, alternating, in one run.
 2. Stall: the longest gap of the GUI event loop (a 5 ms timer records its own lateness) while a heavy task runs
    in the worker pool (the demo model over rendered images in the compute thread while the I/O pool decodes
    dataset thumbnails). Target: under 50 ms. The same work run in the GUI thread is the naive baseline; the ratio
@@ -23,7 +28,7 @@
    dissecting that layer in the workspace (the naive way to see it, activations already cached).
 
 Usage: python benchmarks/gui_bench.py [--runs 3] [--images 512] [--gallery [--stream 400] [--gallery-images 50000]]
-       [--dissection [--units 10]] [--batch [--batch-images 1500]]
+       [--dissection [--units 10]] [--batch [--batch-images 1500]] [--fresh [--fresh-runs 1] [--before 75344cc]]
 """
 
 from __future__ import annotations
@@ -31,6 +36,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import subprocess
 import sys
 import time
@@ -38,7 +44,7 @@ from pathlib import Path
 
 T0 = time.perf_counter()
 os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
-from probescope.app.commands.gui import limit_blas_threads  # noqa: E402  (before NumPy, as the app)
+from probescope.app.launch import limit_blas_threads  # noqa: E402  (before NumPy, as the app)
 
 limit_blas_threads()
 
@@ -68,15 +74,35 @@ def launch_child() -> None:
         window.open_demo_world()
         window.show()
 
+        probe = LatencyProbe()
+
         def first_turn() -> None:  # the first event-loop turn after show(): the window answers input from here
             times["interactive_s"] = time.perf_counter() - T0
             times["interactive_cpu_s"] = time.process_time()  # all threads: less sensitive to a busy machine
+            probe.start()
 
         def check() -> None:
             if all(ws.is_initial_work_done for ws in window.workspaces.values()) and not window.pool.active():
                 times["all_workspaces_s"] = time.perf_counter() - T0
+                times["all_workspaces_cpu_s"] = cpu_with_children()
+                times["longest_stall_s"] = probe.stop()  # from the first turn until every workspace is done
                 app.quit()
 
+        dissection = window.workspaces["dissection"]
+
+        def watch_dissection() -> None:  # every 10 ms: the first units in the table, then the whole result
+            if "first_units_s" not in times and dissection.units.rowCount() > 0:
+                times["first_units_s"] = time.perf_counter() - T0
+                times["first_units_cpu_s"] = time.process_time()  # this process; its children run beside it
+                times["first_units_images"] = dissection.data.dataset.n_images
+                times["first_units_header"] = dissection.header.text()
+            if dissection.is_initial_work_done:
+                times["dissection_done_s"] = time.perf_counter() - T0
+                times["dissection_done_images"] = dissection.data.dataset.n_images
+            else:
+                QTimer.singleShot(10, watch_dissection)
+
+        QTimer.singleShot(0, watch_dissection)
         QTimer.singleShot(0, first_turn)
         window.pool.finished.connect(check)
         for ws in window.workspaces.values():
@@ -86,6 +112,91 @@ def launch_child() -> None:
         window.close()
     print(json.dumps(times))
     sys.exit(code)
+
+
+def cpu_with_children() -> float:
+    """CPU seconds of this process (all threads) and of its child processes that have ended."""
+    import resource
+
+    children = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return time.process_time() + children.ru_utime + children.ru_stime
+
+
+def machine_jiffies() -> tuple[int, int]:
+    """(busy, total) CPU time of the whole machine so far, in clock ticks (Linux /proc/stat; zeros elsewhere)."""
+    try:
+        fields = [int(v) for v in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
+    except (OSError, ValueError):
+        return 0, 0
+    idle = fields[3] + (fields[4] if len(fields) > 4 else 0)  # idle + iowait
+    return sum(fields) - idle, sum(fields)
+
+
+def package_at(rev: str, into: Path) -> Path | None:
+    """src/ of the package at git revision `rev` (for the 'before' runs); None when git cannot give it."""
+    repo = Path(__file__).resolve().parents[1]
+    archive = subprocess.run(["git", "-C", str(repo), "archive", rev, "src"], capture_output=True)
+    if archive.returncode:
+        print(f"(no 'before': git archive {rev} failed: {archive.stderr.decode().strip()})")
+        return None
+    subprocess.run(["tar", "-x", "-C", str(into)], input=archive.stdout, check=True)
+    return into / "src"
+
+
+def measure_fresh(runs: int, before: str) -> dict[str, list[dict]]:
+    """Launches on an empty cache folder, the package at `before` and this one alternating: each run's times (see
+    `launch_child`), its CPU with its children, the machine's load average and how busy its cores were."""
+    import tempfile
+
+    results: dict[str, list[dict]] = {"before": [], "after": []}
+    with tempfile.TemporaryDirectory() as tmp:
+        old_src = package_at(before, Path(tmp))
+        here = Path(__file__).resolve().parents[1] / "src"
+        versions = [("before", old_src)] if old_src is not None else []
+        for _ in range(runs):
+            for name, src in [*versions, ("after", here)]:
+                cache = Path(tempfile.mkdtemp(dir=tmp, prefix="cache-"))
+                env = dict(os.environ, PROBESCOPE_CACHE=str(cache),
+                           PYTHONPATH=os.pathsep.join([str(src), os.environ.get("PYTHONPATH", "")]))
+                load, (busy0, total0) = os.getloadavg()[0], machine_jiffies()
+                out = subprocess.run([sys.executable, __file__, "--child"], capture_output=True, text=True,
+                                     timeout=900, env=env)
+                if out.returncode != 0:
+                    raise SystemExit(f"fresh launch ({name}) failed:\n{out.stderr[-3000:]}")
+                busy1, total1 = machine_jiffies()
+                run = json.loads(out.stdout.strip().splitlines()[-1])
+                run.update(load_before=load, load_after=os.getloadavg()[0],
+                           machine_busy=(busy1 - busy0) / max(1, total1 - total0))
+                results[name].append(run)
+                shutil.rmtree(cache, ignore_errors=True)
+    return results
+
+
+def report_fresh(runs: int, before: str) -> None:
+    results = measure_fresh(runs, before)
+    cores = os.cpu_count() or 1
+    print(f"fresh launch (empty cache folder), {runs} run(s) each, alternating; {cores} cores:")
+    for name in ("before", "after"):
+        label = f"{before} (before)" if name == "before" else "this tree (after)"
+        for r in results[name]:
+            target = "ok" if r["first_units_s"] < 10 else "MISSED"
+            print(f"  {label}: first units on screen {r['first_units_s']:5.1f} s (target < 10 s: {target}; "
+                  f"{r['first_units_images']:,} images, process CPU {r['first_units_cpu_s']:.1f} s); whole "
+                  f"dissection {r['dissection_done_s']:5.1f} s ({r['dissection_done_images']:,} images); every "
+                  f"workspace {r['all_workspaces_s']:5.1f} s, CPU {r['all_workspaces_cpu_s']:.1f} s with children")
+            print(f"    longest GUI stall {r['longest_stall_s'] * 1000:.0f} ms; machine meanwhile: load average "
+                  f"{r['load_before']:.1f} before, {r['load_after']:.1f} after, cores {r['machine_busy']:.0%} busy "
+                  f"(this run's share of all cores: {r['all_workspaces_cpu_s'] / (r['all_workspaces_s'] * cores):.0%})")
+    if results["before"] and results["after"]:
+        def median(name: str, key: str) -> float:
+            values = sorted(r[key] for r in results[name])
+            return values[len(values) // 2]
+
+        for key, what in (("first_units_s", "first units"), ("dissection_done_s", "whole dissection"),
+                          ("all_workspaces_s", "every workspace"), ("all_workspaces_cpu_s", "CPU in all")):
+            print(f"  ratio before / after, {what}: {median('before', key) / median('after', key):.1f}x")
+    header = results["after"][-1]["first_units_header"]
+    print(f"  the first units' header (after): {header}")
 
 
 def measure_launch(runs: int) -> list[dict[str, float]]:
@@ -185,9 +296,9 @@ def measure_stall(n_images: int) -> tuple[float, float, float]:
     from PySide6.QtCore import QEventLoop
     from PySide6.QtWidgets import QApplication
 
-    from probescope.app.sources import OpenRequest, open_task
-    from probescope.app.tasks import IO
     from probescope.app.workers import WorkerPool, compute_threads, keep_gui_responsive
+    from probescope.jobs.inputs import OpenRequest, open_task
+    from probescope.jobs.protocol import IO
 
     torch.set_num_threads(compute_threads())  # as the app does: one core stays free for the GUI thread
     app = QApplication.instance() or QApplication([sys.argv[0]])
@@ -307,9 +418,9 @@ def measure_gallery_scroll(n_items: int, frames: int = 150) -> dict[str, float]:
 
     from probescope.app.gallery.scores import GalleryScores
     from probescope.app.gallery.stream import fit_thumbnail, thumbnail_task
-    from probescope.app.tasks import IO
     from probescope.app.workers import WorkerPool
     from probescope.core.demo.sampler import DemoSampler
+    from probescope.jobs.protocol import IO
     from probescope.widgets.gallery.grid import GalleryGrid
     from probescope.widgets.images import to_qimage
 
@@ -408,7 +519,7 @@ def measure_dissection_switch(n_units: int) -> dict[str, float]:
     selecting a unit to its top images with overlays on screen, for units whose overlays were prefetched (arrow
     keys: the table's neighbours are built in the pool while the user looks), revisited (cached) and cold (built
     on demand: the naive way, without prefetch or cache)."""
-    from probescope.app.sources import OpenRequest, open_task
+    from probescope.jobs.inputs import OpenRequest, open_task
 
     ws, pool, state = dissection_workspace()
     wait = wait_for
@@ -488,8 +599,8 @@ def measure_batch_browse(n_images: int) -> dict[str, float]:
     import tempfile
 
     from probescope.app.dissection.workspace import DissectionWorkspace
-    from probescope.app.sources import OpenRequest, open_task
     from probescope.core.demo.dataset import write_demo_dataset
+    from probescope.jobs.inputs import OpenRequest, open_task
 
     s = DissectionWorkspace.default_settings
     out: dict[str, float] = {}
@@ -569,9 +680,15 @@ def main() -> None:
     parser.add_argument("--units", type=int, default=10, help="units the dissection benchmark switches through")
     parser.add_argument("--batch", action="store_true", help="measure only browsing a batch output folder")
     parser.add_argument("--batch-images", type=int, default=600, help="demo images the batch benchmark dissects")
+    parser.add_argument("--fresh", action="store_true", help="measure only launches on an empty cache folder")
+    parser.add_argument("--fresh-runs", type=int, default=1, help="fresh launches of each version")
+    parser.add_argument("--before", default="75344cc", help="git revision of the fresh launch's 'before'")
     args = parser.parse_args()
     if args.child:
         launch_child()
+        return
+    if args.fresh:
+        report_fresh(args.fresh_runs, args.before)
         return
     if args.gallery:
         report_gallery(args.stream, args.gallery_images)

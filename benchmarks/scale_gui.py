@@ -27,7 +27,7 @@ from pathlib import Path
 os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 T0 = time.perf_counter()
 
-from probescope.app.commands.gui import limit_blas_threads  # noqa: E402  (before NumPy, as the app)
+from probescope.app.launch import limit_blas_threads  # noqa: E402  (before NumPy, as the app)
 
 limit_blas_threads()
 
@@ -132,12 +132,12 @@ def open_window(args: argparse.Namespace, workspace: str, size=(1600, 1000)):
 
     from PySide6.QtWidgets import QApplication
 
-    from probescope.app.commands.gui import requests
+    from probescope.app.launch import requests
     from probescope.app.main_window import MainWindow
     from probescope.app.settings import Settings
 
     app = QApplication.instance() or QApplication([sys.argv[0]])
-    from probescope.app.commands.gui import add_arguments
+    from probescope.app.launch import add_arguments
 
     gui_parser = argparse.ArgumentParser()
     add_arguments(gui_parser)

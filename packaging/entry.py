@@ -2,7 +2,7 @@
 
 import multiprocessing
 
-from probescope.app.cli import main
+from probescope.main import main
 
 multiprocessing.freeze_support()  # a dissection's unit workers are this executable started again
 raise SystemExit(main())

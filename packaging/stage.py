@@ -28,8 +28,8 @@ def stage(out: Path, root: Path = ROOT) -> list[str]:
 
 
 def contents(out: Path) -> tuple[list[str], list[tuple[str, str]]]:
-    """What PyInstaller must bundle from a staged tree: every module (app/cli.py imports its commands by name, which
-    the analysis cannot follow) and every data file under the assets, as (source file, destination folder)."""
+    """What PyInstaller must bundle from a staged tree: every module (probescope.main imports its commands by name,
+    which the analysis cannot follow) and every data file under the assets, as (source file, destination folder)."""
     package = out / "probescope"
     modules = sorted(".".join(path.relative_to(out).with_suffix("").parts).removesuffix(".__init__")
                      for path in package.rglob("*.py"))

@@ -113,7 +113,7 @@ def make_workspace(qtbot):
 def open_input(qtbot):
     """open_input(pool, state, request): load an OpenRequest in the pool into the state, as the window does, and wait
     until the state has it."""
-    from probescope.app.sources import open_task
+    from probescope.jobs.inputs import open_task
 
     def open_(pool, state, request) -> None:
         with qtbot.waitSignal(state.changed, timeout=120_000):

@@ -7,8 +7,8 @@ import json
 
 import pytest
 
-from probescope.app.cli import main
 from probescope.core.demo.world import SCENES
+from probescope.main import main
 
 
 @pytest.fixture(scope="module")
@@ -79,7 +79,7 @@ def test_concepts_and_specialised_units_from_a_dissection(run, world, tmp_path):
     (["--units", "3-x"], "cannot read"),
     (["--concept", "unicorn", "--dissection", "DIS"], "no concept 'unicorn'"),
     (["--units", 1, "--top-units", 2], "--top-units ranks the units of an --each run"),
-    (["--each", "--top-units", -1], "--top-units -1: expected a count"),
+    (["--each", "--top-units", -1], "--top-units: expected a whole number from 0"),
     (["--specialised", "--dissection", "NOFILE"], "file not found"),
     (["--concept", "house", "--dissection", "DIS", "--layer", "layer3"], "dissects layer 'layer4', not 'layer3'"),
     (["--units", 1, "--layer", "layer9"], "no layer 'layer9'"),

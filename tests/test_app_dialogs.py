@@ -6,14 +6,14 @@ from probescope.app.export import ExportTarget
 from probescope.app.export_dialog import ExportDialog
 from probescope.app.open_dialogs import OpenJudgmentsDialog, OpenModelDialog, OpenSamplesDialog
 from probescope.app.settings import Settings
-from probescope.app.sources import OpenRequest
+from probescope.jobs.inputs import OpenRequest
 
 
 def test_model_dialog_specs(qtbot):
     dialog = OpenModelDialog(("alexnet", "resnet18"))
     qtbot.addWidget(dialog)
     dialog.file.edit.setText("/m/r.pth.tar")
-    expected = {"auto": "/m/r.pth.tar", "torchscript": "torchscript:/m/r.pth.tar",
+    expected = {"auto": "/m/r.pth.tar", "torchscript": "torchscript:/m/r.pth.tar", "export": "export:/m/r.pth.tar",
                 "torchvision": "resnet18:/m/r.pth.tar", "places365": "places365:resnet18:/m/r.pth.tar",
                 "pickle": "pickle:/m/r.pth.tar"}
     dialog.arch.setCurrentText("resnet18")
@@ -48,19 +48,45 @@ def test_samples_and_judgments_dialogs(qtbot):
     assert OpenRequest.from_json(judgments.request().to_json()) == judgments.request()
 
 
-def test_export_dialog_format_follows_suffix(qtbot, settings_path, tmp_path):
+def test_export_dialog_names_follows_the_suffix_and_remembers(qtbot, settings_path, tmp_path, monkeypatch):
+    """The name says which view, which unit and which size; a typed .svg makes the format SVG and the format's
+    choice renames the file; the folder, the size, the format and the colours chosen are the next defaults."""
+    from PySide6.QtCore import Qt
     from PySide6.QtWidgets import QLabel
 
-    label = QLabel("figure")
-    qtbot.addWidget(label)
-    dialog = ExportDialog([ExportTarget("Unit table", label)], Settings(settings_path))
+    monkeypatch.chdir(tmp_path)  # the first folder offered: the working one (no figure written yet)
+    card, table = QLabel("card"), QLabel("table")
+    for w in (card, table):
+        qtbot.addWidget(w)
+    settings = Settings(settings_path)
+    dialog = ExportDialog([ExportTarget("Unit card", card, "unit 17"), ExportTarget("Unit table", table)], settings)
     qtbot.addWidget(dialog)
-    assert dialog.path.text().endswith("unit_table.png")
-    dialog.format.setCurrentText("SVG")
-    assert dialog.path.text().endswith("unit_table.svg") and not dialog.width_box.isEnabled()
-    dialog.path.setText(str(tmp_path / "no-such-dir" / "f.svg"))
-    assert dialog.save() == tmp_path / "no-such-dir" / "f.svg"  # folders are created
+    assert dialog.path.text() == str(tmp_path / "unit_card_unit_17_3.5in.png")  # the paper column by default
+    assert dialog.preset().key == "column" and not dialog.follow_theme.isChecked()
+    dialog.path.clear()
+    qtbot.keyClicks(dialog.path, str(tmp_path / "figs" / "card.svg"))
+    assert dialog.format.currentText() == "SVG" and dialog.path.text().endswith("card.svg")  # the name as typed
+    dialog.format.setCurrentText("PDF")
+    assert dialog.path.text() == str(tmp_path / "figs" / "unit_card_unit_17_3.5in.pdf")
+    dialog.target.setCurrentIndex(1)
+    assert dialog.path.text().endswith("unit_table_3.5in.pdf")
+    dialog.size.setCurrentIndex(dialog.size.findData("custom"))
+    assert dialog.path.text().endswith("unit_table.pdf") and not dialog.width_box.isEnabled()
+    dialog.format.setCurrentText("PNG")
+    assert dialog.width_box.isEnabled()
+    dialog.size.setCurrentIndex(dialog.size.findData("page"))
+    dialog.follow_theme.setChecked(True)
+    dialog.path.setText(str(tmp_path / "figs" / "table.svg"))
+    assert dialog.save() == tmp_path / "figs" / "table.svg"  # folders are created; the suffix decides
+    defaults = settings.export_defaults()
+    assert (defaults.folder, defaults.format, defaults.preset, defaults.follow_theme) == (
+        str(tmp_path / "figs"), "svg", "page", True)
+
+    again = ExportDialog([ExportTarget("Unit card", card, "unit 3")], Settings(settings_path))
+    qtbot.addWidget(again)
+    assert again.path.text() == str(tmp_path / "figs" / "unit_card_unit_3_7in.svg")  # the last folder used
+    assert again.follow_theme.checkState() == Qt.CheckState.Checked and again.preset().key == "page"
     failures = []
-    dialog.failed.connect(failures.append)
-    dialog.path.setText(str(tmp_path / "f.gif"))
-    assert dialog.save() is None and "cannot export" in failures[0]
+    again.failed.connect(failures.append)
+    again.path.setText(str(tmp_path / "f.gif"))
+    assert again.save() is None and "cannot export" in failures[0]

@@ -168,3 +168,32 @@ def test_svg_geometry_hand_worked():
     out = flatten_scaled_strokes(svg).decode()
     assert 'points="10,100 12,92"' in out and "non-scaling-stroke" not in out
     assert 'transform="matrix(0.5,0,0,-0.25,-5,25)"' in out  # undoes the group's transform: net identity
+
+
+def test_png_strokes_and_markers_are_drawn_at_the_png_resolution(tmp_path, qtbot):
+    """A 300 dpi PNG is the vector picture rasterised: a 2 px line is 2/96 in wide (6 px), as in the SVG, not a
+    2-pixel hairline, and a scatter symbol is a disc of its size, not an upscaled sprite; the PNG records 300 dpi."""
+    from probescope.app.export import COLUMN, export_preset
+
+    plot = pg.PlotWidget(background="w")
+    plot.plot([0, 1, 2, 3], [0.0, 0.7, 0.2, 0.6], pen=pg.mkPen((230, 126, 34), width=2))
+    plot.plot([0.5, 1.5, 2.5], [0.3, 0.5, 0.4], pen=None, symbol="o", symbolSize=12, symbolPen=None,
+              symbolBrush=(46, 134, 222))
+    plot.resize(300, 240)
+    qtbot.addWidget(plot)
+    plot.show()
+    qtbot.waitExposed(plot)
+    png = export_preset(plot, tmp_path / "plot.png", COLUMN)
+    image = QImage(str(png))
+    assert (image.width(), round(image.dotsPerMeterX() * 0.0254)) == (1050, 300)
+    raster = svg_raster(export_preset(plot, tmp_path / "plot.svg", COLUMN), image.width(), image.height())
+    picture = qimage_rgb(image)
+
+    def orange(rgb):
+        return int(((rgb[..., 0] > 180) & (rgb[..., 1] > 90) & (rgb[..., 1] < 160) & (rgb[..., 2] < 80)).sum())
+
+    def blue(rgb):
+        return int(((rgb[..., 2] > 180) & (rgb[..., 0] < 90) & (rgb[..., 1] > 100)).sum())
+
+    assert 0.8 < orange(picture) / orange(raster) < 1.25  # as wide as the SVG's stroke (a hairline: about 1/3)
+    assert 0.85 < blue(picture) / blue(raster) < 1.15

@@ -2,12 +2,18 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
+import numpy as np
 import pytest
 from PySide6.QtGui import QImage
+from windows import open_all, world_requests
 
-from probescope.app.cli import main
-from probescope.app.commands.gui import parse_size
-from probescope.core.errors import InputError
+from probescope.app.export import PRESETS
+from probescope.app.export_dialog import ExportDialog
+from probescope.app.launch import PRESET_KEYS
+from probescope.app.settings import Settings
+from probescope.main import main
 
 pytestmark = pytest.mark.usefixtures("isolated_cache")
 
@@ -60,11 +66,15 @@ def test_screenshot_fails_cleanly(qtbot, small_world, tmp_path, capsys):
     assert main(["gui", "--screenshot", str(tmp_path / "x.jpg"), *world_args(small_world)]) == 2
 
 
-def test_parse_size():
-    assert parse_size("1400x900") == (1400, 900)
-    for bad in ("1400", "axb", "10x10"):
-        with pytest.raises(InputError):
-            parse_size(bad)
+def test_size_option(capsys):
+    """--size WxH: read as two bounded numbers (at least 200x150), refused in one line otherwise."""
+    from probescope.main import build_parser
+
+    assert build_parser().parse_args(["gui", "--size", "1400x900"]).size == (1400, 900)
+    for bad in ("1400", "axb", "10x10", "1400x99999999"):
+        assert main(["gui", "--size", bad]) == 2
+        err = capsys.readouterr().err
+        assert err.startswith("probescope gui: error: argument --size: ") and err.count("\n") == 1
 
 
 def test_screenshot_of_a_panel_and_a_unit(qtbot, small_world, tmp_path, capsys):
@@ -78,3 +88,37 @@ def test_screenshot_of_a_panel_and_a_unit(qtbot, small_world, tmp_path, capsys):
     code = main(["gui", "--workspace", "dissection", "--panel", "nope", "--screenshot", str(tmp_path / "x.png"),
                  "--settings", str(tmp_path / "s.ini"), *world_args(small_world)])
     assert code == 2 and "its panels: units" in capsys.readouterr().err
+
+
+def test_scripted_figure_is_the_export_dialogs(qtbot, window, small_world, tmp_path, capsys):
+    """`--screenshot OUT --view NAME --preset column --unit N` writes what the export dialog's preset writes for
+    that view and unit (one function does both), and the guide lists every view the flag takes."""
+    assert PRESET_KEYS == tuple(p.key for p in PRESETS)
+    scripted = tmp_path / "scripted.png"
+    code = main(["gui", "--workspace", "dissection", "--view", "Unit card", "--unit", "3", "--preset", "column",
+                 "--screenshot", str(scripted), "--settings", str(tmp_path / "s.ini"), *world_args(small_world)])
+    assert code == 0, capsys.readouterr().err
+
+    open_all(qtbot, window, world_requests(small_world)[:2], workspaces=("dissection",))
+    workspace = window.current_workspace()
+    assert workspace.units.select_unit(3)
+    qtbot.waitUntil(lambda: not window.pool.active(), timeout=60_000)
+    targets = workspace.export_targets()
+    dialog = ExportDialog(targets, Settings(tmp_path / "d.ini"), window, [t.name for t in targets].index("Unit card"))
+    qtbot.addWidget(dialog)
+    assert dialog.preset().key == "column" and dialog.path.text().endswith("unit_card_unit_3_3.5in.png")
+    dialog.path.setText(str(tmp_path / "dialog.png"))
+    dialog.save()
+    a, b = QImage(str(scripted)), QImage(str(tmp_path / "dialog.png"))
+    assert (a.width(), a.height(), a.dotsPerMeterX()) == (b.width(), b.height(), b.dotsPerMeterX())
+    assert a.width() == 1050 and round(a.dotsPerMeterX() * 0.0254) == 300
+
+    def grey(image: QImage) -> np.ndarray:
+        image = image.convertToFormat(QImage.Format.Format_Grayscale8)
+        return np.frombuffer(image.constBits(), np.uint8).reshape(image.height(), image.bytesPerLine()).astype(float)
+
+    assert np.abs(grey(a) - grey(b)).mean() < 0.5  # the same figure (the card drawn from the same unit)
+    guide = (Path(__file__).parents[1] / "docs" / "window.md").read_text()
+    for workspace in window.workspaces.values():
+        for target in workspace.export_targets():
+            assert f"`{target.name}`" in guide, f"docs/window.md does not list the view {target.name!r}"

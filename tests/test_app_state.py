@@ -7,8 +7,8 @@ from dataclasses import dataclass
 import pytest
 
 from probescope.app.settings import ExportDefaults, RecentItem, Settings
-from probescope.app.sources import OpenRequest
 from probescope.app.state import AppState, Loaded, default_layer
+from probescope.jobs.inputs import OpenRequest
 
 
 @dataclass

@@ -11,11 +11,11 @@ from oracles.payloads import scripted_payload
 from probescope.app.dissection.batch import job_activations
 from probescope.app.main_window import MainWindow
 from probescope.app.settings import RecentItem, Settings, TrustedFile
-from probescope.app.sources import OpenRequest
-from probescope.app.tasks import TaskContext
 from probescope.app.trust_dialog import TrustDialog
 from probescope.core.dissection.results import DissectionResult
 from probescope.core.trust import Trust, UntrustedFile, read_trusted, sha256_of
+from probescope.jobs.inputs import OpenRequest
+from probescope.jobs.protocol import TaskContext
 
 pytestmark = [pytest.mark.usefixtures("isolated_cache"), pytest.mark.filterwarnings("ignore:`torch.jit:FutureWarning")]
 WAIT_MS = 60_000

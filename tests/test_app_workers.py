@@ -7,9 +7,9 @@ import time
 
 import pytest
 
-from probescope.app.tasks import COMPUTE, IO, Partial, Progress
 from probescope.app.workers import WorkerPool
 from probescope.core.errors import InputError
+from probescope.jobs.protocol import COMPUTE, IO, Partial, Progress
 
 
 @pytest.fixture
@@ -185,3 +185,41 @@ def test_a_bug_in_a_view_callback_is_reported_not_raised(qtbot, pool):
     assert error.message == "showing the result of table failed: KeyError: 'column'"
     assert "broken_view" in error.details
     qtbot.waitUntil(lambda: not pool.active(), timeout=5000)
+
+
+def test_the_foreground_goes_first_in_the_compute_thread(qtbot, pool):
+    """Queued tasks of the foreground group run before older ones of other groups, and a running task of another
+    group steps aside for them at its next yield."""
+    order: list[str] = []
+    started = threading.Event()
+
+    def background(ctx):
+        for step in range(3):
+            order.append(f"background {step}")
+            started.set()
+            time.sleep(0.05)
+            yield Progress(None)
+
+    def task(name):
+        return lambda ctx: order.append(name)
+
+    pool.foreground = "dissection"
+    pool.submit(background, name="stream", key="gallery:stream")
+    assert started.wait(5)
+    pool.submit(task("other"), name="other", key="similarity:fit")
+    pool.submit(task("first units"), name="layer", key="dissection:layer")
+    qtbot.waitUntil(lambda: not pool.active(), timeout=5000)
+    at = order.index("first units")
+    assert order.index("other") == len(order) - 1  # the older task of another group waited for the stream
+    assert 0 < at < order.index("background 2")  # between two of the stream's steps
+
+
+def test_without_a_foreground_the_compute_thread_takes_tasks_in_order(qtbot, pool):
+    order: list[str] = []
+    gate = threading.Event()
+    pool.submit(lambda ctx: gate.wait(5), name="gate", key="gallery:gate")
+    for name in ("a", "b", "c"):
+        pool.submit(lambda ctx, name=name: order.append(name), name=name, key=f"{name}:task")
+    gate.set()
+    qtbot.waitUntil(lambda: not pool.active(), timeout=5000)
+    assert order == ["a", "b", "c"]

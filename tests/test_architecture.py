@@ -18,31 +18,55 @@ QT_MODULES = ("PySide6", "PyQt5", "PyQt6", "PySide2", "shiboken6", "pyqtgraph", 
 
 def _lint_imports(tree: Path) -> subprocess.CompletedProcess:
     """lint-imports with pyproject.toml's contracts over `tree`, a folder that holds the `probescope` package."""
-    env = {**os.environ, "PYTHONPATH": str(tree)}
+    env = {**os.environ, "PYTHONPATH": str(tree), "COLUMNS": "400"}  # one line per contract
     run = "import sys; from importlinter.cli import lint_imports_command; sys.exit(lint_imports_command())"
     return subprocess.run([sys.executable, "-c", run, "--no-cache", str(ROOT / "pyproject.toml")], cwd=tree,
                           env=env, capture_output=True, text=True, timeout=300)
 
 
 def test_import_contracts_are_kept():
-    """core imports no Qt, app or widgets; widgets no torch, app or core; task modules and headless commands no Qt."""
+    """The layers (app | cli over jobs over core), no Qt below the app, widgets free of torch and of the layers."""
     out = _lint_imports(SRC)
     assert out.returncode == 0, out.stdout + out.stderr
     assert "0 broken" in out.stdout
 
 
-@pytest.mark.parametrize("layer", ["core", "widgets"])
-def test_a_probe_import_of_the_app_breaks_the_contracts(tmp_path, layer):
-    """The checker itself: a module in core/ or widgets/ that imports probescope.app makes lint-imports fail."""
+PROBES = [  # (the package a probe module goes in, what it imports, the contract it must break)
+    ("core", "probescope.jobs", "layers"),
+    ("jobs", "probescope.app", "layers"),
+    ("cli", "probescope.app", "layers"),
+    ("app", "probescope.cli", "layers"),
+    ("core", "PySide6", "import no Qt"),
+    ("jobs", "pyqtgraph", "import no Qt"),
+    ("cli", "probescope.widgets", "import no Qt"),
+    ("widgets", "probescope.core", "widgets import neither"),
+    ("widgets", "torch", "widgets import neither"),
+]
+
+
+@pytest.fixture(scope="module")
+def probe_tree(tmp_path_factory) -> Path:
     import shutil
 
-    probe_tree = tmp_path / "tree"
-    shutil.copytree(SRC, probe_tree, ignore=shutil.ignore_patterns("__pycache__"))
-    (probe_tree / "probescope" / layer / "probe_of_the_contracts.py").write_text(
-        "from probescope.app import workers  # noqa: F401\n", encoding="utf-8")
-    out = _lint_imports(probe_tree)
+    tree = tmp_path_factory.mktemp("probes") / "tree"
+    shutil.copytree(SRC, tree, ignore=shutil.ignore_patterns("__pycache__"))
+    return tree
+
+
+@pytest.mark.parametrize("package,target,contract", PROBES)
+def test_each_contract_catches_a_probe_import(probe_tree, package, target, contract):
+    """The checker itself: a module that imports what its package may not makes lint-imports fail, in the contract
+    that forbids it."""
+    probe = probe_tree / "probescope" / package / "probe_of_the_contracts.py"
+    probe.write_text(f"import {target}  # noqa: F401\n", encoding="utf-8")
+    try:
+        out = _lint_imports(probe_tree)
+    finally:
+        probe.unlink()
     assert out.returncode != 0
-    assert f"probescope.{layer}.probe_of_the_contracts -> probescope.app" in out.stdout
+    broken = [line for line in out.stdout.splitlines() if line.endswith("BROKEN")]
+    assert any(contract in line for line in broken), out.stdout
+    assert f"probescope.{package}.probe_of_the_contracts" in out.stdout
 
 
 def test_importing_all_of_core_loads_no_qt():
@@ -66,7 +90,7 @@ def test_importing_all_of_core_loads_no_qt():
 def test_headless_commands_do_not_import_qt():
     code = (
         "import sys\n"
-        "from probescope.app.cli import build_parser\n"
+        "from probescope.main import build_parser\n"
         "build_parser()\n"
         f"print(','.join(sorted(m for m in sys.modules if m.split('.')[0] in {QT_MODULES!r})))\n"
     )

@@ -7,13 +7,13 @@ import sys
 import numpy as np
 import pytest
 
-from probescope.app.cli import main
-from probescope.core.batch.executors import LocalExecutor
-from probescope.core.batch.manifest import read_manifest
-from probescope.core.batch.reader import open_batch, read_batch
-from probescope.core.batch.runner import run_batch
 from probescope.core.demo.dataset import write_demo_dataset
 from probescope.core.errors import InputError
+from probescope.jobs.batch.executors import LocalExecutor
+from probescope.jobs.batch.manifest import read_manifest
+from probescope.jobs.batch.reader import open_batch, read_batch
+from probescope.jobs.batch.runner import run_batch
+from probescope.main import main
 
 OUTPUTS = ("dissection.json", "tally.csv")
 
@@ -129,7 +129,12 @@ def test_rerun_of_a_finished_batch_only_merges(world, tmp_path, isolated_cache):
     ('[dataset]\npath = "data"\n[settings]\nbeem_size = 2\n[[models]]\nspec = "demo"\nlayers = ["x"]',
      "unknown key(s) beem_size"),
     ('[dataset]\npath = "data"\n[settings]\nchunk_units = 0\n[[models]]\nspec = "demo"\nlayers = ["x"]',
-     "chunk_units must be a positive integer"),
+     "chunk_units: expected a whole number from 1 to"),
+    ('[dataset]\npath = "data"\n[settings]\nbeam_size = 1e9\n[[models]]\nspec = "demo"\nlayers = ["x"]',
+     "beam_size must be int"),
+    ('[dataset]\npath = "data"\n[settings]\nmax_length = 2000000000\n[[models]]\nspec = "demo"\nlayers = ["x"]',
+     "max_length: expected a whole number from 1 to 32, got 2000000000"),
+    ('[dataset]\npath = "data"\n[[models]]\nspec = "demo"\nlayers = ["a"]\ngpus = nan', "gpus: expected a number"),
     ('[dataset]\npath = "data"\n[[models]]\nspec = "demo"\n', "layers a non-empty list"),
     ('[dataset]\npath = "data"\n[[models]]\nspec = "demo"\nlayers = ["a"]\nactivations = "x.npy"',
      "either spec (with layers) or activations"),

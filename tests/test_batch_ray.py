@@ -10,12 +10,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from probescope.core.batch.manifest import read_manifest
-from probescope.core.batch.runner import run_batch
 from probescope.core.demo.dataset import write_demo_dataset
+from probescope.jobs.batch.manifest import read_manifest
+from probescope.jobs.batch.runner import run_batch
 
 ray = pytest.importorskip("ray")
-from probescope.core.batch.ray_executor import RayExecutor  # noqa: E402
+from probescope.jobs.batch.ray_executor import RayExecutor  # noqa: E402
 
 OUTPUTS = ("dissection.json", "tally.csv")
 

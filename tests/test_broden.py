@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import time
+
 import numpy as np
 import pytest
 from PIL import Image
@@ -94,6 +96,55 @@ def test_demo_dataset_is_deterministic_and_regenerated_when_damaged(tmp_path):
     assert not demo_dataset.is_complete(first, 14)
     assert demo_dataset.ensure_demo_dataset(tmp_path, n_images=14) == first
     assert (first / "index.csv").read_bytes() == index
+
+
+def _contents(root) -> dict:
+    return {str(f.relative_to(root)): f.read_bytes() for f in sorted(root.rglob("*")) if f.is_file()}
+
+
+@pytest.mark.parametrize("in_child", [False, True], ids=["here", "in its own process"])
+def test_demo_dataset_comes_in_stages_and_the_whole_is_as_written_at_once(tmp_path, in_child):
+    """The first stage is a dataset of its own (the first rows, their files, label tables of those images); the
+    whole dataset holds the same bytes as one written in one go, plus the first stage's index."""
+    stages = []
+    for index in demo_dataset.demo_dataset_stages(tmp_path / "cache", n_images=30, first_batch=12, in_child=in_child):
+        ds = BrodenDataset.open(index.parent, index.name)
+        scenes = [int(row.split(",")[3]) for row in (index.parent / "label.csv").read_text().splitlines()[1:]
+                  if row.split(",")[2].startswith("scene")]
+        stages.append((index.name, ds.n_images, sum(scenes), [ds.image_path(i) for i in range(ds.n_images)]))
+    assert [stage[:3] for stage in stages] == [("index_first12.csv", 12, 12), ("index.csv", 30, 30)]
+    assert stages[0][3] == stages[1][3][:12]
+    root = tmp_path / "cache" / f"demo-broden-v{demo_dataset.GENERATOR_VERSION}-30-0"
+    lines = (root / "index.csv").read_text().splitlines()
+    assert (root / "index_first12.csv").read_text().splitlines() == lines[:13]
+    whole = _contents(root)
+    whole.pop("index_first12.csv")
+    assert whole == _contents(demo_dataset.write_demo_dataset(tmp_path / "at-once", n_images=30))
+    again = demo_dataset.demo_dataset_stages(tmp_path / "cache", n_images=30, first_batch=12, in_child=in_child)
+    assert [index.name for index in again] == ["index.csv"]  # complete: no stages, nothing written
+
+
+def test_cancelling_a_generation_in_its_own_process_ends_it(tmp_path):
+    from probescope.core.tasks import Cancelled
+
+    cancelled = [False]
+    stages = demo_dataset.demo_dataset_stages(tmp_path, n_images=3000, first_batch=14, in_child=True,
+                                              cancel=lambda: cancelled[0])
+    first = next(stages)
+    cancelled[0] = True
+    with pytest.raises(Cancelled):
+        next(stages)
+    written = len(list(first.parent.rglob("*")))
+    time.sleep(0.3)
+    assert len(list(first.parent.rglob("*"))) == written  # the child writes nothing more
+    assert not demo_dataset.is_complete(first.parent, 3000)
+
+
+def test_a_generation_in_its_own_process_fails_in_one_line(tmp_path):
+    (tmp_path / "file").write_text("not a folder")
+    with pytest.raises(InputError, match="cache folder is not writable") as failed:
+        list(demo_dataset.demo_dataset_stages(tmp_path / "file", n_images=20, in_child=True))
+    assert failed.value.path == tmp_path / "file" / f"demo-broden-v{demo_dataset.GENERATOR_VERSION}-20-0"
 
 
 # ---- bad input ---------------------------------------------------------------------------------------------------

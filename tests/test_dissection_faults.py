@@ -18,13 +18,13 @@ import numpy as np
 import pytest
 
 from oracles.synthetic_broden import SyntheticBroden, SyntheticSpec, write_synthetic_broden
-from probescope.app.cli import main
 from probescope.core.data import activations as activations_module
 from probescope.core.data.activations import cache_path, extract_activations
 from probescope.core.dissection.saved import journal_path
 from probescope.core.errors import InputError, Note
 from probescope.core.locks import LOCK_FILE, folder_lock
 from probescope.core.models.loading import load_model
+from probescope.main import main
 
 N_UNITS = 48
 

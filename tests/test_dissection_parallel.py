@@ -17,14 +17,14 @@ from test_batch import StopAfter  # a local executor interrupted as by Ctrl-C
 
 from oracles.processes import children_of
 from oracles.unit_kinds import unit_kinds_problem
-from probescope.app.cli import main
-from probescope.core.batch.manifest import read_manifest
-from probescope.core.batch.runner import run_batch
 from probescope.core.dissection.label_cache import label_store
 from probescope.core.dissection.parallel import UnitWorkers, WorkerLost, worker_count
 from probescope.core.dissection.saved import dissect_in_blocks, journal_path, resumable
 from probescope.core.dissection.settings import DissectionSettings
 from probescope.core.tasks import Cancelled
+from probescope.jobs.batch.manifest import read_manifest
+from probescope.jobs.batch.runner import run_batch
+from probescope.main import main
 
 OUTPUTS = ("dissection.json", "tally.csv")
 WINDOW = ["--search", "iou,da-select,da-stop", "--sweep-length", "10"]  # the window's searches

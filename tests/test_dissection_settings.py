@@ -7,10 +7,10 @@ from dataclasses import fields, replace
 
 import pytest
 
-from probescope.app.cli import build_parser
-from probescope.app.commands.dissect import settings_from_args
+from probescope.cli.dissect import settings_from_args
 from probescope.core.dissection.settings import SPEED_ONLY, DissectionSettings
 from probescope.core.errors import InputError
+from probescope.main import build_parser
 
 
 def test_mapping_round_trip_and_protocol():
@@ -58,7 +58,7 @@ def test_every_setting_has_a_documented_option():
 
 def test_new_search_settings_from_every_front_end(tmp_path):
     """--beam-dedupe, --iou-scope and --search optimal on the command line, in a manifest's [settings], and checked."""
-    from probescope.core.batch.manifest import read_manifest
+    from probescope.jobs.batch.manifest import read_manifest
 
     args = build_parser().parse_args(["dissect", "--dataset", "d", "--activations", "a.npy", "--out", "o",
                                       "--beam-dedupe", "none", "--iou-scope", "category", "--search", "iou,optimal"])

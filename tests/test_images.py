@@ -12,13 +12,13 @@ import numpy as np
 import pytest
 from PIL import EpsImagePlugin, Image
 
-from probescope.app.cli import main
 from probescope.core.data import images
 from probescope.core.data.images import read_rgb, set_max_pixels
 from probescope.core.errors import InputError
 from probescope.core.scoring.classifiers import load_classifier
 from probescope.core.scoring.pipeline import classify_source
 from probescope.core.scoring.sources import open_source
+from probescope.main import main
 
 # pytest resets warning filters for each test: the image module's own filter of Pillow's warning (probescope refuses
 # oversized images itself) applies outside tests only

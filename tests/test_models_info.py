@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import torch
 
-from probescope.app.cli import main
 from probescope.core.demo.model import DemoNet
 from probescope.core.demo.world import SCENES
+from probescope.main import main
 
 
 def test_info_model(tmp_path, capsys):

@@ -59,7 +59,7 @@ def test_desktop_entry_is_complete_and_consistent():
     assert section["Icon"] == "probescope"
     assert section["Categories"].endswith(";") and "Science" in section["Categories"].split(";")
     assert section["Keywords"].endswith(";")
-    gui = (ROOT / "src" / "probescope" / "app" / "commands" / "gui.py").read_text(encoding="utf-8")
+    gui = (ROOT / "src" / "probescope" / "app" / "launch.py").read_text(encoding="utf-8")
     assert f'setDesktopFileName("{APP_ID}")' in gui  # windows find their entry (taskbars, Wayland)
 
 
@@ -86,16 +86,16 @@ def test_stage_lays_out_the_installed_namespace_and_lists_its_contents(tmp_path)
     out = tmp_path / "stage"
     staged = stage.stage(out)
     assert {"probescope", "probescope.core", "probescope.app", "probescope.widgets", "probescope.assets"} <= set(staged)
-    assert (out / "probescope" / "app" / "commands" / "gui.py").is_file()
+    assert (out / "probescope" / "app" / "launch.py").is_file()
     assert (out / "probescope" / "assets" / "demo_model.pt").is_file()
     assert (out / "probescope" / "assets" / "icons" / "probescope-512.png").is_file()
     assert not list(out.rglob("__pycache__"))
     modules, datas = stage.contents(out)
-    assert {"probescope.app.commands.gui", "probescope.app.commands.score", "probescope.core",
+    assert {"probescope.app.launch", "probescope.cli.score", "probescope.core",
             "probescope"} <= set(modules)
     assert (str(out / "probescope" / "assets" / "icons" / "probescope-16.png"), "probescope/assets/icons") in datas
     assert not any(source.endswith(".py") for source, _ in datas)
-    code = f"import sys; sys.path.insert(0, {str(out)!r}); import probescope.app.cli as m; print(m.__file__)"
+    code = f"import sys; sys.path.insert(0, {str(out)!r}); import probescope.main as m; print(m.__file__)"
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert result.returncode == 0, result.stderr
     assert Path(result.stdout.strip()).is_relative_to(out)  # imported from the staged tree, not the source

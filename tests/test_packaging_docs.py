@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from probescope.app.cli import COMMANDS
-from probescope.app.commands.gui import WORKSPACE_NAMES
+from probescope.app.launch import WORKSPACE_NAMES
+from probescope.main import COMMANDS
 
 DOCS = Path(__file__).resolve().parent.parent / "docs"
 LINK = re.compile(r"!?\[[^\]]*\]\(([^)#\s]+)(?:#[^)]*)?\)")

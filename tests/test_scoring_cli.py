@@ -9,7 +9,7 @@ import pytest
 import torch
 from PIL import Image
 
-from probescope.app.cli import main
+from probescope.main import main
 
 # TorchScript is deprecated in torch 2.x but is still the format of the test classifier
 pytestmark = pytest.mark.filterwarnings("ignore:`torch.jit:FutureWarning")
@@ -123,10 +123,10 @@ def test_cuda_requested_without_cuda(tmp_path, capsys, classifier):
     np.save(tmp_path / "x.npy", colour_images(4, 2))
     argv = ["score", "--images", str(tmp_path / "x.npy"), *classifier, "--device", "cuda"]
     assert main(argv) == 2
-    assert "CUDA is not available" in capsys.readouterr().err
+    assert "device 'cuda' is not on this machine" in capsys.readouterr().err
     (tmp_path / "g.pt").write_bytes(b"any file")  # the device is checked before the generator is loaded
     assert main(["score", "--generator", str(tmp_path / "g.pt"), "--device", "cuda"]) == 2
-    assert "CUDA is not available" in capsys.readouterr().err
+    assert "device 'cuda' is not on this machine" in capsys.readouterr().err
 
 
 def test_fid_kid_prc_and_infinite_n(small_world, capsys, tmp_path, isolated_cache):
@@ -209,3 +209,75 @@ def test_extensions_flag(tmp_path, capsys, classifier):
     common = ["--images", str(folder), *classifier, "--splits", "1"]
     assert run_json(capsys, common)["n"] == 3  # torch-fidelity's png,jpg,jpeg
     assert run_json(capsys, [*common, "--extensions", "png,bmp"])["n"] == 6
+
+
+def test_per_image_table_and_data_copying(small_world, capsys, tmp_path, isolated_cache):
+    """--per-image: one row per sample in input order, equal to the core functions' values; a planted exact copy of
+    reference image 4 is flagged with that image as its nearest. --held-out runs the data-copying test."""
+    import csv
+
+    from probescope.core.data.broden import BrodenDataset
+    from probescope.core.demo import world
+    from probescope.core.demo.sampler import DemoSampler
+    from probescope.core.scoring.classifiers import load_classifier
+    from probescope.core.scoring.copying import data_copying
+    from probescope.core.scoring.distributions import ClassScores
+    from probescope.core.scoring.pipeline import embed_source
+    from probescope.core.scoring.realism import sample_neighbours
+    from probescope.core.scoring.reference import load_reference
+    from probescope.core.scoring.report import score_report
+    from probescope.core.scoring.sources import open_source
+
+    dataset = BrodenDataset.open(small_world["dataset"])
+    with np.load(small_world["samples"]) as archive:
+        images = np.concatenate([archive["images"], dataset.load_image(4)[None]])
+    np.savez(tmp_path / "planted.npz", images=images)
+    out = tmp_path / "rows.csv"
+    common = ["--images", str(tmp_path / "planted.npz"), "--classifier", small_world["model"], "--splits", "1",
+              "--fid", str(small_world["dataset"])]
+    r = run_json(capsys, [*common, "--per-image", str(out), "--prc-k", "2"])
+    rows = list(csv.DictReader(out.open()))
+    assert [int(row["index"]) for row in rows] == list(range(11)) and r["per_image"] == str(out)
+    assert rows[10]["possible_copy"] == "1" and rows[10]["nearest_reference"] == "4"
+    assert float(rows[10]["nearest_distance"]) < 1e-3 and r["possible_copies"] >= 1
+    classifier = load_classifier(small_world["model"])
+    features, logits = embed_source(open_source(tmp_path / "planted.npz"), classifier)
+    reference = load_reference(small_world["dataset"], classifier)
+    kl = score_report(ClassScores(logits, "logits", ""), splits=1).contributions
+    assert [float(row["kl"]) for row in rows] == pytest.approx(kl.tolist(), rel=1e-9)
+    nb = sample_neighbours(features, reference.features, 2)
+    assert [float(row["realism"]) for row in rows] == pytest.approx(nb.realism.tolist(), rel=1e-9)
+    assert [int(row["nearest_reference_2"]) for row in rows] == nb.nearest[:, 1].tolist()
+    assert [int(row["possible_copy"]) for row in rows] == nb.possible_copy.astype(int).tolist()
+    assert "rows.csv (" in _text(capsys, [*common, "--per-image", str(out)])
+    # without reference features: the KL column alone
+    np.save(tmp_path / "l.npy", np.random.default_rng(0).normal(size=(7, 3)))
+    logits_only = ["--logits", str(tmp_path / "l.npy"), "--splits", "1", "--per-image", str(out)]
+    assert "(kl only: " in _text(capsys, logits_only)
+    rows = list(csv.DictReader(out.open()))
+    assert len(rows) == 7 and rows[0]["realism"] == "" and float(rows[0]["kl"]) >= 0
+    # the data-copying test: the small dataset as the training set, fresh renders held out
+    held = np.stack([s.image for s in world.render_batch(3, 30)])
+    np.save(tmp_path / "held.npy", held)
+    r = run_json(capsys, ["--images", "demo", "--n", "40", "--classifier", small_world["model"], "--splits", "1",
+                          "--fid", str(small_world["dataset"]), "--held-out", str(tmp_path / "held.npy"),
+                          "--copy-cells", "2"])
+    generated, _ = embed_source(DemoSampler(40), classifier)
+    held_features, _ = embed_source(open_source(tmp_path / "held.npy"), classifier)
+    want = data_copying(reference.features, held_features, generated, 2, seed=2020)
+    assert r["data_copying_ct"] == pytest.approx(want.statistic, rel=1e-9) and r["data_copying_cells"] <= 2
+
+
+def _text(capsys, argv: list[str]) -> str:
+    assert main(["score", *argv]) == 0
+    return capsys.readouterr().out
+
+
+@pytest.mark.parametrize("argv,message", [
+    (["--images", "demo", "--held-out", "demo"], "--held-out compare with a reference set"),
+    (["--logits", "x.npy", "--fid", "demo", "--held-out", "demo"], "need the classifier's features"),
+    (["--images", "demo", "--fid", "demo", "--copy-cells", "0"], "--copy-cells: expected a whole number from 1 to"),
+])
+def test_per_sample_flags_refused(capsys, argv, message):
+    assert main(["score", *argv]) == 2
+    assert message in capsys.readouterr().err

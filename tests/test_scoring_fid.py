@@ -135,6 +135,6 @@ def test_statistics_file_that_is_not_an_archive(tmp_path):
 
 
 def test_dimension_mismatch_is_named():
-    with pytest.raises(InputError, match="3 dimensions, the reference statistics 2"):
+    with pytest.raises(InputError, match="3 dimensions, these reference statistics 2"):
         frechet_distance(gaussian_stats(np.random.default_rng(0).normal(size=(5, 3))),
                          gaussian_stats(np.random.default_rng(1).normal(size=(5, 2))))

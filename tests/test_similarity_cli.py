@@ -8,10 +8,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from probescope.app.cli import main
 from probescope.core.similarity.readers import load_judgments
 from probescope.core.similarity.simulate import clustered_points, simulate_trials
 from probescope.core.similarity.writers import write_trials_csv
+from probescope.main import main
 
 
 @pytest.fixture(scope="module")

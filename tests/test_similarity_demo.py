@@ -10,10 +10,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from probescope.app.cli import main
 from probescope.core.demo import judgments as demo
 from probescope.core.similarity.quality import apply_quality_control
 from probescope.core.similarity.readers import load_judgments
+from probescope.main import main
 
 
 @pytest.fixture(scope="module")

@@ -9,10 +9,10 @@ import h5py
 import numpy as np
 import pytest
 
-from probescope.app.cli import main
 from probescope.core.errors import InputError
 from probescope.core.similarity.quality import apply_quality_control
 from probescope.core.similarity.readers import load_judgments
+from probescope.main import main
 
 HEADER = "query,ref_1,ref_2,ref_3,choice_1,choice_2"
 

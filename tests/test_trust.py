@@ -9,10 +9,10 @@ import torch
 from torch import nn
 
 from oracles.payloads import pickled_payload, scripted_payload
-from probescope.app.cli import main
 from probescope.core.errors import InputError
 from probescope.core.models.loading import load_model
 from probescope.core.trust import Trust, UntrustedFile, sha256_of
+from probescope.main import main
 
 pytestmark = pytest.mark.filterwarnings("ignore:`torch.jit:FutureWarning")
 

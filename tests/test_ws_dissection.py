@@ -10,11 +10,11 @@ import pytest
 from PySide6.QtCore import Qt
 from PySide6.QtGui import QImage
 
-from probescope.app import sources
 from probescope.app.dissection import rows as data
 from probescope.app.dissection.workspace import COLUMNS, DissectionWorkspace
-from probescope.app.sources import OpenRequest
 from probescope.core.dissection.settings import DissectionSettings
+from probescope.jobs import inputs
+from probescope.jobs.inputs import OpenRequest
 
 pytestmark = pytest.mark.usefixtures("isolated_cache")
 WAIT_MS = 120_000
@@ -23,7 +23,7 @@ SETTINGS = DissectionSettings(max_length=2, searches=data.SEARCHES, sweep_length
 
 @pytest.fixture
 def env(qtbot, monkeypatch, make_workspace, open_input):
-    monkeypatch.setattr(sources, "DEMO_DATASET_IMAGES", 300)
+    monkeypatch.setattr(inputs, "DEMO_DATASET_IMAGES", 300)
     monkeypatch.setattr(DissectionWorkspace, "default_settings", SETTINGS)
     ws, pool, state = make_workspace(DissectionWorkspace)
     open_input(pool, state, OpenRequest("model", "demo"))
@@ -185,7 +185,7 @@ def test_second_launch_reads_the_cache_and_reruns_are_kept(qtbot, env, monkeypat
     qtbot.waitUntil(lambda: again.is_initial_work_done and not pool.active(), timeout=WAIT_MS)
     assert again.data.result.to_json() == first.to_json()
     monkeypatch.undo()
-    monkeypatch.setattr(sources, "DEMO_DATASET_IMAGES", 300)
+    monkeypatch.setattr(inputs, "DEMO_DATASET_IMAGES", 300)
     # re-run with max length 1 (quick); both results are kept and can be switched
     ws.runs.max_length.setValue(1)
     ws.runs.sweep.setValue(0)
@@ -301,10 +301,10 @@ def test_optimal_search_shows_each_units_gap(qtbot, env):
 def test_a_partly_dissected_layer_is_on_screen_before_the_next_block(env, monkeypatch):
     """A launch after a stopped dissection shows the units saved so far at once, before dissecting more of them."""
     from probescope.app.dissection.layer import layer_task
-    from probescope.app.tasks import Partial, TaskContext
     from probescope.core.cache import cache_dir
     from probescope.core.dissection import saved as saved_module
     from probescope.core.dissection.results import DissectionResult
+    from probescope.jobs.protocol import Partial, TaskContext
 
     ws, pool, state = env
     d = ws.data

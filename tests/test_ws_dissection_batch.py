@@ -13,14 +13,14 @@ import pytest
 from PySide6.QtCore import QMimeData, QPointF, Qt, QUrl
 from PySide6.QtGui import QDropEvent, QImage
 
-from probescope.app.cli import main
 from probescope.app.dissection.batch import JOB_COLUMNS
 from probescope.app.dissection.workspace import DissectionWorkspace
 from probescope.app.main_window import MainWindow
 from probescope.app.settings import Settings
-from probescope.app.sources import OpenRequest
 from probescope.core.dissection.results import DissectionResult
 from probescope.core.dissection.settings import DissectionSettings
+from probescope.jobs.inputs import OpenRequest
+from probescope.main import main
 
 pytestmark = pytest.mark.usefixtures("isolated_cache")
 WAIT_MS = 120_000

@@ -15,10 +15,10 @@ from PySide6.QtGui import QImage
 
 from probescope.app.export import export_widget
 from probescope.app.gallery.workspace import GalleryWorkspace
-from probescope.app.state import Loaded
 from probescope.core.demo.sampler import DemoSampler
 from probescope.core.scoring.distributions import ClassScores
 from probescope.core.scoring.report import score_report
+from probescope.jobs.inputs import Loaded
 
 WAIT_MS = 60_000
 

@@ -10,7 +10,6 @@ import pytest
 from probescope.app.gallery.real_data import NONE, ReferenceChoice
 from probescope.app.gallery.stream import STREAM_BATCH
 from probescope.app.gallery.workspace import GalleryWorkspace
-from probescope.app.state import Loaded
 from probescope.core.data.broden import BrodenDataset
 from probescope.core.demo.dataset import write_demo_dataset
 from probescope.core.demo.sampler import DemoSampler
@@ -20,6 +19,7 @@ from probescope.core.scoring.extrapolate import fid_infinity
 from probescope.core.scoring.frechet import FrechetReference, frechet_distance, gaussian_stats
 from probescope.core.scoring.kernel import mmd2_unbiased
 from probescope.core.scoring.precision_recall import precision_recall
+from probescope.jobs.inputs import Loaded
 
 WAIT_MS = 60_000
 N = 40

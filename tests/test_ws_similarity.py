@@ -12,12 +12,12 @@ from PySide6.QtCore import Qt
 from probescope.app.export import export_widget
 from probescope.app.similarity import analysis as data
 from probescope.app.similarity.workspace import SimilarityWorkspace
-from probescope.app.sources import OpenRequest
 from probescope.core.similarity.agreement import triplet_agreement
 from probescope.core.similarity.correlation import embedding_correlation
 from probescope.core.similarity.embedding import FitOptions
 from probescope.core.similarity.quality import apply_quality_control
 from probescope.core.similarity.sources import model_features
+from probescope.jobs.inputs import OpenRequest
 from probescope.widgets.similarity.tables import AGREE
 
 pytestmark = pytest.mark.usefixtures("isolated_cache")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from probescope.app.main_window import MainWindow
 from probescope.app.settings import Settings
-from probescope.app.sources import OpenRequest
+from probescope.jobs.inputs import OpenRequest
 
 WAIT_MS = 60_000
 

@@ -8,7 +8,7 @@ import re
 import time
 from dataclasses import dataclass
 
-from probescope.app.tasks import Progress
+from probescope.jobs.protocol import Progress
 
 _COUNT = re.compile(r"(\d[\d,]*)\s*(?:/|of)\s*(\d[\d,]*)")
 

@@ -25,6 +25,7 @@ from PySide6.QtWidgets import (
     QAbstractSpinBox,
     QComboBox,
     QGraphicsItem,
+    QGraphicsScene,
     QGraphicsView,
     QHeaderView,
     QLineEdit,
@@ -150,12 +151,16 @@ def _hints(painter: QPainter) -> None:
 
 @contextmanager
 def export_mode(root: QWidget) -> Iterator[None]:
-    """pyqtgraph's export mode for every plot under `root` (vector scatter symbols, no cached pixmaps)."""
+    """pyqtgraph's export mode for every plot under `root` (vector scatter symbols, no cached pixmaps), and no item
+    index in their scenes: a plot just laid out at a figure's size has moved items the index has not caught up with
+    (Qt updates it later, from the event loop), and a view paints only the items its index finds."""
     import pyqtgraph as pg
 
-    items = [item for view in root.findChildren(pg.GraphicsView) + ([root] if isinstance(root, pg.GraphicsView)
-                                                                     else [])
-             for item in view.scene().items() if hasattr(item, "setExportMode")]
+    views = root.findChildren(pg.GraphicsView) + ([root] if isinstance(root, pg.GraphicsView) else [])
+    items = [item for view in views for item in view.scene().items() if hasattr(item, "setExportMode")]
+    scenes = {view.scene(): view.scene().itemIndexMethod() for view in views}
+    for scene in scenes:
+        scene.setItemIndexMethod(QGraphicsScene.ItemIndexMethod.NoIndex)
     for item in items:
         item.setExportMode(True, {"antialias": True})
     try:
@@ -163,12 +168,15 @@ def export_mode(root: QWidget) -> Iterator[None]:
     finally:
         for item in items:
             item.setExportMode(False)
+        for scene, method in scenes.items():
+            scene.setItemIndexMethod(method)
 
 
-def svg_bytes(widget: QWidget, source: QRect, title: str) -> bytes:
-    """The view as SVG, one user unit per screen pixel: every piece drawn into its own SVG at its own origin (so the
-    clips that item views set are right: Qt's SVG engine writes them without the offset of a widget being
-    rendered), its strokes in page coordinates, then placed and clipped in one document."""
+def svg_bytes(widget: QWidget, source: QRect, title: str, page_dpi: float | None = None) -> bytes:
+    """The view as SVG, one user unit per screen pixel, `page_dpi` units to the inch (default: the screen's, the
+    view's size on screen): every piece drawn into its own SVG at its own origin (so the clips that item views set
+    are right: Qt's SVG engine writes them without the offset of a widget being rendered), its strokes in page
+    coordinates, then placed and clipped in one document."""
     dpi = widget.logicalDpiX()  # the screen's: fonts keep the size the layout measured them at
     placed = []
     with export_mode(widget):
@@ -179,16 +187,18 @@ def svg_bytes(widget: QWidget, source: QRect, title: str) -> bytes:
             if isinstance(view, QGraphicsView) and piece.widget is view.viewport():  # a plot: item by item
                 for clip, item in scene_items(view):
                     box = (clip.translated(QPointF(origin)) & QRectF(shown)).getRect()
-                    placed.append(((origin.x(), origin.y()), box, _svg_document(
-                        piece.widget.size(), dpi, lambda p, v=view, i=item: paint_scene_item(v, i, p))))
+                    placed.append((type(item).__name__ if item is not None else "background", (origin.x(), origin.y()),
+                                   box, _svg_document(piece.widget.size(), dpi,
+                                                      lambda p, v=view, i=item: paint_scene_item(v, i, p))))
                 continue
-            placed.append(((origin.x(), origin.y()), rect, _svg_document(
+            placed.append((type(piece.widget).__name__, (origin.x(), origin.y()), rect, _svg_document(
                 piece.widget.size(), dpi, lambda p, x=piece: paint_piece(x, p, QPoint(0, 0)))))
-    return compose_svg(placed, (source.width(), source.height()), title, dpi)
+    return compose_svg(placed, (source.width(), source.height()), title, page_dpi or dpi)
 
 
-def pdf_bytes(widget: QWidget, source: QRect, title: str) -> bytes:
-    """A PDF whose single page is exactly the view's size (at the screen's resolution), with no page margins."""
+def pdf_bytes(widget: QWidget, source: QRect, title: str, page_dpi: float | None = None) -> bytes:
+    """A PDF whose single page is exactly the view, `page_dpi` screen pixels to the inch (default: the screen's
+    resolution, the view's size on screen), with no page margins."""
     data = QByteArray()
     buffer = QBuffer(data)
     buffer.open(QIODevice.OpenModeFlag.WriteOnly)
@@ -197,13 +207,12 @@ def pdf_bytes(widget: QWidget, source: QRect, title: str) -> bytes:
     writer.setCreator("probescope")
     dpi = widget.logicalDpiX()  # fonts keep the size the layout measured them at
     writer.setResolution(dpi)
-    writer.setPageLayout(QPageLayout(QPageSize(QSizeF(source.size()) * (72 / dpi), QPageSize.Unit.Point),
-                                     QPageLayout.Orientation.Portrait, QMarginsF(0, 0, 0, 0)))
+    page = QPageSize(QSizeF(source.size()) * (72 / (page_dpi or dpi)), QPageSize.Unit.Point)
+    writer.setPageLayout(QPageLayout(page, QPageLayout.Orientation.Portrait, QMarginsF(0, 0, 0, 0)))
     painter = QPainter(writer)
     try:
-        target = painter.viewport()
-        scale = min(target.width() / source.width(), target.height() / source.height())
-        painter.scale(scale, scale)
+        points = page.sizePoints()  # the page is whole points: the view is stretched (< 1/2 pt) to fill it exactly
+        painter.scale(points.width() * dpi / 72 / source.width(), points.height() * dpi / 72 / source.height())
         painter.translate(-source.topLeft())
         _hints(painter)
         with export_mode(widget):

@@ -11,24 +11,25 @@ trusted, the hash is remembered in the settings and the same task runs again. No
 
 from __future__ import annotations
 
+import time
+from collections import deque
+from dataclasses import astuple, replace
 from pathlib import Path
 
 from PySide6.QtCore import Qt, QTimer, Signal
 from PySide6.QtGui import QAction, QCloseEvent, QDragEnterEvent, QDropEvent, QGuiApplication
 from PySide6.QtWidgets import QApplication, QDockWidget, QFileDialog, QMainWindow, QTabWidget, QVBoxLayout, QWidget
 
-from probescope.app.activity import Activity
-from probescope.app.export import ExportTarget, Preset, copy_to_clipboard, export_preset
-from probescope.app.export_dialog import ExportDialog, file_stem
+from probescope.app.activity import Activity, ActivityRow
+from probescope.app.export import ExportTarget, Preset, copy_to_clipboard, export_preset, figure_colours, format_of
+from probescope.app.export_dialog import FILTERS, ExportDialog, default_folder, file_name
 from probescope.app.figure_menu import install_figure_menu
 from probescope.app.help import GuideWindow, ShortcutsDialog
 from probescope.app.menus import Menus
 from probescope.app.open_dialogs import ask_request
 from probescope.app.settings import RecentItem, Settings, TrustedFile
 from probescope.app.source_bar import SourceBar
-from probescope.app.sources import DEMO, KINDS, OpenRequest, batch_folder, classify_path, executor_for, open_task
-from probescope.app.state import AppState, Loaded
-from probescope.app.tasks import COMPUTE, TaskError
+from probescope.app.state import AppState
 from probescope.app.theme import apply_theme
 from probescope.app.trust_dialog import TrustDialog
 from probescope.app.workers import TaskHandle, WorkerPool
@@ -36,12 +37,25 @@ from probescope.app.workspace import Workspace
 from probescope.app.workspaces import WORKSPACES
 from probescope.core.errors import InputError
 from probescope.core.trust import NO_TRUST, Trust, UntrustedFile
+from probescope.jobs.inputs import (
+    DEMO,
+    KINDS,
+    Loaded,
+    OpenRequest,
+    batch_folder,
+    classify_path,
+    executor_for,
+    open_task,
+)
+from probescope.jobs.protocol import COMPUTE, TaskError
 from probescope.widgets.command_palette import CommandPalette
 from probescope.widgets.notification import Notification
 from probescope.widgets.task_panel import TaskPanel
 from probescope.widgets.task_progress import TaskProgress
 
 PROGRESS_MS = 100  # the status bar's progress and the Tasks panel are redrawn at most this often
+RECENT_TASKS = 8  # finished tasks the Tasks panel keeps listed
+RECENT_AFTER_S = 1.0  # a finished task is listed when it ran this long (not every thumbnail and overlay)
 
 class MainWindow(QMainWindow):
     """`opened(Loaded)` after an open succeeds; `open_failed(OpenRequest, TaskError)` after it fails.
@@ -84,7 +98,10 @@ class MainWindow(QMainWindow):
             workspace.load_state(self.state)
             for view in workspace.export_targets()[1:]:  # right click: the view's figure menu
                 if view.widget.contextMenuPolicy() != Qt.ContextMenuPolicy.CustomContextMenu:  # (or its own)
-                    install_figure_menu(view, self.figure_request)
+                    install_figure_menu(view.widget, lambda w=workspace, v=view.widget: target_of(w, v),
+                                        self.figure_request)
+        self.tabs.currentChanged.connect(self._workspace_shown)
+        self._workspace_shown()
         self.notification = Notification()
         central = QWidget()
         layout = QVBoxLayout(central)
@@ -99,6 +116,9 @@ class MainWindow(QMainWindow):
         self.progress.details_requested.connect(lambda: self.tasks_dock.show())
         self._shown_task: TaskHandle | None = None
         self.activity = Activity()
+        self._recent: deque[ActivityRow] = deque(maxlen=RECENT_TASKS)  # newest first; stage: how it ended
+        self._started_at: dict[int, float] = {}
+        self._failures: dict[int, str] = {}
         self.tasks = TaskPanel()
         self.tasks_dock = QDockWidget("Tasks", self)
         self.tasks_dock.setObjectName("window/tasks")
@@ -119,9 +139,11 @@ class MainWindow(QMainWindow):
         self.pool.progress.connect(self._progress_changed)
         self.pool.finished.connect(self._progress_changed)
         self.pool.failed.connect(self._task_failed)
+        self.pool.started.connect(lambda handle: self._started_at.setdefault(handle.id, time.monotonic()))
 
         self.menus = Menus(self)
         self._restore_settings()
+        self._note_unused_settings()
         QGuiApplication.styleHints().colorSchemeChanged.connect(self._system_scheme_changed)
 
     # -- opening --------------------------------------------------------------------------------------------------
@@ -144,7 +166,7 @@ class MainWindow(QMainWindow):
 
         return self.pool.submit(open_task(request, self.device), name=f"open {request.kind} {request.label}",
                                 key=f"open:{request.kind}", executor=executor_for(request),
-                                on_result=loaded, on_error=failed)
+                                on_result=loaded, on_partial=self.state.set, on_error=failed)
 
     def open_demo_world(self) -> None:
         for kind in KINDS:
@@ -183,6 +205,9 @@ class MainWindow(QMainWindow):
     def current_workspace(self) -> Workspace:
         return self.tabs.currentWidget()
 
+    def _workspace_shown(self) -> None:
+        self.pool.foreground = self.current_workspace().name  # its compute tasks go first
+
     def set_workspace(self, name: str) -> None:
         if name not in self.workspaces:
             raise InputError(f"unknown workspace {name!r} (choose one of {', '.join(self.workspaces)})")
@@ -202,35 +227,37 @@ class MainWindow(QMainWindow):
 
     def figure_request(self, view: ExportTarget, preset: Preset | None, copy: bool) -> None:
         """A view's figure menu: the export dialog, a paper preset (asks where), or the clipboard."""
+        defaults = self.settings.export_defaults()
         if copy:
-            copy_to_clipboard(view.widget, margin_free=self.settings.export_defaults().margin_free)
+            with figure_colours(defaults.follow_theme):
+                copy_to_clipboard(view.widget, margin_free=defaults.margin_free)
             self.statusBar().showMessage(f"Copied {view.name} to the clipboard", 5000)
         elif preset is None:
             self.export_figure(view)
         else:
-            defaults = self.settings.export_defaults()
-            folder = Path(defaults.folder) if defaults.folder else Path.home()
-            name = f"{file_stem(view.name)}_{preset.width_in:g}in.{defaults.format}"
+            name = file_name(view, preset, defaults.format)
             path, _ = QFileDialog.getSaveFileName(self, f"Export {view.name} for a {preset.name.lower()}",
-                                                  str(folder / name), "PNG (*.png);;SVG (*.svg);;PDF (*.pdf)")
+                                                  str(default_folder(defaults) / name), FILTERS)
             if path:
                 try:
-                    export_preset(view.widget, path, preset)
+                    export_preset(view.widget, path, preset, margin_free=defaults.margin_free,
+                                  follow_theme=defaults.follow_theme)
                 except (InputError, OSError) as exc:
                     self.notify(str(exc))
                     return
+                self.settings.set_export_defaults(replace(defaults, format=format_of(path),
+                                                          folder=str(Path(path).parent)))
                 self.statusBar().showMessage(f"Exported {path}", 5000)
 
     def copy_figure(self) -> None:
-        target = self.current_workspace().export_targets()[0]
-        copy_to_clipboard(target.widget, margin_free=self.settings.export_defaults().margin_free)
-        self.statusBar().showMessage(f"Copied {target.name} to the clipboard", 5000)
+        self.figure_request(self.current_workspace().export_targets()[0], None, True)
 
     # -- notifications and progress ---------------------------------------------------------------------------------
     def notify(self, message: str, details: str = "") -> None:
         self.notification.show_message(message, details)
 
     def _task_failed(self, handle: TaskHandle, error: TaskError) -> None:
+        self._failures[handle.id] = error.message
         if error.untrusted is not None and self.ask_trust:
             refused = error.untrusted
             waiting = self._asking.setdefault(refused.sha256, [])
@@ -268,14 +295,26 @@ class MainWindow(QMainWindow):
 
     def _progress_changed(self, *args) -> None:
         if args and isinstance(args[0], TaskHandle) and args[0].done:
+            self._remember(args[0])
             self.activity.forget(args[0].id)
         if not self._progress_due.isActive():
             self._progress_due.start()
 
+    def _remember(self, handle: TaskHandle) -> None:
+        """A finished task that ran long enough to be seen stays in the Tasks panel, saying how it ended."""
+        started = self._started_at.pop(handle.id, None)
+        failure = self._failures.pop(handle.id, None)
+        if started is None or time.monotonic() - started < RECENT_AFTER_S:
+            return
+        row = self.activity.row(handle.id, handle.name, handle.progress)
+        ended = "cancelled" if handle.cancelled else f"failed: {failure}" if failure is not None else "done"
+        fraction = 1.0 if ended == "done" else row.fraction
+        self._recent.appendleft(ActivityRow(row.key, row.name, ended, fraction, row.done, "", ""))
+
     def _update_progress(self) -> None:
         active = [h for h in self.pool.active() if not h.cancelled]
         rows = [self.activity.row(h.id, h.name, h.progress) for h in active]
-        self.tasks.show_rows([(r.key, r.name, r.stage, r.fraction, r.done, r.rate, r.left) for r in rows])
+        self.tasks.show_rows([astuple(r) for r in rows], [astuple(r) for r in self._recent])
         if not active:
             self._shown_task = None
             self.progress.clear()
@@ -346,13 +385,24 @@ class MainWindow(QMainWindow):
 
     def _restore_settings(self) -> None:
         geometry = self.settings.geometry()
-        if geometry is None or not self.restoreGeometry(geometry):
+        restored = geometry is not None and self.restoreGeometry(geometry)
+        if geometry is not None and not restored:
+            self.settings.note("window/geometry", bytes(geometry.data()), "not a window geometry Qt can restore; the "
+                               "window fits the screen")
+        if not restored:
             self.fit_screen()
         for workspace in self.workspaces.values():
             workspace.area.restore(self.settings.panel_layout(workspace.name))
-        last = self.settings.last_workspace()
-        if last in self.workspaces:
+        last = self.settings.last_workspace(list(self.workspaces))
+        if last is not None:
             self.set_workspace(last)
+
+    def _note_unused_settings(self) -> None:
+        """Saved values that were not used (the wrong type, a device this machine lacks), as one notification."""
+        notes = self.settings.check_all(list(self.workspaces))
+        if notes:
+            more = f" (and {len(notes) - 1} more: see Details)" if len(notes) > 1 else ""
+            self.notify(notes[0] + more, "\n".join(notes))
 
     def fit_screen(self) -> None:
         """The first window: 90% of the screen's available area, centred (the views are made for room)."""
@@ -388,3 +438,7 @@ class MainWindow(QMainWindow):
             self.open_path(url.toLocalFile())
         event.acceptProposedAction()
 
+
+def target_of(workspace: Workspace, widget: QWidget) -> ExportTarget:
+    """The export target of `workspace` that is `widget`, as it is now (what it shows names its file)."""
+    return next(t for t in workspace.export_targets() if t.widget is widget)

@@ -13,7 +13,8 @@ from PySide6.QtWidgets import QMainWindow, QMenu, QMessageBox
 
 from probescope import __version__
 from probescope.app.settings import THEMES
-from probescope.app.sources import OpenRequest
+from probescope.core.devices import available_devices
+from probescope.jobs.inputs import OpenRequest
 
 
 class Menus:
@@ -35,7 +36,7 @@ class Menus:
         self.fill_recent()
         self.add(file_menu, "Forget Trusted Files", w.forget_trusted_files)
         file_menu.addSeparator()
-        self.add(file_menu, "&Export Figure…", w.export_figure, "Ctrl+E")
+        self.add(file_menu, "&Export Figure…", lambda: w.export_figure(), "Ctrl+E")  # (not the checked flag)
         self.add(file_menu, "&Copy Figure to Clipboard", w.copy_figure, "Ctrl+Shift+C")
         self.add(file_menu, "Export Dissection &tally.csv…",
                  lambda: w.workspaces["dissection"].export_results_dialog("tally"))
@@ -46,7 +47,7 @@ class Menus:
 
         view = bar.addMenu("&View")
         for k, workspace in enumerate(w.workspaces.values(), start=1):
-            self.add(view, f"{workspace.title} Workspace", lambda _=False, n=workspace.name: w.set_workspace(n),
+            self.add(view, f"{workspace.title} Workspace", lambda n=workspace.name: w.set_workspace(n),
                      f"Ctrl+{k}")
         view.addSeparator()
         self.panels = view.addMenu("&Panels")
@@ -72,10 +73,12 @@ class Menus:
         help_menu.addSeparator()
         self.add(help_menu, "&About probescope", lambda: about_box(w))
 
-    def add(self, menu: QMenu, text: str, slot: Callable, shortcut: str | QKeySequence.StandardKey | None = None
-            ) -> QAction:
+    def add(self, menu: QMenu, text: str, slot: Callable[[], object],
+            shortcut: str | QKeySequence.StandardKey | None = None) -> QAction:
+        """An action that calls `slot()` with no arguments: `triggered` carries a `checked` flag that Qt would pass
+        to any slot taking an argument (Export Figure's `view` received False)."""
         action = menu.addAction(text)
-        action.triggered.connect(slot)
+        action.triggered.connect(lambda _checked=False: slot())
         if shortcut is not None:
             action.setShortcut(QKeySequence(shortcut))
         self.actions.append(action)
@@ -85,7 +88,7 @@ class Menus:
         """Exclusive checkable actions, one per (text, value)."""
         group = QActionGroup(menu)
         for text, value in items:
-            action = self.add(menu, text, lambda _=False, v=value: choose(v))
+            action = self.add(menu, text, lambda v=value: choose(v))
             action.setCheckable(True)
             action.setChecked(value == current)
             group.addAction(action)
@@ -133,12 +136,3 @@ def about_box(window: QMainWindow) -> QMessageBox:
     return box
 
 
-def available_devices() -> list[str]:
-    import torch
-
-    devices = ["cpu"]
-    if torch.cuda.is_available():
-        devices += [f"cuda:{i}" for i in range(torch.cuda.device_count())]
-    if getattr(torch.backends, "mps", None) is not None and torch.backends.mps.is_available():
-        devices.append("mps")
-    return devices

@@ -18,18 +18,19 @@ from PySide6.QtWidgets import (
 )
 
 from probescope.app.settings import Settings
-from probescope.app.sources import OpenRequest
+from probescope.jobs.inputs import OpenRequest
 from probescope.widgets.controls import spin_box
 
 MODEL_KINDS = (
     ("auto", "Detect from the file"),
     ("torchscript", "TorchScript archive"),
+    ("export", "torch.export program (.pt2)"),
     ("torchvision", "torchvision architecture + weights (state dict)"),
     ("places365", "Places365 checkpoint (.pth.tar)"),
     ("pickle", "Whole pickled model (runs code from the file)"),
 )
-CODE_NOTE = ("TorchScript archives and whole pickled models run code from the file when loaded: you are asked to "
-             "trust the file (by its SHA-256) before it loads.")
+CODE_NOTE = ("TorchScript archives, torch.export programs and whole pickled models run code from the file when "
+             "loaded: you are asked to trust the file (by its SHA-256) before it loads.")
 ID_BASES = (("Detect (or ask)", None), ("0-based (psiz 0.4)", 0), ("1-based (later psiz)", 1))
 
 
@@ -106,7 +107,8 @@ class OpenModelDialog(QDialog):
 
     def request(self) -> OpenRequest:
         kind, path = self.kind.currentData(), self.file.text()
-        spec = {"auto": path, "torchscript": f"torchscript:{path}", "torchvision": f"{self.arch.currentText()}:{path}",
+        spec = {"auto": path, "torchscript": f"torchscript:{path}", "export": f"export:{path}",
+                "torchvision": f"{self.arch.currentText()}:{path}",
                 "places365": f"places365:{self.arch.currentText()}:{path}", "pickle": f"pickle:{path}"}[kind]
         return OpenRequest("model", spec)
 

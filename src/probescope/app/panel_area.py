@@ -8,22 +8,52 @@ size when it is first shown, so a narrow panel is the user's choice, never a cli
 
 from __future__ import annotations
 
-from PySide6.QtCore import QByteArray, Qt, QTimer
+from PySide6.QtCore import QByteArray, QEvent, QObject, Qt, QTimer
 from PySide6.QtGui import QAction
 from PySide6.QtWidgets import QDockWidget, QMainWindow, QScrollArea, QTabWidget, QWidget
 
 MIN_PANEL = (120, 80)  # explicit: a panel may be made narrower than its layout's wish (small windows), never hidden
+LEAST_SHARE = 0.5  # a panel keeps at least this part of its default share, or the default shares are applied
 AREAS = {"left": Qt.DockWidgetArea.LeftDockWidgetArea, "right": Qt.DockWidgetArea.RightDockWidgetArea,
          "top": Qt.DockWidgetArea.TopDockWidgetArea, "bottom": Qt.DockWidgetArea.BottomDockWidgetArea}
 
 
+class FittingScroll(QScrollArea):
+    """Gives its widget the viewport's size, and scrolls only the part that does not fit at the widget's minimum.
+    A resizable QScrollArea lays a widget with wrapped text out at its preferred height for the width, so a panel
+    of plots and captions scrolled (its plots at full height, the last ones out of view) while it all fitted."""
+
+    def __init__(self, widget: QWidget, parent: QWidget | None = None):
+        super().__init__(parent)
+        self.setWidget(widget)  # (not "resizable": sized here)
+        self.setFrameShape(QScrollArea.Shape.NoFrame)
+        widget.installEventFilter(self)
+
+    def eventFilter(self, watched: QObject, event: QEvent) -> bool:  # noqa: N802
+        if watched is self.widget() and event.type() == QEvent.Type.LayoutRequest:
+            QTimer.singleShot(0, self.fit)  # (after the widget's layout has taken the change in)
+        return super().eventFilter(watched, event)
+
+    def resizeEvent(self, event) -> None:  # noqa: N802
+        super().resizeEvent(event)
+        self.fit()
+
+    def fit(self) -> None:
+        widget = self.widget()
+        if widget is None:
+            return
+        for _ in range(2):  # a scroll bar that appears narrows the viewport: fit once more
+            room = self.viewport().size()
+            width = max(room.width(), widget.minimumSizeHint().width())
+            layout = widget.layout()
+            least = layout.minimumHeightForWidth(width) if layout is not None and layout.hasHeightForWidth() \
+                else widget.minimumSizeHint().height()
+            widget.resize(width, max(room.height(), least))
+
+
 def scrolled(widget: QWidget) -> QScrollArea:
-    """`widget` in a frameless scroll area that gives it the area's width (it scrolls only when taller)."""
-    scroll = QScrollArea()
-    scroll.setWidget(widget)
-    scroll.setWidgetResizable(True)
-    scroll.setFrameShape(QScrollArea.Shape.NoFrame)
-    return scroll
+    """`widget` in a frameless scroll area that gives it the area's size (it scrolls only what does not fit)."""
+    return FittingScroll(widget)
 
 
 class PanelArea(QMainWindow):
@@ -107,6 +137,31 @@ class PanelArea(QMainWindow):
         self.default_state = self.saveState()
         if self._saved is not None:
             self.restoreState(self._saved)
+            QTimer.singleShot(0, self.fit)  # (once the restored sizes are laid out)
+
+    def resizeEvent(self, event) -> None:  # noqa: N802  (Qt override)
+        super().resizeEvent(event)
+        if self.default_state is not None:
+            QTimer.singleShot(0, self.fit)
+
+    def fit(self) -> None:
+        """Panels keep their pixel sizes when the area shrinks or an arrangement made in a larger window is
+        restored, and a smaller window cannot give them all (the beam trace came back 10 px wide): where a panel
+        with a default share, or the central view, got less than half of its share, the default shares are applied
+        again (the arrangement itself, which panel is where, is kept)."""
+        shares = [(self.panels[key], orientation, share) for (key, orientation), share in self.proportions.items()
+                  if not self.panels[key].isFloating() and self.panels[key].isVisible()]
+        across = [share for _dock, orientation, share in shares if orientation == Qt.Orientation.Horizontal]
+        central = self.centralWidget()
+        if central is not None and across and central.width() < LEAST_SHARE * (1 - sum(across)) * self.width():
+            self._apply_proportions()
+            return
+        for dock, orientation, share in shares:
+            horizontal = orientation == Qt.Orientation.Horizontal
+            size, total = (dock.width(), self.width()) if horizontal else (dock.height(), self.height())
+            if size < LEAST_SHARE * share * total:
+                self._apply_proportions()
+                return
 
     def _apply_proportions(self) -> None:
         for orientation, total in ((Qt.Orientation.Horizontal, self.width()), (Qt.Orientation.Vertical, self.height())):
@@ -123,6 +178,7 @@ class PanelArea(QMainWindow):
             self._saved = state
         else:
             self.restoreState(state)
+            QTimer.singleShot(0, self.fit)
 
     def reset(self) -> None:
         """Back to the default arrangement (every panel shown)."""

@@ -12,8 +12,8 @@ from PySide6.QtCore import Signal
 from PySide6.QtWidgets import QComboBox, QLabel, QMenu, QToolBar, QToolButton, QWidget
 
 from probescope.app.settings import Settings
-from probescope.app.sources import DEMO, KINDS, OpenRequest
 from probescope.app.state import AppState
+from probescope.jobs.inputs import DEMO, KINDS, OpenRequest
 
 TITLES = {"model": "Model", "dataset": "Dataset", "samples": "Samples", "judgments": "Judgments"}
 

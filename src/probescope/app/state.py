@@ -7,26 +7,13 @@ holds the outcome.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
 
 from PySide6.QtCore import QObject, Signal
 
+from probescope.jobs.inputs import Loaded
+
 SLOTS: tuple[str, ...] = ("model", "dataset", "samples", "judgments")
-
-
-@dataclass(frozen=True)
-class Loaded:
-    """One loaded input: `spec` is what was opened (a path, 'demo' or a model spec), `value` the loaded object.
-
-    For a model, `layers` holds its `LayerInfo` list, computed in the worker when it was loaded.
-    """
-
-    kind: str
-    spec: str
-    label: str
-    value: Any
-    layers: tuple = ()
 
 
 class AppState(QObject):

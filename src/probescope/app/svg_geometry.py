@@ -166,11 +166,11 @@ def _rename_ids(element: ET.Element, prefix: str) -> None:
                 node.set(key, "#" + prefix + value[1:])
 
 
-def compose_svg(pieces: list[tuple[tuple[float, float], tuple[float, float, float, float], bytes]],
+def compose_svg(pieces: list[tuple[str, tuple[float, float], tuple[float, float, float, float], bytes]],
                 size: tuple[float, float], title: str, dpi: float = 96.0) -> bytes:
     """One SVG of `size` (user units: pixels at `dpi`, so its width and height are given in inches) from SVG
-    pieces, each (origin, shown rectangle x, y, w, h, document): a piece's drawing is moved to its origin and clipped
-    to its rectangle; ids are made unique per piece."""
+    pieces, each (name, origin, shown rectangle x, y, w, h, document): a piece's drawing is moved to its origin and
+    clipped to its rectangle, in a group of class `name` (what drew it); ids are made unique per piece."""
     ET.register_namespace("", SVG_NS)
     ET.register_namespace("xlink", XLINK_NS)
     width, height = size
@@ -179,12 +179,12 @@ def compose_svg(pieces: list[tuple[tuple[float, float], tuple[float, float, floa
                                             "viewBox": f"0 0 {_fmt(width)} {_fmt(height)}"})
     ET.SubElement(root, f"{{{SVG_NS}}}title").text = title
     defs = ET.SubElement(root, f"{{{SVG_NS}}}defs")
-    for k, ((ox, oy), (x, y, w, h), document) in enumerate(pieces):
+    for k, (name, (ox, oy), (x, y, w, h), document) in enumerate(pieces):
         piece = ET.fromstring(document)
         _rename_ids(piece, f"p{k}_")
         clip = ET.SubElement(defs, f"{{{SVG_NS}}}clipPath", {"id": f"piece{k}"})
         ET.SubElement(clip, f"{{{SVG_NS}}}rect", {"x": _fmt(x), "y": _fmt(y), "width": _fmt(w), "height": _fmt(h)})
-        clipped = ET.SubElement(root, f"{{{SVG_NS}}}g", {"clip-path": f"url(#piece{k})"})
+        clipped = ET.SubElement(root, f"{{{SVG_NS}}}g", {"clip-path": f"url(#piece{k})", "class": name})
         moved = ET.SubElement(clipped, f"{{{SVG_NS}}}g", {"transform": f"translate({_fmt(ox)},{_fmt(oy)})"})
         for child in piece:
             if child.tag.rsplit("}", 1)[-1] not in ("title", "desc"):

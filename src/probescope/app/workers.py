@@ -1,30 +1,34 @@
 """Background work: one compute thread that owns the model and the GPU, and a small pool that decodes images.
 
-Tasks follow the protocol of `probescope.app.tasks`. The runner checks the cancel flag between steps, so every task
+Tasks follow the protocol of `probescope.jobs.protocol`. The runner checks the cancel flag between steps, so every task
 stops at its next yield once cancelled. Results reach the GUI thread through a queued Qt signal, so callbacks always
 run in the GUI thread, and a cancelled task's callbacks never run: this is the app's one guard against stale
 results. Tasks submitted under the same key replace each other (latest request wins), and `cancel_group` drops
 every task of a key group at once (a workspace's tasks when its inputs change).
 
 The compute thread runs every task under `torch.inference_mode()` (grad mode is per thread, so it is set there,
-not in the GUI thread); torch work is serialised because there is one such thread.
+not in the GUI thread); torch work is serialised because there is one such thread. The workspace on screen goes
+first there (`foreground`): its queued tasks run before the others, and a running task of another workspace steps
+aside for them at its next yield (on a fresh launch the Gallery's sample stream and the Similarity fits otherwise
+held the thread while the Dissection's first units waited).
 """
 
 from __future__ import annotations
 
 import itertools
 import os
-import queue
 import threading
+from collections import deque
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from PySide6.QtCore import QObject, Signal
 
-from probescope.app.tasks import COMPUTE, IO, Partial, Progress, Task, TaskContext, TaskError, describe_error
 from probescope.core.tasks import Cancelled
 from probescope.core.trust import NO_TRUST, Trust
+from probescope.jobs.protocol import COMPUTE, IO, Partial, Progress, Task, TaskContext, TaskError, describe_error
+from probescope.jobs.session import Session
 
 
 def compute_threads() -> int:
@@ -63,13 +67,14 @@ class TaskHandle:
     def __init__(self, task: Task, name: str, key: str | None, executor: str,
                  on_result: Callable[[Any], None] | None, on_partial: Callable[[Any], None] | None,
                  on_error: Callable[[TaskError], None] | None,
-                 emit_progress: Callable[[TaskHandle, Progress], None] | None = None, trust: Trust = NO_TRUST):
+                 emit_progress: Callable[[TaskHandle, Progress], None] | None = None, trust: Trust = NO_TRUST,
+                 session: Session | None = None):
         self.id = next(self._ids)
         self.task = task
         self.name = name
         self.key = key
         self.executor = executor
-        self.context = TaskContext(None if emit_progress is None else lambda p: emit_progress(self, p), trust)
+        self.context = TaskContext(None if emit_progress is None else lambda p: emit_progress(self, p), trust, session)
         self.on_result = on_result
         self.on_partial = on_partial
         self.on_error = on_error
@@ -110,7 +115,9 @@ class WorkerPool(QObject):
         super().__init__(parent)
         self._bridge = _Bridge()
         self._bridge.event.connect(self._deliver)
-        self._queue: queue.Queue[TaskHandle | None] = queue.Queue()
+        self._queue: deque[TaskHandle | None] = deque()  # the compute thread's, None ends it
+        self._queued = threading.Condition()
+        self.foreground = ""  # the key group whose compute tasks go first (the window sets the workspace on screen)
         self._compute = threading.Thread(target=self._compute_loop, name="probescope-compute", daemon=True)
         self._compute.start()
         self._io = ThreadPoolExecutor(max_workers=io_threads, thread_name_prefix="probescope-io")
@@ -118,6 +125,7 @@ class WorkerPool(QObject):
         self._by_key: dict[str, TaskHandle] = {}
         self._closed = False
         self.trust: Trust = NO_TRUST
+        self.session = Session()  # what the pool's tasks have loaded (Jobs name their inputs; see jobs.session)
 
     # -- GUI-thread API -------------------------------------------------------------------------------------------
     def submit(self, task: Task, *, name: str, key: str | None = None, executor: str = COMPUTE,
@@ -129,7 +137,8 @@ class WorkerPool(QObject):
         if executor not in (COMPUTE, IO):
             raise ValueError(f"unknown executor {executor!r}")
         handle = TaskHandle(task, name, key, executor, on_result, on_partial, on_error,
-                            emit_progress=lambda h, p: self._emit(h, "progress", p), trust=self.trust)
+                            emit_progress=lambda h, p: self._emit(h, "progress", p), trust=self.trust,
+                            session=self.session)
         if key is not None:
             previous = self._by_key.get(key)
             if previous is not None:
@@ -137,7 +146,7 @@ class WorkerPool(QObject):
             self._by_key[key] = handle
         self._active[handle.id] = handle
         if executor == COMPUTE:
-            self._queue.put(handle)
+            self._put(handle)
         else:
             self._io.submit(self._run, handle)
         return handle
@@ -177,7 +186,7 @@ class WorkerPool(QObject):
             return
         self._closed = True
         self.cancel_all()
-        self._queue.put(None)
+        self._put(None)
         self._compute.join(timeout)
         self._io.shutdown(wait=True, cancel_futures=True)
         for handle in list(self._active.values()):
@@ -188,15 +197,39 @@ class WorkerPool(QObject):
         return self._closed
 
     # -- worker side ----------------------------------------------------------------------------------------------
+    def _put(self, handle: TaskHandle | None) -> None:
+        with self._queued:
+            self._queue.append(handle)
+            self._queued.notify()
+
+    def _in_foreground(self, handle: TaskHandle) -> bool:
+        group = self.foreground
+        return bool(group) and handle.key is not None and (handle.key == group or handle.key.startswith(group + ":"))
+
+    def _take(self, foreground_only: bool = False) -> TaskHandle | None:
+        """The next compute task: the first queued one of the foreground, else (unless `foreground_only`: then None)
+        the oldest, waiting for one; None queued by `shutdown` ends the thread."""
+        with self._queued:
+            while not self._queue and not foreground_only:
+                self._queued.wait()
+            for handle in self._queue:
+                if handle is not None and self._in_foreground(handle):
+                    self._queue.remove(handle)
+                    return handle
+            return None if foreground_only else self._queue.popleft()
+
     def _compute_loop(self) -> None:
         import torch
 
         with torch.inference_mode():
-            while True:
-                handle = self._queue.get()
-                if handle is None:
-                    return
+            while (handle := self._take()) is not None:
                 self._run(handle)
+
+    def _step_aside(self, handle: TaskHandle) -> None:
+        """Between two steps of a compute task outside the foreground: run the foreground's queued tasks first."""
+        if handle.executor == COMPUTE and not self._in_foreground(handle):
+            while (first := self._take(foreground_only=True)) is not None:
+                self._run(first)
 
     def _emit(self, handle: TaskHandle, kind: str, payload: Any = None) -> None:
         self._bridge.event.emit(handle, kind, payload)
@@ -212,6 +245,7 @@ class WorkerPool(QObject):
                 self._emit(handle, "result", produced)
                 return
             while True:
+                self._step_aside(handle)
                 if handle.cancelled:
                     produced.close()
                     self._emit(handle, "cancelled")

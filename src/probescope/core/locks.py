@@ -46,24 +46,48 @@ else:
 @contextlib.contextmanager
 def folder_lock(folder: Path, holder: str) -> Iterator[None]:
     """Hold `folder`'s lock while the block runs (the folder is created if needed). A second holder is refused with
-    an InputError naming the one that has it (`holder` text, process id, host, start time)."""
+    an InputError naming the one that has it (`holder` text, process id, host, start time). The lock file is
+    removed when the block ends, while still locked; a run that opened it just before checks, once it holds the
+    lock, that the file is still the one at the path, and opens the new one otherwise."""
     path = folder / LOCK_FILE
     if folder.exists() and not folder.is_dir():
         raise InputError("is a file, not a folder", folder)
+    fd = _locked_file(folder, path)
     try:
-        folder.mkdir(parents=True, exist_ok=True)
-        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o666)
-    except OSError as exc:
-        raise InputError(f"cannot use the output folder ({exc.strerror or exc})", folder) from None
-    try:
-        if not try_lock(fd):
-            with open(path, encoding="utf-8", errors="replace") as fh:
-                who = fh.read().strip() or "another process"
-            raise InputError(f"in use by {who}: wait until it finishes, or choose another output folder", folder)
         os.ftruncate(fd, 0)
         stamp = time.strftime("%Y-%m-%d %H:%M:%S")
         os.lseek(fd, 0, os.SEEK_SET)
         os.write(fd, f"{holder} (process {os.getpid()} on {socket.gethostname()}, since {stamp})\n".encode())
         yield
     finally:
-        os.close(fd)  # releases the lock; the file stays (removing it would race with the next holder)
+        with contextlib.suppress(OSError):  # (Windows cannot remove an open file: it stays, which is harmless)
+            path.unlink()
+        os.close(fd)  # releases the lock
+
+
+def _locked_file(folder: Path, path: Path) -> int:
+    """The open, locked lock file at `path` (InputError naming the holder when another process has it)."""
+    while True:
+        try:
+            folder.mkdir(parents=True, exist_ok=True)
+            fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o666)
+        except OSError as exc:
+            raise InputError(f"cannot use the output folder ({exc.strerror or exc})", folder) from None
+        if not try_lock(fd):
+            os.close(fd)
+            raise InputError(f"in use by {_holder(path)}: wait until it finishes, or choose another output folder",
+                             folder)
+        try:
+            same = os.path.samestat(os.fstat(fd), os.stat(path))
+        except OSError:  # removed by the holder that just finished
+            same = False
+        if same:
+            return fd
+        os.close(fd)
+
+
+def _holder(path: Path) -> str:
+    try:
+        return path.read_text(encoding="utf-8", errors="replace").strip() or "another process"
+    except OSError:
+        return "another process"

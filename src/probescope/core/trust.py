@@ -1,7 +1,8 @@
 """Which files may run code when they are loaded: the user's trust decision, by content (SHA-256), never by name.
 
-Unpickling a whole-model pickle runs code from the file, and a TorchScript archive carries its own code (run when
-it is loaded and called: it can read and write files). Such a file is read into memory, hashed, and loaded from
+Unpickling a whole-model pickle runs code from the file, a TorchScript archive carries its own code (run when
+it is loaded and called: it can read and write files), and loading a torch.export program unpickles parts of it
+(probescope.core.models.exported). Such a file is read into memory, hashed, and loaded from
 those very bytes only when its hash is trusted, so a file swapped after the decision is refused. Trust comes from
 the person running probescope: `--trust FILE` / `--trust-code` on the command line, or the app's dialog (remembered
 per hash). A manifest, a saved result or a recent-files list never carries it.

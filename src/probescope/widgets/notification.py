@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from PySide6.QtCore import Qt, Signal
+from PySide6.QtCore import QRectF, Qt, Signal
+from PySide6.QtGui import QColor, QPainter, QPaintEvent, QPalette, QPen
 from PySide6.QtWidgets import (
     QFrame,
     QHBoxLayout,
@@ -14,6 +15,8 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+BORDER = QColor("#c0392b")
+
 
 class Notification(QFrame):
     """Shows `message`; when `details` differ from it, a "Details" button reveals them (selectable, copyable)."""
@@ -23,10 +26,8 @@ class Notification(QFrame):
     def __init__(self, parent: QWidget | None = None):
         super().__init__(parent)
         self.setObjectName("notification")
-        self.setFrameShape(QFrame.Shape.StyledPanel)
-        self.setStyleSheet("#notification { background: palette(tooltip-base); border: 1px solid #c0392b;"
-                           " border-radius: 4px; }")
         self.message = QLabel()
+        self.message.setForegroundRole(QPalette.ColorRole.ToolTipText)  # on the tooltip background, in any theme
         self.message.setWordWrap(True)
         self.message.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
         self.details_button = QPushButton("Details")
@@ -49,6 +50,16 @@ class Notification(QFrame):
         self.details_button.toggled.connect(self.details.setVisible)
         self.close_button.clicked.connect(self.dismiss)
         self.hide()
+
+    def paintEvent(self, event: QPaintEvent) -> None:  # noqa: N802
+        """The tooltip background with a red border, from the palette at each paint (a style sheet's palette()
+        is read once: after a theme switch the banner kept the old theme's background)."""
+        painter = QPainter(self)
+        painter.setRenderHint(QPainter.RenderHint.Antialiasing)
+        painter.setPen(QPen(BORDER, 1))
+        painter.setBrush(self.palette().color(QPalette.ColorRole.ToolTipBase))
+        painter.drawRoundedRect(QRectF(self.rect()).adjusted(0.5, 0.5, -0.5, -0.5), 4, 4)
+        painter.end()
 
     def show_message(self, message: str, details: str = "") -> None:
         self.message.setText(message)

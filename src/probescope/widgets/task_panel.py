@@ -1,10 +1,12 @@
-"""The Tasks panel: every running task with its stage, progress, items done, rate, time left and a cancel button."""
+"""The Tasks panel: every running task with its stage, progress, items done, rate, time left and a cancel button,
+then the recent finished ones (done, cancelled or failed, their bars greyed), so a task that just ended can still
+be read."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
-from PySide6.QtCore import Signal
+from PySide6.QtCore import QSize, Signal
 from PySide6.QtWidgets import (
     QHeaderView,
     QProgressBar,
@@ -20,8 +22,8 @@ MAX_ROWS = 40  # tasks listed; more are counted in the last row (hundreds of ima
 
 
 class TaskPanel(QWidget):
-    """`show_rows(rows)` with rows of (key, name, stage, fraction or None, done, rate, left);
-    `cancel_requested(key)`."""
+    """`show_rows(rows, recent)` with rows of (key, name, stage, fraction or None, done, rate, left): the running
+    tasks, then `recent` finished ones (their stage says how they ended); `cancel_requested(key)`."""
 
     cancel_requested = Signal(int)
 
@@ -38,36 +40,60 @@ class TaskPanel(QWidget):
         layout.setContentsMargins(0, 0, 0, 0)
         layout.addWidget(self.table)
         self._keys: list[int] = []
+        self._recent: list[int] = []
         self._more = 0
 
-    def show_rows(self, rows: Sequence[Sequence]) -> None:
+    def sizeHint(self) -> QSize:  # noqa: N802
+        """A few rows tall when it opens: the workspace above keeps its room (it took the Settings' height)."""
+        return QSize(640, 150)
+
+    def show_rows(self, rows: Sequence[Sequence], recent: Sequence[Sequence] = ()) -> None:
         more = max(0, len(rows) - MAX_ROWS)
         rows = rows[:MAX_ROWS]
         keys = [int(row[0]) for row in rows]
-        if keys != self._keys or more != self._more:  # other tasks: rebuild the rows (and their cancel buttons)
-            self._keys, self._more = keys, more
-            self.table.setRowCount(len(rows) + (1 if more else 0))
+        ended = [int(row[0]) for row in recent]
+        if keys != self._keys or more != self._more or ended != self._recent:  # other tasks: rebuild the rows
+            self._keys, self._more, self._recent = keys, more, ended
+            self.table.setRowCount(len(rows) + (1 if more else 0) + len(recent))
+            for k in range(self.table.rowCount()):
+                self.table.removeCellWidget(k, 2)
+                self.table.removeCellWidget(k, 6)
             for k, key in enumerate(keys):
-                bar = QProgressBar()
-                bar.setMaximumHeight(16)
-                self.table.setCellWidget(k, 2, bar)
                 cancel = QToolButton()
                 cancel.setText("Cancel")
                 cancel.clicked.connect(lambda _=False, key=key: self.cancel_requested.emit(key))
                 self.table.setCellWidget(k, 6, cancel)
+            for k in [*range(len(keys)), *range(len(keys) + bool(more), self.table.rowCount())]:
+                bar = QProgressBar()
+                bar.setMaximumHeight(16)
+                self.table.setCellWidget(k, 2, bar)
             if more:
                 self.table.setItem(len(rows), 0, QTableWidgetItem(f"… and {more:,} more"))
-        for k, (_key, name, stage, fraction, done, rate, left) in enumerate(rows):
-            for column, text in ((0, name), (1, stage), (3, done), (4, rate), (5, left)):
+                for column in range(1, len(COLUMNS)):
+                    self.table.setItem(len(rows), column, QTableWidgetItem(""))
+        first_recent = len(rows) + bool(more)
+        listed = [(k, row, False) for k, row in enumerate(rows)]
+        listed += [(first_recent + k, row, True) for k, row in enumerate(recent)]
+        for k, (_key, name, stage, fraction, done, rate, left), finished in listed:
+            for column, text in ((0, name), (1, stage), (3, done), (4, rate), (5, left), (6, "")):
                 self.table.setItem(k, column, QTableWidgetItem(text))
             bar = self.table.cellWidget(k, 2)
             if fraction is None:
-                bar.setRange(0, 0)
+                bar.setRange(0, 1000 if finished else 0)  # (a finished task's bar does not spin)
+                bar.setValue(0)
             else:
                 bar.setRange(0, 1000)
                 bar.setValue(round(1000 * min(max(fraction, 0.0), 1.0)))
+            bar.setEnabled(not finished)
         for column in (0, 2, 3, 4, 5, 6):
             self.table.resizeColumnToContents(column)
 
     def stages(self) -> list[str]:
+        """The running tasks' stages."""
         return [self.table.item(k, 1).text() for k in range(len(self._keys))]
+
+    def recent(self) -> list[tuple[str, str]]:
+        """(name, how it ended) of each recent finished task listed."""
+        first = len(self._keys) + bool(self._more)
+        return [(self.table.item(k, 0).text(), self.table.item(k, 1).text())
+                for k in range(first, first + len(self._recent))]

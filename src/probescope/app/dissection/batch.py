@@ -16,11 +16,11 @@ from pathlib import Path
 
 from probescope.app.dissection.layer import LayerData, unit_peaks
 from probescope.app.dissection.rows import INTERPRETABLE_IOU, LayerCounts, layer_counts, unit_row
-from probescope.app.tasks import Progress, TaskContext
-from probescope.core.batch.reader import BatchJob, BatchOverview, read_batch
 from probescope.core.dissection.results import DissectionResult
 from probescope.core.dissection.settings import DissectionSettings
 from probescope.core.errors import InputError
+from probescope.jobs.batch.reader import BatchJob, BatchOverview, read_batch
+from probescope.jobs.protocol import Progress, TaskContext
 
 JOB_COLUMNS = ("#", "model", "layer", "state", "units", "interp.", "conc.", "spec.", "ND IoU", "comp IoU")
 JOB_LEGEND = (f"interp.: units whose NetDissect IoU is above {INTERPRETABLE_IOU:g}; conc.: their distinct concepts; "

@@ -15,8 +15,8 @@ from PySide6.QtWidgets import QFileDialog, QWidget
 
 from probescope.app.dissection.batch import BatchView, job_state, overview_task, saved_layer_task
 from probescope.app.dissection.panels import BatchPanel
-from probescope.app.tasks import COMPUTE, IO, TaskError
 from probescope.app.workers import WorkerPool
+from probescope.jobs.protocol import COMPUTE, IO, TaskError
 
 POLL_MS = 3000  # how often a running batch's status is read again while its panel is shown
 

@@ -7,11 +7,11 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 
 from PySide6.QtGui import QImage
-from PySide6.QtWidgets import QHBoxLayout, QPushButton, QVBoxLayout, QWidget
+from PySide6.QtWidgets import QGridLayout, QPushButton, QVBoxLayout, QWidget
 
 from probescope.app.dissection import rows as r
 from probescope.app.dissection.layer import LayerData
-from probescope.app.export import PRESETS, Preset
+from probescope.app.export import PAPER_PRESETS, Preset
 from probescope.app.panel_area import scrolled
 from probescope.core.dissection.results import Explanation
 from probescope.widgets.dissection.card import CardLine, UnitCard
@@ -21,12 +21,12 @@ CARD_IMAGES = 12
 
 def card_panel(card: UnitCard, export: Callable[[Preset | None], None]) -> QWidget:
     """`card` under its buttons: Export… (export(None): the dialog) and one per paper preset."""
-    buttons = QHBoxLayout()
-    for text, preset in (("Export…", None), *((p.name, p) for p in PRESETS)):
+    buttons = QGridLayout()  # two columns: in one row a narrow panel squeezed the presets' names
+    for k, (text, preset) in enumerate((("Export…", None), *((p.name, p) for p in PAPER_PRESETS))):
         button = QPushButton(text)
         button.clicked.connect(lambda _=False, p=preset: export(p))
-        buttons.addWidget(button)
-    buttons.addStretch(1)
+        buttons.addWidget(button, k // 2, k % 2)
+    buttons.setColumnStretch(2, 1)
     panel = QWidget()
     layout = QVBoxLayout(panel)
     layout.setContentsMargins(0, 0, 0, 0)

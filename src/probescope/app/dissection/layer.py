@@ -14,10 +14,16 @@ from pathlib import Path
 import numpy as np
 
 from probescope.app.dissection.rows import SEARCHES
-from probescope.app.tasks import Partial, Progress, TaskContext
-from probescope.core.dissection.inputs import dataset_identity, head_layer, model_identity, predicted_classes
+from probescope.core.dissection.inputs import (
+    dataset_identity,
+    head_layer,
+    model_identity,
+    predicted_classes,
+    require_spatial_map,
+)
 from probescope.core.dissection.results import DissectionResult
 from probescope.core.dissection.settings import DissectionSettings
+from probescope.jobs.protocol import Partial, Progress, TaskContext
 
 DEFAULT_SETTINGS = DissectionSettings(searches=SEARCHES, sweep_length=10)
 
@@ -92,10 +98,11 @@ def settings_label(settings: DissectionSettings) -> str:
 
 
 def layer_task(loaded_model, layer: str, dataset, store, settings: DissectionSettings,
-               ctx: TaskContext) -> Iterator[Progress | Partial]:
+               ctx: TaskContext, first_unit: int | None = None) -> Iterator[Progress | Partial]:
     """Dissect `layer` with `settings`; yields Partial(LayerData) after every block of units and returns the last.
 
     A finished dissection in the cache comes back at once; a partial one is resumed (only missing units run).
+    The units run from `first_unit` on (then wrapping round), so the unit in view is among the first to arrive.
     """
     from probescope.core.cache import cache_dir
     from probescope.core.data.activations import extract_layers
@@ -104,11 +111,15 @@ def layer_task(loaded_model, layer: str, dataset, store, settings: DissectionSet
     from probescope.core.errors import InputError
 
     model = loaded_model.value
+    shape = next((info.out_shape for info in loaded_model.layers if info.name == layer), None)
+    if shape is not None:  # known from loading: refused before the activations are extracted
+        require_spatial_map(shape, layer)
     model.module.eval()
     yield Progress(0.0, f"activations of {layer}")
     head = head_layer(model) if getattr(model, "hookable", False) else None  # the predictions, in the same pass
     activations = extract_layers(model, [layer] + ([head] if head else []), dataset, cache_dir(),
                                  progress=ctx.progress, cancel=ctx.cancelled)[layer]
+    require_spatial_map(activations.shape[1:], layer)
     if store is None:
         yield Progress(None, "reading the label maps")
         store = label_store(dataset, cache_dir(), progress=ctx.progress, cancel=ctx.cancelled)
@@ -138,8 +149,11 @@ def layer_task(loaded_model, layer: str, dataset, store, settings: DissectionSet
     def progress(fraction: float, message: str) -> None:
         ctx.progress(fraction, f"dissecting {layer}: {message}")
 
+    n_units = int(activations.shape[1])
+    start = first_unit if first_unit is not None and 0 <= first_unit < n_units else 0
+    order = [*range(start, n_units), *range(start)]  # (runs of consecutive units: read without indexing)
     result = previous
-    for result in dissect_in_blocks(path, store, activations, settings, previous=previous, correct=correct,
+    for result in dissect_in_blocks(path, store, activations, settings, order, previous=previous, correct=correct,
                                     dataset_info=dataset_info, model_info=model_info, progress=progress,
                                     cancel=ctx.cancelled, spare_cores=1):  # automatic jobs leave a core to the GUI
         yield Partial(layer_data(result))

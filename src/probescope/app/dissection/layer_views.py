@@ -9,16 +9,16 @@ from __future__ import annotations
 
 import numpy as np
 from PySide6.QtCore import Signal
-from PySide6.QtWidgets import QLabel, QTableWidget, QTableWidgetItem, QVBoxLayout, QWidget
+from PySide6.QtWidgets import QTableWidget, QTableWidgetItem, QVBoxLayout, QWidget
 
 from probescope.app.dissection import rows as r
 from probescope.app.dissection.layer import LayerData
 from probescope.widgets.dissection.plots import GroupedBars, UnitScatter
-from probescope.widgets.ink import ink
-from probescope.widgets.plots_bars import class_color
+from probescope.widgets.ink import InkLabel, inked
 
 CORRELATION_COLUMNS = ("method", "image set", "r (IoU)", "r (DA)", "units", "mean accuracy")
 CEILING = 0.98  # a mean accuracy from which the correlation has no variation left to explain
+MIN_VIEW_HEIGHT = 120  # pixels: below this a plot's ticks run into its labels
 
 
 def integer_ticks(plot, top: int) -> None:
@@ -35,13 +35,16 @@ class LayerViews(QWidget):
         super().__init__(parent)
         self.scatter = UnitScatter()
         self.lengths = GroupedBars("Explanation lengths per method", "units", "length",
-                                   [class_color(r.METHODS.index(m)).name() for m in r.SEARCHES])
-        self.correlation_caption = QLabel("<b>Accuracy correlation</b>: needs the model's predictions")
+                                   {r.METHOD_NAMES[m]: r.METHOD_COLORS[m] for m in r.METHODS})
+        self.correlation_caption = InkLabel("<b>Accuracy correlation</b>: needs the model's predictions")
         self.correlation_caption.setWordWrap(True)
         self.correlation = QTableWidget(0, len(CORRELATION_COLUMNS))
         self.correlation.setHorizontalHeaderLabels(list(CORRELATION_COLUMNS))
         self.correlation.verticalHeader().setVisible(False)
         self.correlation.setEditTriggers(QTableWidget.EditTrigger.NoEditTriggers)
+        self.scatter.setMinimumHeight(MIN_VIEW_HEIGHT)  # in a short panel they scroll, not squash
+        self.lengths.setMinimumHeight(MIN_VIEW_HEIGHT + 50)  # (its legend's two rows under the plot)
+        self.correlation.setMinimumHeight(MIN_VIEW_HEIGHT * 2 // 3)
         layout = QVBoxLayout(self)
         layout.setContentsMargins(0, 0, 0, 0)
         layout.addWidget(self.scatter, 3)
@@ -87,7 +90,7 @@ class LayerViews(QWidget):
         self.scatter.set_points(units, np.array([e.iou if e else 0.0 for e in comp]),
                                 np.array([e.da if e else 0.0 for e in comp]),
                                 np.array([r.is_specialised(rows[u]) for u in units]))
-        self.scatter.plot.set_title("Compositional explanations (orange: specialised units)")
+        self.scatter.plot.set_title("Units' explanations (orange: specialised)")  # (fits a narrow panel)
         self.scatter.select(self._unit)
         hist = r.length_histogram(result, self._data.settings.max_length)
         self.lengths.set_series(hist)
@@ -109,9 +112,10 @@ class LayerViews(QWidget):
                 self.correlation.setItem(k, c, QTableWidgetItem(text))
         self.correlation.resizeColumnsToContents()
         accuracy = max((x["mean_accuracy"] for x in shown if x["mean_accuracy"] is not None), default=None)
-        ceiling = (f"<br><span style='color:{ink('warning')}'>The model is right on almost every image (mean "
-                   f"accuracy up to {accuracy:.3f}): at this ceiling the accuracies hardly vary between units, so "
-                   "these correlations say little.</span>" if accuracy is not None and accuracy >= CEILING else "")
+        ceiling = ("<br>" + inked("warning", f"The model is right on almost every image (mean accuracy up to "
+                                             f"{accuracy:.3f}): at this ceiling the accuracies hardly vary between "
+                                             "units, so these correlations say little.")
+                   if accuracy is not None and accuracy >= CEILING else "")
         self.correlation_caption.setText(
             "<b>Accuracy correlation</b> (Pearson r over units: explanation score against the model's top-1 accuracy "
             "on the images where the unit fires or the explanation is present)" + ceiling if shown else

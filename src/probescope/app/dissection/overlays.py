@@ -13,8 +13,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from probescope.app.tasks import Partial, Progress, TaskContext
 from probescope.core.dissection.formula import Formula
+from probescope.jobs.protocol import Partial, Progress, TaskContext
 from probescope.widgets.images import blend, boundaries, to_qimage
 from probescope.widgets.thumbnail_grid import Thumbnail
 

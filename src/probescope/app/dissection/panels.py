@@ -13,6 +13,7 @@ from PySide6.QtWidgets import (
     QComboBox,
     QDoubleSpinBox,
     QFormLayout,
+    QGridLayout,
     QHBoxLayout,
     QLabel,
     QLineEdit,
@@ -30,7 +31,7 @@ from probescope.core.dissection.parallel import available_cores
 from probescope.core.dissection.settings import SEARCH_MODES, DissectionSettings
 from probescope.widgets.controls import spin_box
 from probescope.widgets.dissection.table import UnitTable
-from probescope.widgets.ink import ink
+from probescope.widgets.ink import InkLabel, inked
 from probescope.widgets.plots_bars import ClassBars
 
 ALL = "all categories"
@@ -123,6 +124,9 @@ class UnitControls(QWidget):
         self.mode.addItems([TOP, PRESENT])
         for s in (self.opacity, self.threshold):
             s.setMinimumWidth(70)
+        for box in (self.explanation, self.mode):  # long items (a trace formula) are elided in a narrow view
+            box.setSizeAdjustPolicy(QComboBox.SizeAdjustPolicy.AdjustToMinimumContentsLengthWithIcon)
+            box.setMinimumContentsLength(12)
         layout = QVBoxLayout(self)
         layout.setContentsMargins(0, 0, 0, 0)
         for widgets in ((("overlay", self.explanation), ("show", self.mode), ("", self.k)),
@@ -217,11 +221,14 @@ class RunsPanel(QWidget):
         self.scope.addItem("per category (NetDissect-Lite)", "category")
         self.scope.setToolTip("category: a unit's pixels count only where the formula's categories are labelled, "
                               "as NetDissect-Lite's per-category IoU")
-        searches = QHBoxLayout()
-        for box in self.search_boxes.values():
-            searches.addWidget(box)
-        searches.addStretch(1)
+        searches = QGridLayout()  # two by two: in a one-row strip a narrow panel cut the names ("com", "da-s")
+        for k, box in enumerate(self.search_boxes.values()):
+            searches.addWidget(box, k // 2, k % 2)
+        for box in (self.dedupe, self.scope):  # (their long items are elided in a narrow panel)
+            box.setSizeAdjustPolicy(QComboBox.SizeAdjustPolicy.AdjustToMinimumContentsLengthWithIcon)
+            box.setMinimumContentsLength(14)
         form = QFormLayout()
+        form.setRowWrapPolicy(QFormLayout.RowWrapPolicy.WrapLongRows)  # a narrow panel puts labels above fields
         form.addRow("quantile (top share of activations)", self.quantile)
         form.addRow("beam size", self.beam_size)
         form.addRow("beam limit (candidate atoms)", self.beam_limit)
@@ -230,7 +237,8 @@ class RunsPanel(QWidget):
         form.addRow("max explanation length", self.max_length)
         form.addRow("minimum concept images", self.min_samples)
         form.addRow("length sweep up to", self.sweep)
-        form.addRow("searches", searches)
+        form.addRow(QLabel("searches"))
+        form.addRow(searches)  # (across both columns)
         form.addRow("DA search atoms at most", self.da_limit)
         form.addRow("processes for units", self.jobs)
         self.show_settings(s)
@@ -239,7 +247,9 @@ class RunsPanel(QWidget):
         self.cancel.setEnabled(False)
         self.status = QLabel()
         self.status.setWordWrap(True)
-        self.runs = QComboBox()
+        self.runs = QComboBox()  # (its items are whole settings labels: elided in a narrow panel, whole in the list)
+        self.runs.setSizeAdjustPolicy(QComboBox.SizeAdjustPolicy.AdjustToMinimumContentsLengthWithIcon)
+        self.runs.setMinimumContentsLength(20)
         self.tally = QPushButton("Export tally.csv…")
         self.json = QPushButton("Export results (JSON)…")
         buttons = QHBoxLayout()
@@ -319,7 +329,7 @@ class BatchPanel(QWidget):
 
     def __init__(self, parent: QWidget | None = None):
         super().__init__(parent)
-        self.caption = QLabel("<b>Batch</b>: open the output folder of <code>probescope batch</code> to browse every "
+        self.caption = InkLabel("<b>Batch</b>: open the output folder of <code>probescope batch</code> to browse every "
                               "model and layer it dissected.")
         self.caption.setWordWrap(True)
         self.caption.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
@@ -334,10 +344,10 @@ class BatchPanel(QWidget):
         legend = QLabel(f"<small>{JOB_LEGEND}</small>")
         legend.setWordWrap(True)
         self.concepts = ClassBars(f"Distinct concepts of the interpretable units (IoU > {INTERPRETABLE_IOU:g})")
-        buttons = QHBoxLayout()
-        for b in (self.open, self.reload, self.live):
-            buttons.addWidget(b)
-        buttons.addStretch(1)
+        buttons = QGridLayout()  # two columns: a narrow panel squeezed three in a row
+        for k, b in enumerate((self.open, self.reload, self.live)):
+            buttons.addWidget(b, k // 2, k % 2)
+        buttons.setColumnStretch(2, 1)
         layout = QVBoxLayout(self)
         layout.addWidget(self.caption)
         layout.addLayout(buttons)
@@ -358,7 +368,7 @@ class BatchPanel(QWidget):
         age = max(0.0, time.time() - o.updated)
         when = f"{age:.0f} s" if age < 120 else f"{age / 60:.0f} min" if age < 7200 else f"{age / 3600:.0f} h"
         merged = sum(c is not None for c in view.counts)
-        error = f"<br><span style='color:{ink('warning')}'>{o.error}</span>" if o.error else ""
+        error = "<br>" + inked("warning", o.error) if o.error else ""
         self.caption.setText(f"<b>Batch {o.folder.name}</b>: {o.state}, {o.chunks_done}/{o.chunks_total} chunks, "
                              f"{merged} of {len(o.jobs)} layers merged; status written {when} ago<br>"
                              f"<small>{o.folder.resolve()}</small>{error}")

@@ -19,9 +19,9 @@ from PySide6.QtWidgets import QComboBox, QHBoxLayout, QLabel, QPushButton, QVBox
 
 from probescope.app.dissection import rows as r
 from probescope.app.dissection.layer import LayerData
-from probescope.app.tasks import COMPUTE, Progress, TaskContext, TaskError
 from probescope.app.workers import WorkerPool
 from probescope.core.ablation.results import AblationResult
+from probescope.jobs.protocol import COMPUTE, Progress, TaskContext, TaskError
 from probescope.widgets.plot_frame import titled_plot
 from probescope.widgets.plots_bars import ClassBars
 
@@ -81,18 +81,28 @@ class RolePanel(QWidget):
         self.note = QLabel()
         self.note.setWordWrap(True)
         self.layer_button = QPushButton("Ablate every unit of the layer")
-        self.matrix = titled_plot("Δ accuracy, units × classes (units by concept)", "class", "unit")
+        self.matrix = titled_plot("Δ accuracy without each unit", "class", "unit (by concept)")
+        self.matrix.setMouseEnabled(False, False)
         self.image = pg.ImageItem()
         self.matrix.addItem(self.image)
+        self.colour_bar = pg.ColorBarItem(values=(-1, 1), colorMap=_diverging(), interactive=False,
+                                          width=16)  # (no label of its own: the title says what it is; with one
+        # the bar's ticks ran past the panel's edge)
+        self.colour_bar.setImageItem(self.image, insert_in=self.matrix.getPlotItem())
+        self.matrix.apply_palette()  # (the colour bar's axis too)
+        self.matrix.setMinimumHeight(260)
         self.matrix.hide()
-        top = QHBoxLayout()
+        top = QHBoxLayout()  # (wraps: in one row a narrow panel squeezed the button's text)
         top.addWidget(QLabel("ablation"))
         top.addWidget(self.mode)
         top.addStretch(1)
-        top.addWidget(self.layer_button)
+        layer_row = QHBoxLayout()
+        layer_row.addWidget(self.layer_button)
+        layer_row.addStretch(1)
         layout = QVBoxLayout(self)
         layout.setContentsMargins(4, 0, 4, 0)
         layout.addLayout(top)
+        layout.addLayout(layer_row)
         layout.addWidget(self.title)
         layout.addWidget(self.bars)
         layout.addWidget(self.note)
@@ -128,6 +138,7 @@ class RolePanel(QWidget):
         mode = self.mode.currentData()
         key = (d.key, mode, group.units)
         if key in self.results:
+            self.pool.cancel(self._key("role"))  # latest request wins, from the cache too
             self._show(self.results[key])
             return
         self.title.setText(f"<b>Role of {group.name}</b>: ablating…")
@@ -141,6 +152,8 @@ class RolePanel(QWidget):
                          key=self._key("role"), executor=COMPUTE, on_result=done, on_error=self._failed)
 
     def _show(self, result: AblationResult) -> None:
+        self._show_matrix(False)  # the unit's (or group's) bars; the layer's matrix is one click away again
+        self.bars.show()
         hurt = result.most_hurt(0, TOP, by="probability")
         self.bars.set_bars([e.name for e in hurt], np.array([max(-e.delta_p_true, 0.0) for e in hurt]),
                            classes=[result.classes.index(e.name) for e in hurt])
@@ -149,9 +162,12 @@ class RolePanel(QWidget):
                     if changed else "; no class's accuracy changes (a unit among many: see the guide)")
         self.title.setText(f"<b>Role of {result.groups[0].name}</b>{self._explained(result.groups[0].units)} "
                            f"({result.mode} ablation, {result.path} path){accuracy}")
+        self._note(result)
+        self.ablated.emit(result)
+
+    def _note(self, result: AblationResult) -> None:
         self.note.setText(f"{int(result.images.sum())} labelled images in {len(result.classes)} classes; "
                           f"{result.path_note}")
-        self.ablated.emit(result)
 
     def _explained(self, units: tuple[int, ...]) -> str:
         """' = (house AND village-s)': a single unit's compositional explanation, '' otherwise."""
@@ -170,17 +186,46 @@ class RolePanel(QWidget):
 
         order = concept_order(d)
         mode = self.mode.currentData()
+        self.bars.clear()  # what the previous ablation (a unit, a selection) did is not this one's
+        self.bars.hide()
+        self.note.setText("")
         self.title.setText(f"<b>Ablating the {len(order)} units of {d.layer}</b>…")
 
         def done(result: AblationResult) -> None:
-            self.image.setImage(result.delta_accuracy, levels=(-0.5, 0.5), lut=_diverging())
-            self._show_matrix(True)
-            self.title.setText(f"<b>{d.layer}</b>: Δ accuracy of each class (columns) without each unit (rows, "
-                               f"by concept: {r.METHOD_NAMES['iou']} explanation); blue: hurt, red: helped")
+            self._show_layer_matrix(result, d.layer)
+
+        key = (d.key, mode, "layer")
+        if key in self.results:
+            self.pool.cancel(self._key("role"))  # (a unit's ablation on its way would replace the matrix)
+            done(self.results[key])
+            return
+
+        def keep(result: AblationResult) -> None:
+            self.results[key] = result
+            done(result)
 
         self.pool.submit(lambda ctx: ablate_task(d, model, mode, each_unit(order), ctx),
                          name=f"ablate every unit of {d.layer}", key=self._key("role"), executor=COMPUTE,
-                         on_result=done, on_error=self._failed)
+                         on_result=keep, on_error=self._failed)
+
+    def _show_layer_matrix(self, result: AblationResult, layer: str) -> None:
+        """Units along x (in concept order, their numbers as ticks), classes along y by name, a diverging colour
+        scale symmetric about 0 at the largest change (a fixed ±0.5 left a layer's few-percent changes white),
+        with its colour bar."""
+        delta = result.delta_accuracy  # (units, classes): the image's x and y
+        span = max(float(np.abs(delta).max()), 1e-3) if delta.size else 1.0
+        self.image.setImage(delta, autoLevels=False)
+        self.colour_bar.setLevels((-span, span))
+        units = [g.units[0] for g in result.groups]
+        step = max(1, len(units) // 16)
+        self.matrix.getAxis("bottom").setTicks([[(k + 0.5, str(u)) for k, u in enumerate(units)][::step]])
+        self.matrix.getAxis("left").setTicks([[(k + 0.5, name) for k, name in enumerate(result.classes)]])
+        self.matrix.getPlotItem().setRange(xRange=(0, len(units)), yRange=(0, len(result.classes)), padding=0)
+        self._show_matrix(True)
+        self.title.setText(f"<b>{layer}</b>: Δ accuracy of each class (rows) without each unit (columns, ordered by "
+                           f"the first concept of their {r.METHOD_NAMES['iou']} explanation); blue: the ablation "
+                           f"hurts the class, red: it helps; the scale ends at ±{span:.3f}")
+        self._note(result)
 
     def _failed(self, error: TaskError) -> None:
         self.title.setText(f"<b>Role</b>: {error.message}")
@@ -195,8 +240,6 @@ class RolePanel(QWidget):
         return "without it: " + ", ".join(f"{e.name} {e.delta_p_true:+.3f}" for e in hurt) + " (p of the true class)"
 
 
-def _diverging() -> np.ndarray:
-    """Blue (hurt) through white to red (helped): a 256-entry lookup table."""
-    t = np.linspace(-1, 1, 256)[:, None]
-    blue, white, red = np.array([[33, 102, 172]]), np.array([[247, 247, 247]]), np.array([[178, 24, 43]])
-    return np.where(t < 0, white + (blue - white) * -t, white + (red - white) * t).astype(np.uint8)
+def _diverging() -> pg.ColorMap:
+    """Blue (hurt) through white to red (helped)."""
+    return pg.ColorMap([0.0, 0.5, 1.0], [(33, 102, 172), (247, 247, 247), (178, 24, 43)])

@@ -16,6 +16,9 @@ SEARCHES = ("iou", "da-select", "da-stop")  # the searches the GUI runs by defau
 METHODS = ("netdissect", *SEARCHES, "optimal")  # every explanation a unit may get, in display order
 METHOD_NAMES = {"netdissect": "NetDissect", "iou": "compositional", "da-select": "da-select", "da-stop": "da-stop",
                 "optimal": "optimal"}
+# Okabe-Ito colours, one per method in every view (bars, lengths): apart for colour-blind readers too
+METHOD_COLORS = {"netdissect": "#0072b2", "iou": "#e69f00", "da-select": "#009e73", "da-stop": "#d55e00",
+                 "optimal": "#cc79a7"}
 METHOD_SHORT = {"netdissect": "ND", "iou": "comp", "da-select": "select", "da-stop": "stop",
                 "optimal": "opt"}  # narrow columns
 INTERPRETABLE_IOU = 0.04

@@ -17,9 +17,9 @@ from probescope.app.dissection.layer import LayerData
 from probescope.app.dissection.overlays import ImageOverlay, image_labels, image_overlay, overlay_task, present_images
 from probescope.app.dissection.panels import UnitControls
 from probescope.app.dissection.rows import explanation_of
-from probescope.app.tasks import IO, Partial
 from probescope.app.workers import WorkerPool
 from probescope.core.dissection.formula import Formula
+from probescope.jobs.protocol import IO, Partial
 from probescope.widgets.image_detail import ImageDetail
 from probescope.widgets.images import to_qimage
 from probescope.widgets.thumbnail_grid import ThumbnailGrid
@@ -65,7 +65,9 @@ class UnitImages(QObject):
         if key == self._on_the_way and self.pool.is_running(self._key("overlays")):
             return  # on its way
         cached = self._cache.get(key)
-        if cached is not None:
+        # (a result shown again, from the disk cache or a kept run, may be a LayerData without the unit's histogram:
+        # then the task below computes it with the overlays; from the cache the chart stayed empty)
+        if cached is not None and unit in d.histograms:
             self._cache.move_to_end(key)
             self.pool.cancel(self._key("overlays"))
             self._set(cached, what, present)

@@ -14,10 +14,11 @@ from probescope.app.dissection import rows as r
 from probescope.app.dissection.layer import LayerData
 from probescope.app.dissection.layer_views import integer_ticks
 from probescope.app.dissection.panels import UnitControls
+from probescope.app.panel_area import scrolled
 from probescope.core.dissection.results import UnitResult
 from probescope.widgets.dissection.plots import ActivationHistogram
 from probescope.widgets.dissection.trace import TraceEntry, TraceStep, TraceTree
-from probescope.widgets.ink import ink
+from probescope.widgets.ink import InkLabel, inked
 from probescope.widgets.plots_bars import ClassBars
 from probescope.widgets.plots_line import LinePlot
 from probescope.widgets.thumbnail_grid import ThumbnailGrid
@@ -30,7 +31,7 @@ class UnitView(QWidget):
 
     def __init__(self, parent: QWidget | None = None):
         super().__init__(parent)
-        self.title = QLabel()
+        self.title = InkLabel()
         self.title.setWordWrap(True)
         self.controls = UnitControls()
         self.caption = QLabel()
@@ -51,11 +52,11 @@ class UnitView(QWidget):
             " The beam's explanation is optimal." if u.optimality_gap <= 1e-12 else
             f" The optimal formula, {escape(optimal.label)}, has IoU {optimal.iou:.4f}: "
             f"<b>{u.optimality_gap:.4f}</b> above the beam's.")
-        warning = f"<br><span style='color:{ink('warning')}'>{escape(note, quote=False)}</span>" if note else ""
+        warning = "<br>" + inked("warning", escape(note, quote=False)) if note else ""
         self.title.setText(f"<b>Unit {u.unit}</b>: threshold {u.threshold:.3g}, fires on {u.fired_images} images"
                            f" ({u.mask_pixels:,} mask pixels).{gap} Overlays: heat map = activation, "
-                           f"<span style='color:{ink('unit')}'>yellow outline = unit mask</span>, "
-                           f"<span style='color:{ink('concept')}'>cyan = explanation</span>{warning}")
+                           f"{inked('unit', 'yellow outline = unit mask')}, "
+                           f"{inked('concept', 'cyan = explanation')}{warning}")
 
     def set_caption(self, caption: str) -> None:
         self.caption.setText(caption + " (double-click an image for a large view)")
@@ -78,7 +79,7 @@ class UnitCharts(QWidget):
         bv.addStretch(1)
         layout = QHBoxLayout(self)
         layout.setContentsMargins(4, 0, 4, 0)
-        layout.addWidget(self.bars, 4)
+        layout.addWidget(scrolled(self.bars), 4)  # a short panel scrolls the bars, never stacks them on each other
         layout.addWidget(self.sweep, 3)
         layout.addWidget(self.histogram, 3)
         self.setMinimumHeight(180)
@@ -89,9 +90,9 @@ class UnitCharts(QWidget):
         methods = [m for m in r.METHODS if r.explanation_of(u, m) is not None]  # the searches that ran
         names = [r.METHOD_NAMES[m] for m in methods]
         exps = [r.explanation_of(u, m) for m in methods]
-        colours = [r.METHODS.index(m) for m in methods]  # each method keeps its colour
-        self.iou_bars.set_bars(names, np.array([e.iou for e in exps]), classes=colours, vmax=None)
-        self.da_bars.set_bars(names, np.array([e.da for e in exps]), classes=colours, vmax=1.0)
+        colours = [r.METHOD_COLORS[m] for m in methods]  # each method keeps its colour
+        self.iou_bars.set_bars(names, np.array([e.iou for e in exps]), colors=colours, vmax=None)
+        self.da_bars.set_bars(names, np.array([e.da for e in exps]), colors=colours, vmax=1.0)
         heads = u.sweep or [beam[0] for beam in u.trace]
         lengths = list(range(1, len(heads) + 1))
         self.sweep.set_series({"best IoU": (lengths, [e.iou for e in heads]),

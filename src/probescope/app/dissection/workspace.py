@@ -34,11 +34,13 @@ from probescope.app.dissection.unit_images import UnitImages
 from probescope.app.dissection.unit_view import UnitCharts, UnitView, show_trace
 from probescope.app.export import ExportTarget, export_widget
 from probescope.app.figure_menu import figure_menu
-from probescope.app.tasks import TaskError
+from probescope.app.panel_area import scrolled
+from probescope.app.workers import TaskHandle
 from probescope.app.workspace import Workspace
 from probescope.core.dissection.formula import Formula
 from probescope.core.dissection.results import Explanation
 from probescope.core.dissection.settings import DissectionSettings
+from probescope.jobs.protocol import TaskError
 from probescope.widgets.command_palette import matches
 from probescope.widgets.dissection.card import UnitCard
 from probescope.widgets.dissection.table import UnitTable
@@ -92,7 +94,13 @@ class DissectionWorkspace(Workspace):
         self._inputs: tuple | None = None  # (model, layer, dataset) the live results belong to
         self._kept: dict[str, LayerData] = {}  # results per settings for the current inputs
         self._store: tuple | None = None  # (dataset, LabelStore) read last, reused by the next task
+        self._first_part: tuple | None = None  # (dataset, size of the whole) when a first part was loaded
+        self._picked = -1  # the unit the workspace chose to show first (not the user)
         self._layer_done = False
+        self._layer_run: TaskHandle | None = None  # the dissection running for the inputs on screen
+        self._before: LayerData | None = None  # the complete result on screen when it started: back on cancel
+        self._cut_short: LayerData | None = None  # what a cancelled run finished (no complete result before it)
+        pool.finished.connect(self._task_finished)
 
     def _build_layout(self) -> None:
         units = QWidget()
@@ -108,9 +116,11 @@ class DissectionWorkspace(Workspace):
         area.add("units", "Units", units, "left", 0.33)
         area.add("charts", "Unit numbers", self.charts, "bottom", 0.30, Qt.Orientation.Vertical)
         area.add("trace", "Beam trace", self.trace, "right", 0.29)
-        for key, title, widget in (("role", "Role", self.role), ("layer", "Layer", self.layer_views),
+        for key, title, widget in (("role", "Role", scrolled(self.role)),
+                                   ("layer", "Layer", scrolled(self.layer_views)),
                                    ("card", "Unit card", card_panel(self.card, self._export_card)),
-                                   ("settings", "Settings", self.runs), ("batch", "Batch", self.batch)):
+                                   ("settings", "Settings", scrolled(self.runs)),
+                                   ("batch", "Batch", scrolled(self.batch))):  # (short panels scroll, never squash)
             area.add(key, title, widget, "right")
             area.tab(key, "trace")
         area.raise_panel("trace")
@@ -120,7 +130,11 @@ class DissectionWorkspace(Workspace):
     def _export_card(self, preset) -> None:
         window = self.window()
         if hasattr(window, "figure_request"):
-            window.figure_request(ExportTarget("Unit card", self.card), preset, False)
+            window.figure_request(ExportTarget("Unit card", self.card, self._unit_subject()), preset, False)
+
+    def _unit_subject(self) -> str:
+        """What the per-unit views show, for their figures' file names."""
+        return f"unit {self.unit}" if self.unit >= 0 else ""
 
     def _connect(self) -> None:
         self.filters.changed.connect(self._apply_filters)
@@ -147,14 +161,15 @@ class DissectionWorkspace(Workspace):
     # -- Workspace interface --------------------------------------------------------------------------------------
     def export_targets(self) -> list[ExportTarget]:
         self.layer_views.update_views()  # the Layer panel's views are exported even when not shown
-        v, c, lv = self.view, self.charts, self.layer_views
-        return [ExportTarget("Dissection", self), ExportTarget("Unit images", v.images),
-                ExportTarget("IoU and DA of the explanations", c.bars), ExportTarget("Beam-search trace", self.trace),
-                ExportTarget("Length sweep", c.sweep), ExportTarget("Activation histogram", c.histogram),
+        v, c, lv, unit = self.view, self.charts, self.layer_views, self._unit_subject()
+        return [ExportTarget("Dissection", self), ExportTarget("Unit images", v.images, unit),
+                ExportTarget("IoU and DA of the explanations", c.bars, unit),
+                ExportTarget("Beam-search trace", self.trace, unit), ExportTarget("Length sweep", c.sweep, unit),
+                ExportTarget("Activation histogram", c.histogram, unit),
                 ExportTarget("IoU against DA (all units)", lv.scatter),
                 ExportTarget("Explanation lengths", lv.lengths), ExportTarget("Unit table", self.units),
-                ExportTarget("Accuracy correlation", lv.correlation), ExportTarget("Role (ablation)", self.role),
-                ExportTarget("Unit card", self.card)]
+                ExportTarget("Accuracy correlation", lv.correlation), ExportTarget("Role (ablation)", self.role, unit),
+                ExportTarget("Unit card", self.card, unit)]
 
     def step(self, offset: int) -> None:
         self.units.step(offset)
@@ -184,10 +199,25 @@ class DissectionWorkspace(Workspace):
         if self.browser.job is None and inputs == self._inputs and shown:
             return
         if inputs != self._inputs:
+            refining = self._completes_first_part(inputs)
+            loaded = self.state.get("dataset")
+            if loaded.first_of:
+                self._first_part = (loaded.value, loaded.first_of)
             self._inputs, self._kept = inputs, {}
-            self.unit_images.forget()
-            self.clear()
+            if not refining:
+                self.unit_images.forget()
+                self.clear()
         self.run_settings(self.settings)
+
+    def _completes_first_part(self, inputs: tuple) -> bool:
+        """The new inputs are the whole of the dataset whose first part's result is on screen (same model and
+        layer): that result stays, labelled, until the whole dataset's is complete."""
+        d = self.data
+        return (d is not None and not d.origin and self._inputs is not None and inputs[:2] == self._inputs[:2]
+                and self._of_first_part(d) and not self.state.get("dataset").first_of)
+
+    def _of_first_part(self, d: LayerData) -> bool:
+        return self._first_part is not None and d.dataset is self._first_part[0]
 
     def clear(self) -> None:
         """Nothing on screen belongs to the previous inputs: every view empty until the first units arrive."""
@@ -218,28 +248,65 @@ class DissectionWorkspace(Workspace):
         self.runs.show_settings(settings)
         store = self._store[1] if self._store is not None and self._store[0] is dataset else None
         self._layer_done = False
-        self.header.setText(f"<b>Units of {layer}</b> of {loaded.label} (computing…)")
+        self._before = self.data if self.data is not None and self.data.result.complete else None
+        refining = self.data is not None and self._of_first_part(self.data) and dataset is not self.data.dataset
+        if refining:
+            self._show_header(self.data, (0, self.data.result.n_units))
+        else:
+            self.header.setText(f"<b>Units of {layer}</b> of {loaded.label} (computing…)")
         self.runs.set_running(True, "dissecting " + settings_label(settings))
+        first = self.unit if self.unit >= 0 else None  # the unit in view comes first, and stays selected
 
         def shown(d: LayerData) -> None:
             self._store = (dataset, d.store)
+            if refining and not d.result.complete:  # the first part's units stay until the whole's are all done
+                self._show_header(self.data, (len(d.result.units), d.result.n_units))
+                return
             self._show_layer(d)
 
         def finished(d: LayerData) -> None:
-            self._layer_done = True
+            self._layer_done = not self._of_first_part(d)  # a first part's result is not the initial work's end
             self._kept[d.key] = d
             shown(d)
-            self.runs.set_running(False, f"done: {len(d.result.units)} units")
+            part = f" (first {d.dataset.n_images:,} images)" if self._of_first_part(d) else ""
+            self.runs.set_running(False, f"done: {len(d.result.units)} units{part}")
             self.runs.set_runs([(k, settings_label(v.settings)) for k, v in self._kept.items()], d.key)
             self._check_initial()
 
         def failed(error: TaskError) -> None:
             self.runs.set_running(False, error.message)
-            self.header.setText(f"<b>Units of {layer}</b> (failed: see the message above)")
+            what = f"on the first {self.data.dataset.n_images:,} images (all of them: " if refining else "("
+            self.header.setText(f"<b>Units of {layer}</b> {what}failed: see the message above)")
 
-        self.pool.submit(lambda ctx: layer_task(loaded, layer, dataset, store, settings, ctx),
-                         name=f"dissect {layer}", key=self.task_key("layer"), on_partial=shown, on_result=finished,
-                         on_error=failed)
+        self._layer_run = self.pool.submit(lambda ctx: layer_task(loaded, layer, dataset, store, settings, ctx, first),
+                                           name=f"dissect {layer}", key=self.task_key("layer"), on_partial=shown,
+                                           on_result=finished, on_error=failed)
+
+    def _task_finished(self, handle: TaskHandle) -> None:
+        """The dissection on screen was cancelled (Settings, the status bar or the Tasks panel; not replaced by a
+        newer run): the complete result shown before it comes back with its settings, or, when there was none,
+        what it finished stays, said to be cut short."""
+        if handle is not self._layer_run:
+            return
+        self._layer_run = None
+        superseded = self.pool.is_running(self.task_key("layer"))  # (a batch job opened in its place)
+        if not handle.cancelled or superseded or self.pool.is_shut_down:
+            return
+        before, self._before = self._before, None
+        if before is not None:
+            self.settings = before.settings
+            self.runs.show_settings(before.settings)
+            self._layer_done = True
+            self._show_layer(before)
+            self.runs.set_runs([(k, settings_label(v.settings)) for k, v in self._kept.items()], before.key)
+            self.runs.set_running(False, f"cancelled; back to the result with {settings_label(before.settings)}")
+            self._check_initial()
+            return
+        if self.data is not None:
+            self._cut_short = self.data
+            self._show_layer(self.data)
+        self.runs.set_running(False, "cancelled" + (f" after {len(self.data.result.units)} units" if self.data
+                                                     else ""))
 
     def _switch_run(self, key: str) -> None:
         d = self._kept.get(key)
@@ -249,6 +316,7 @@ class DissectionWorkspace(Workspace):
             self._show_layer(d)
 
     def _show_layer(self, d: LayerData) -> None:
+        refined = self.data is not None and self._of_first_part(self.data) and not self._of_first_part(d)
         self.data = d
         result = d.result
         self.rows = {u: r.unit_row(result, x, d.store.n_pixels) for u, x in result.units.items()}
@@ -259,16 +327,36 @@ class DissectionWorkspace(Workspace):
             self.units.sortByColumn(COLUMNS.index("comp IoU"), Qt.SortOrder.DescendingOrder)
         self.filters.set_categories(sorted({x.category for x in rows if x.category}))
         self._apply_filters()
-        progress = "" if result.complete else f" ({len(rows)} of {result.n_units} units so far)"
-        where = f" ({d.model_label}, from {d.origin})" if d.origin else ""
-        self.header.setText(f"<b>Units of {d.layer}</b>{where}: {r.summary(rows, self.filters.iou_min.value())}"
-                            f"{progress}")
+        self._show_header(d)
         self.layer_views.set_layer(d, self.rows, self.unit)
         self.role.set_layer(d, self._model_of(d))
-        if self.unit in self.rows:
+        if refined and self.unit == self._picked:  # not the user's choice: the whole result's first unit instead
+            shown, self._picked = self.unit, self._first_unit()
+            self.units.select_unit(self._picked)
+            if self._picked == shown:
+                self._show_unit(shown, force=True)
+        elif self.unit in self.rows:
             self._show_unit(self.unit, force=True)
         elif rows:
-            self.units.select_unit(self._first_unit())
+            self._picked = self._first_unit()
+            self.units.select_unit(self._picked)
+
+    def _show_header(self, d: LayerData, refining: tuple[int, int] | None = None) -> None:
+        """What the table holds: its summary, how far the dissection is, and which images it is of when they are a
+        first part of the dataset (`refining`: units done and in all of the whole dataset's dissection, under way)."""
+        rows = [self.rows[u] for u in sorted(self.rows)]
+        result = d.result
+        state = "" if refining else " done: cancelled" if d is self._cut_short else " so far"
+        progress = "" if result.complete else f" ({len(rows)} of {result.n_units} units{state})"
+        where = f" ({d.model_label}, from {d.origin})" if d.origin else ""
+        part = ""
+        if self._of_first_part(d):
+            whole = self._first_part[1]
+            part = f" · <i>on the first {d.dataset.n_images:,} of {whole:,} images</i>"
+            if refining:
+                part += f"; dissecting all {whole:,} images: {refining[0]} of {refining[1]} units done"
+        self.header.setText(f"<b>Units of {d.layer}</b>{where}: {r.summary(rows, self.filters.iou_min.value())}"
+                            f"{progress}{part}")
 
     def _first_unit(self) -> int:
         """The unit shown first: the best (by IoU) real composition, among the specialised units when there are

@@ -15,9 +15,9 @@ from PySide6.QtCore import QObject
 from PySide6.QtGui import QImage
 
 from probescope.app.gallery.stream import image_task, random_access, thumbnail_task
-from probescope.app.tasks import IO
 from probescope.app.workers import WorkerPool
 from probescope.core.demo.sampler import DemoSampler
+from probescope.jobs.protocol import IO
 
 
 class SampleImages(QObject):

@@ -14,10 +14,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from probescope.app.tasks import Progress, TaskContext
 from probescope.core.errors import InputError
 from probescope.core.scoring.live_scores import LiveScores, Readout
 from probescope.core.scoring.reference import ReferenceSet
+from probescope.jobs.protocol import Progress, TaskContext
 
 DATASET = "dataset"  # the loaded probing dataset's images (the demo world's by default: FID offline)
 NONE = "none"

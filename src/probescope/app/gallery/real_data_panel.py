@@ -28,7 +28,7 @@ from probescope.core.scoring.extrapolate import InfiniteNFit
 from probescope.core.scoring.live_scores import LIVE_KID_REFERENCE, LIVE_KID_SAMPLES, Readout
 from probescope.widgets.dissection.table import UnitTable  # a sortable table keyed by its first cell (here: class)
 from probescope.widgets.gallery.inverse_n import InverseNPlot
-from probescope.widgets.ink import ink
+from probescope.widgets.ink import InkLabel, inked
 
 COVERAGE_COLUMNS = ("#", "class", "real", "generated", "real %", "generated %", "ratio", "z", "status")
 METRICS = (  # key in Readout.values, row title, scale, what the live number is
@@ -109,7 +109,7 @@ class RealDataPanel(QFrame):
 
     @staticmethod
     def _text() -> QLabel:
-        label = QLabel()
+        label = InkLabel()
         label.setWordWrap(True)
         return label
 
@@ -138,7 +138,7 @@ class RealDataPanel(QFrame):
         self.reference_box.setCurrentIndex(k)
 
     def show_status(self, text: str, warning: bool = False) -> None:
-        self.status.setText(f"<span style='color:{ink('warning')}'>{text}</span>" if warning else text)
+        self.status.setText(inked("warning", text) if warning else text)
 
     def show_caveat(self, classifier_name: str, comparable: bool) -> None:
         self.caveat.setText(
@@ -207,7 +207,7 @@ class RealDataPanel(QFrame):
         status = coverage.status
         flagged = {s: [coverage.class_name(k) for k in np.flatnonzero(status == s)]
                    for s in ("missing", "under", "over", "extra")}
-        listed = "; ".join(f"<span style='color:{ink('warning')}'>{s}</span>: {', '.join(names[:5])}"
+        listed = "; ".join(f"{inked('warning', s)}: {', '.join(names[:5])}"
                            + (" …" if len(names) > 5 else "") for s, names in flagged.items() if names)
         self.coverage_label.setText(
             f"<b>Coverage per class</b> (each image counts for its top class; |z| > 3 flags): total variation "

@@ -17,8 +17,8 @@ from PySide6.QtCore import QObject, QTimer
 
 from probescope.app.gallery.real_data import DATASET, NONE, ReferenceChoice, load_reference_task, readout_task
 from probescope.app.gallery.real_data_panel import RealDataPanel, headline
-from probescope.app.tasks import COMPUTE, IO, TaskError
 from probescope.core.scoring.live_scores import LiveScores, Readout
+from probescope.jobs.protocol import COMPUTE, IO, TaskError
 
 SLOW_EVERY_S = 2.0  # slow readings while streaming: at most this often, and at most a fifth of the time
 LIVE_PRC_WORK = 2e10  # N (N + M) d up to which precision/recall is read while streaming (about a second)

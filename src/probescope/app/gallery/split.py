@@ -8,9 +8,9 @@ from collections.abc import Callable
 
 from probescope.app.gallery.panels import ScorePanel
 from probescope.app.gallery.scores import GalleryScores
-from probescope.app.tasks import IO
 from probescope.app.workers import WorkerPool
 from probescope.core.scoring.protocol import DEFAULT_SEED, DEFAULT_SPLITS, SplitScore, splittable
+from probescope.jobs.protocol import IO
 
 SPLIT_EVERY_S = 0.5
 

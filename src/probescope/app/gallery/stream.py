@@ -21,11 +21,11 @@ from dataclasses import dataclass
 import numpy as np
 from PySide6.QtGui import QImage
 
-from probescope.app.tasks import Partial, Progress, TaskContext
 from probescope.core.data.images import read_rgb
 from probescope.core.demo.sampler import DemoSampler
 from probescope.core.demo.world import SCENES
 from probescope.core.scoring.sources import ArraySource, BatchTask, ImageFolderSource, SampleSource
+from probescope.jobs.protocol import Partial, Progress, TaskContext
 from probescope.widgets.images import to_qimage
 
 STREAM_BATCH = 4  # small batches: the live numbers move at least 10 times a second with the demo classifier

@@ -27,12 +27,12 @@ from probescope.app.gallery.split import SplitProtocol
 from probescope.app.gallery.stream import DemoStream, ResumedSource, load_classifier_task, stream_task
 from probescope.app.gallery.views import SampleViews
 from probescope.app.panel_area import scrolled
-from probescope.app.tasks import COMPUTE, TaskError
 from probescope.app.workspace import Workspace
 from probescope.core.demo.sampler import DemoSampler
 from probescope.core.scoring.classifiers import classifier_of_model
 from probescope.core.scoring.examples import CLASS_NAMES as EXAMPLE_CLASSES
 from probescope.core.scoring.examples import worked_example
+from probescope.jobs.protocol import COMPUTE, TaskError
 from probescope.widgets.command_palette import matches
 from probescope.widgets.gallery.grid import ContactSheet, GalleryGrid
 from probescope.widgets.image_detail import ImageDetail
@@ -106,7 +106,7 @@ class GalleryWorkspace(Workspace):
         c.open_button.clicked.connect(self._open_samples)
         c.classifier_box.activated.connect(lambda _i: self._classifier_chosen())
         c.play.toggled.connect(self._play_toggled)
-        c.reset_button.clicked.connect(self.reset)
+        c.reset_button.clicked.connect(lambda: self.reset())
         c.diversity.valueChanged.connect(lambda _v: self._knobs_changed())
         c.fidelity.valueChanged.connect(lambda _v: self._knobs_changed())
         c.target.valueChanged.connect(lambda _v: self._target_changed())
@@ -214,8 +214,14 @@ class GalleryWorkspace(Workspace):
                         f"{self.classifier.name}.", "Score with the loaded model")
             return
         if slot == "dataset":
-            self.real.dataset_changed(self.state.dataset)
+            self.real.dataset_changed(self._reference_dataset())
         super()._on_state_changed(slot)
+
+    def _reference_dataset(self):
+        """The loaded probing dataset once it is whole: FID against the first images of a dataset still being made
+        (the demo's, on a fresh install) would be computed twice and read against another number of images."""
+        loaded = self.state.get("dataset")
+        return None if loaded is None or loaded.first_of else loaded.value
 
     def _open_samples(self) -> None:
         window = self.window()
@@ -274,7 +280,7 @@ class GalleryWorkspace(Workspace):
         source = self.samples_source
         if self.classifier is not None:  # (the worked example may have replaced the class names)
             self._set_classifier(self.classifier)
-            self.real.use(self.classifier, self.state.dataset)  # (before the stream: it may load the reference)
+            self.real.use(self.classifier, self._reference_dataset())  # (before the stream: it may load it)
         self.grid.thumbnails.has_images = True
         self.images.use(source)
         self.controls.enable(demo=isinstance(source, DemoSampler), stream=True)

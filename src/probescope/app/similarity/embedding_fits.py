@@ -12,8 +12,8 @@ from probescope.app.similarity import analysis as data
 from probescope.app.similarity import jobs
 from probescope.app.similarity.panels import EmbeddingPanel
 from probescope.app.similarity.stimuli import stimulus_images
-from probescope.app.tasks import COMPUTE, IO
 from probescope.app.workers import WorkerPool
+from probescope.jobs.protocol import COMPUTE, IO
 
 
 class EmbeddingFits(QObject):

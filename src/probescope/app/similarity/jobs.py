@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 
 from probescope.app.similarity import analysis as data
-from probescope.app.tasks import Progress, TaskContext
+from probescope.jobs.protocol import Progress, TaskContext
 
 
 def features_task(model, layer: str, name: str, judgments, ctx: TaskContext) -> Iterator[Progress]:

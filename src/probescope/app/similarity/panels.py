@@ -34,6 +34,7 @@ from probescope.widgets.similarity.plots import BarChart, EmbeddingView
 from probescope.widgets.similarity.tables import ModelRow, ModelTable
 
 GRADE_BINS = np.linspace(0.0, 1.0, 9)  # catch grades come in eighths for sessions of 4 catch trials (1, .5, 0)
+PLOT_HEIGHT = 150  # pixels at least for the embedding panel's loss and convergence plots (ticks clear of labels)
 
 
 class ModelsPanel(QWidget):
@@ -123,6 +124,9 @@ class EmbeddingPanel(QWidget):
         buttons.addStretch(1)
         buttons.addWidget(self.refit_button)
         buttons.addWidget(self.cancel_button)
+        self.view.setMinimumHeight(PLOT_HEIGHT * 4 // 5)
+        for plot in (self.dims_plot, self.convergence_plot):  # (below this their ticks ran into their labels; a
+            plot.setMinimumHeight(PLOT_HEIGHT)  # short panel scrolls instead)
         plots = QSplitter(Qt.Orientation.Horizontal)
         plots.addWidget(self.dims_plot)
         plots.addWidget(self.convergence_plot)
@@ -177,9 +181,12 @@ class QualityPanel(QWidget):
     def __init__(self, parent: QWidget | None = None):
         super().__init__(parent)
         self.catch = QCheckBox("drop catch trials")
-        self.grade = QCheckBox(f"drop unsatisfactory sessions (grade < {SATISFACTORY}) and weight trials by grade")
+        self.grade = QCheckBox(f"drop sessions graded < {SATISFACTORY}, weight trials by grade")
+        self.grade.setToolTip(f"drop unsatisfactory sessions (grade < {SATISFACTORY}) and weight the other trials "
+                              "by their session's grade")
         self.rt = QCheckBox("drop trials answered in under 1 s")
-        switches = QGroupBox("Filters (applied in this order; each trial counted under the first that drops it)")
+        switches = QGroupBox("Filters, applied in this order")
+        switches.setToolTip("each trial is counted under the first filter that drops it")
         box = QVBoxLayout(switches)
         for check in (self.catch, self.grade, self.rt):
             check.setChecked(True)
@@ -258,7 +265,9 @@ class ActivePanel(QWidget):
         layout.addLayout(form)
         layout.addLayout(buttons)
         layout.addWidget(self.status)
-        layout.addWidget(QLabel("Top candidates by expected information gain (select one to see it in the grid):"))
+        top = QLabel("Top candidates by expected information gain (select one to see it in the grid):")
+        top.setWordWrap(True)
+        layout.addWidget(top)
         layout.addWidget(self.candidates, 1)
         self.proposal = None
         self.order = np.empty(0, dtype=np.int64)

@@ -7,8 +7,8 @@ import numpy as np
 from PySide6.QtGui import QImage
 
 from probescope.app.similarity.analysis import stimulus_name
-from probescope.app.tasks import TaskContext
 from probescope.core.similarity.sources import CatalogImages
+from probescope.jobs.protocol import TaskContext
 from probescope.widgets.images import to_qimage
 
 

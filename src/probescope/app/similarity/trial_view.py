@@ -5,11 +5,11 @@ the references of the triplets the model gets wrong, in red."""
 from __future__ import annotations
 
 import numpy as np
-from PySide6.QtCore import Qt
+from PySide6.QtCore import QEvent, Qt
 from PySide6.QtWidgets import QComboBox, QHBoxLayout, QLabel, QScrollArea, QVBoxLayout, QWidget
 
 from probescope.app.similarity import analysis as data
-from probescope.widgets.ink import ink
+from probescope.widgets.ink import InkLabel, inked
 from probescope.widgets.similarity.trial_grid import ModelView, TrialGrid
 
 CELL = 124
@@ -20,8 +20,9 @@ class TrialView(QWidget):
 
     def __init__(self, parent: QWidget | None = None):
         super().__init__(parent)
+        self._shown: tuple[data.Scores | None, data.TrialSet | None, int] | None = None  # what the model view shows
         self.model = QComboBox()
-        self.model.setMinimumContentsLength(24)
+        self.model.setMinimumContentsLength(16)
         self.distance = QComboBox()
         self.distance.addItems(["cosine", "l2", "l1"])
         bar = QHBoxLayout()
@@ -32,25 +33,23 @@ class TrialView(QWidget):
         self.caption = QLabel()
         self.caption.setWordWrap(True)
         self.grid = TrialGrid(CELL)
-        self.summary = QLabel()
+        self.summary = InkLabel()
         self.summary.setWordWrap(True)
         self.summary.setTextFormat(Qt.TextFormat.RichText)
-        self.summary.setMaximumWidth(self.grid.sizeHint().width())
-        self.caption.setMaximumWidth(self.grid.sizeHint().width())
         self.trial = QWidget()
         trial_layout = QVBoxLayout(self.trial)
         trial_layout.addWidget(self.caption)
         trial_layout.addWidget(self.grid)
         trial_layout.addWidget(self.summary)
         trial_layout.addStretch(1)
-        scroll = QScrollArea()
-        scroll.setWidget(self.trial)
-        scroll.setWidgetResizable(True)
-        scroll.setFrameShape(QScrollArea.Shape.NoFrame)
+        self.scroll = QScrollArea()
+        self.scroll.setWidget(self.trial)
+        self.scroll.setWidgetResizable(True)
+        self.scroll.setFrameShape(QScrollArea.Shape.NoFrame)
         layout = QVBoxLayout(self)
         layout.setContentsMargins(0, 0, 0, 0)
         layout.addLayout(bar)
-        layout.addWidget(scroll, 1)
+        layout.addWidget(self.scroll, 1)
 
     def set_models(self, names: list[str], wanted: str) -> None:
         """The model rows to choose from, `wanted` (or the last) selected, without signalling a change."""
@@ -76,8 +75,15 @@ class TrialView(QWidget):
         parts.append("kept" if ts.kept_mask[t] else "dropped by quality control")
         self.caption.setText(", ".join(parts) + (" — SIMULATED" if simulated else ""))
 
+    def changeEvent(self, event: QEvent) -> None:  # noqa: N802  (Qt override)
+        """A new palette (a theme, or a figure's paper colours): the disagreements in its shade of red."""
+        super().changeEvent(event)
+        if event.type() == QEvent.Type.PaletteChange and self._shown is not None:
+            self.show_model_view(*self._shown)
+
     def show_model_view(self, scores: data.Scores | None, ts: data.TrialSet | None, t: int) -> None:
         """The selected model's ranks and disagreements over trial `t` (nothing when there is no model or trial)."""
+        self._shown = (scores, ts, t)
         if scores is None or t < 0 or ts is None:
             self.grid.set_model_view(None)
             self.summary.setText("")
@@ -98,8 +104,7 @@ class TrialView(QWidget):
             names = self.grid.captions()
             items = [f"ref {a + 1} ({_short(names[a])}) closer than ref {b + 1} ({_short(names[b])})"
                      for a, b in wrong]
-            text += (f"<br><span style='color:{ink('warning')}'>Disagreeing triplets (participant's order): "
-                     + "; ".join(items) + "</span>")
+            text += "<br>" + inked("warning", "Disagreeing triplets (participant's order): " + "; ".join(items))
         self.summary.setText(text)
 
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import numpy as np
 from PySide6.QtCore import Qt
-from PySide6.QtWidgets import QLabel, QVBoxLayout, QWidget
+from PySide6.QtWidgets import QVBoxLayout, QWidget
 
 from probescope.app.export import ExportTarget
 from probescope.app.panel_area import scrolled
@@ -26,10 +26,10 @@ from probescope.app.similarity.panels import ActivePanel, EmbeddingPanel, Models
 from probescope.app.similarity.stimuli import stimulus_images
 from probescope.app.similarity.trial_view import CELL, TrialView
 from probescope.app.similarity.trials_panel import TrialsPanel
-from probescope.app.tasks import COMPUTE, IO, TaskContext
 from probescope.app.workspace import Workspace
+from probescope.jobs.protocol import COMPUTE, IO, TaskContext
 from probescope.widgets.command_palette import matches
-from probescope.widgets.ink import ink
+from probescope.widgets.ink import InkLabel, inked
 from probescope.widgets.similarity.sheet import SheetTrial, TrialSheet
 from probescope.widgets.similarity.tables import TrialColumns
 
@@ -52,7 +52,7 @@ class SimilarityWorkspace(Workspace):
         self.query_filter = -1  # list only the trials with this query stimulus (-1: any)
         self._trial_shown = False
         self._wanted_view = ""  # model row to select once its scores arrive
-        self.header = QLabel()
+        self.header = InkLabel()
         self.header.setWordWrap(True)
         self.header.setTextFormat(Qt.TextFormat.RichText)
         self.trials, self.view = TrialsPanel(), TrialView()
@@ -73,7 +73,7 @@ class SimilarityWorkspace(Workspace):
         area.set_central(central)
         area.add("trials", "Trials", self.trials, "left", 0.30)
         area.add("models", "Model table", scrolled(self.models), "right", 0.36)  # short: it scrolls, never clips
-        area.add("embedding", "Embedding", self.embedding, "right")
+        area.add("embedding", "Embedding", scrolled(self.embedding), "right")  # (a short panel scrolls)
         area.split("models", "embedding", Qt.Orientation.Vertical)
         for key, title, widget in (("quality", "Data quality", self.quality),
                                    ("active", "Active learning", self.active),
@@ -107,7 +107,8 @@ class SimilarityWorkspace(Workspace):
 
     # -- the Workspace interface ----------------------------------------------------------------------------------
     def export_targets(self) -> list[ExportTarget]:
-        return [ExportTarget("Similarity", self), ExportTarget("Trial", self.view.trial),
+        trial = f"trial {self.trial + 1}" if self.trial >= 0 else ""  # as the caption numbers it
+        return [ExportTarget("Similarity", self), ExportTarget("Trial", self.view.trial, trial),
                 ExportTarget("Trial sheet", self.sheet),
                 ExportTarget("Model table", self.models.table), ExportTarget("Embedding", self.embedding.view),
                 ExportTarget("Held-out loss by dimensionality", self.embedding.dims_plot),
@@ -126,9 +127,11 @@ class SimilarityWorkspace(Workspace):
         self.trial = -1
         self.query_filter = -1
         self._trial_shown = False
+        listed = self.trials.trial_list.list_model
+        if listed.columns is not None:  # the old file's trials leave the list until the new ones are read
+            listed.show_rows(np.zeros(len(listed.columns.session), bool))
         judgments = self.loaded.value
-        simulated = (f"<b style='color:{ink('warning')}'>SIMULATED judgments: not human data.</b> "
-                     if judgments.simulated else "")
+        simulated = inked("warning", "SIMULATED judgments: not human data.", "b") + " " if judgments.simulated else ""
         notes = "; ".join(judgments.notes)
         self.header.setText(f"{simulated}{self.loaded.label}, {judgments.format}, {judgments.n_stimuli} stimuli"
                              + (f" ({notes})" if notes else ""))
@@ -242,7 +245,7 @@ class SimilarityWorkspace(Workspace):
 
     def _list_moved(self) -> None:
         t = self.trials.trial_list.current_trial()
-        if t >= 0 and t != self.trial:
+        if t >= 0 and t != self.trial and self.trialset is not None:
             self.show_trial(t)
 
     # -- one trial --------------------------------------------------------------------------------------------------

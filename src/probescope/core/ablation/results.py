@@ -19,6 +19,7 @@ import numpy as np
 from probescope.core.ablation.groups import UnitGroup, format_units
 from probescope.core.atomic import write_json, write_text
 from probescope.core.errors import InputError
+from probescope.core.files import readable_file, stat_problem
 
 FORMAT = "probescope-ablation/1"
 RANK_BY = ("accuracy", "probability")
@@ -178,14 +179,14 @@ class AblationResult:
 
     @classmethod
     def load(cls, path: str | Path) -> AblationResult:
-        path = Path(path)
+        path = readable_file(path)
         try:
             d = json.loads(path.read_text(encoding="utf-8"))
             if not isinstance(d, dict) or d.get("format") != FORMAT:
                 raise InputError(f"not a probescope ablation (format {d.get('format')!r})", path)
             return cls.from_json(d)
-        except FileNotFoundError:
-            raise InputError("file not found", path) from None
+        except OSError as exc:
+            raise InputError(stat_problem(exc, path), path) from None
         except (ValueError, KeyError, TypeError, AttributeError) as exc:
             raise InputError(f"damaged ablation file ({type(exc).__name__}: {exc})", path) from None
 

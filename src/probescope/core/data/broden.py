@@ -18,6 +18,7 @@ import numpy as np
 
 from probescope.core.data.images import LABEL_FORMATS, read_rgb
 from probescope.core.errors import InputError
+from probescope.core.files import NOT_FOUND, folder_problem, readable_file, stat_problem
 
 KNOWN_CATEGORIES = ("color", "object", "part", "material", "scene", "texture")
 REQUIRED_INDEX_COLUMNS = ("image", "ih", "iw", "sh", "sw")
@@ -57,8 +58,7 @@ def primary_category(field: str) -> str:
 
 
 def _read_csv(path: Path, required: tuple[str, ...]) -> list[dict[str, str]]:
-    if not path.is_file():
-        raise InputError("file not found", path)
+    readable_file(path)
     try:
         with open(path, newline="", encoding="utf-8") as fh:
             reader = csv.DictReader(fh)
@@ -71,6 +71,8 @@ def _read_csv(path: Path, required: tuple[str, ...]) -> list[dict[str, str]]:
         raise InputError(f"not a UTF-8 text file ({exc.reason})", path) from exc
     except csv.Error as exc:
         raise InputError(f"malformed CSV ({exc})", path) from exc
+    except OSError as exc:  # changed since it was checked
+        raise InputError(stat_problem(exc, path), path) from None
 
 
 def _int(value: str | None, path: Path, line: int, column: str) -> int:
@@ -111,8 +113,11 @@ class BrodenDataset:
         full index, as the compositional-explanation papers do).
         """
         root = Path(root)
-        if not root.is_dir():
-            raise InputError("not a folder (expected a Broden dataset with index.csv and label.csv)", root)
+        problem = folder_problem(root)
+        if problem == NOT_FOUND:
+            problem = "not a folder"
+        if problem is not None:
+            raise InputError(f"{problem} (expected a Broden dataset with index.csv and label.csv)", root)
         index_path = root / index if not Path(index).is_absolute() else Path(index)
         labels = cls._read_labels(root / "label.csv")
         table = _read_csv(index_path, REQUIRED_INDEX_COLUMNS)

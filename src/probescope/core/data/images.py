@@ -25,6 +25,7 @@ import numpy as np
 from PIL import Image, UnidentifiedImageError
 
 from probescope.core.errors import InputError
+from probescope.core.files import readable_file, stat_problem
 
 IMAGE_FORMATS = ("PNG", "JPEG", "BMP", "WEBP", "TIFF")
 LABEL_FORMATS = ("PNG",)  # Broden label maps: lossless, exact 8-bit values
@@ -73,12 +74,10 @@ def open_image(path: str | Path, formats: tuple[str, ...] = IMAGE_FORMATS,
                what: str = "image") -> Iterator[Image.Image]:
     """The Pillow image of `path`, opened with `formats` only and within the pixel limit (not decoded yet); errors
     call it `what` ('label image')."""
-    path = Path(path)
+    path = readable_file(path, f"{what} file not found")  # a FIFO would block Image.open; a bad link is named
     limit = max_pixels()
     try:
         image = Image.open(path, formats=list(formats))
-    except FileNotFoundError:
-        raise InputError(f"{what} file not found", path) from None
     except UnidentifiedImageError:
         raise InputError(f"{what} does not decode: not a {_names(formats)} file (other formats are not opened)",
                          path) from None
@@ -86,6 +85,8 @@ def open_image(path: str | Path, formats: tuple[str, ...] = IMAGE_FORMATS,
         raise InputError(f"{what} is over the limit of {limit:,} pixels (raise it with {MAX_PIXELS_ENV} or "
                          "--max-pixels)", path) from None
     except (OSError, ValueError, SyntaxError) as exc:
+        if isinstance(exc, OSError) and exc.errno is not None:  # the file changed since it was checked
+            raise InputError(stat_problem(exc, path), path) from None
         raise InputError(f"{what} does not decode ({type(exc).__name__}: {exc})", path) from None
     with image:
         width, height = image.size

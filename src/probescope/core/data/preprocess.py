@@ -20,6 +20,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
+from probescope.core.bounds import IMAGE_SIDE
 from probescope.core.errors import InputError
 
 RESIZE_MODES = ("native", "stretch", "center_crop")
@@ -126,4 +127,4 @@ def parse_preprocess(text: str) -> Preprocess:
     modes = {"stretch": "stretch", "crop": "center_crop"}
     if mode not in modes or not size.isdigit():
         raise InputError(f"bad resize policy {policy!r} in {text!r} (expected native, stretch=N or crop=N)")
-    return base.with_resize(modes[mode], int(size))
+    return base.with_resize(modes[mode], IMAGE_SIDE.parse(size, f"preprocessing {text!r}"))

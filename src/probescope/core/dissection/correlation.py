@@ -23,6 +23,7 @@ from probescope.core.data.broden import BrodenDataset
 from probescope.core.dissection.labels import LabelStore
 from probescope.core.dissection.results import DissectionResult
 from probescope.core.errors import InputError
+from probescope.core.files import readable_file, stat_problem
 
 SETS = ("fired", "explanation", "union", "intersection")
 
@@ -36,12 +37,12 @@ def _norm(name: str) -> str:
 
 def read_label_map(path: str | Path) -> dict[str, str]:
     """Override file: CSV with columns `label,class` (dataset label name -> model class name)."""
-    path = Path(path)
+    path = readable_file(path)
     try:
         with open(path, newline="", encoding="utf-8") as fh:
             rows = list(csv.DictReader(fh))
-    except FileNotFoundError:
-        raise InputError("file not found", path) from None
+    except OSError as exc:
+        raise InputError(stat_problem(exc, path), path) from None
     except (UnicodeDecodeError, csv.Error) as exc:
         raise InputError(f"not a readable CSV ({exc})", path) from None
     if rows and not {"label", "class"} <= set(rows[0]):
@@ -50,9 +51,11 @@ def read_label_map(path: str | Path) -> dict[str, str]:
 
 
 def scene_truth(labels: LabelStore | BrodenDataset, class_names: Sequence[str],
-                overrides: dict[str, str] | None = None, category: str = "scene") -> np.ndarray:
+                overrides: dict[str, str] | None = None, category: str = "scene",
+                overrides_source: Path | None = None) -> np.ndarray:
     """Per image the model class of its scene label (int64, -1 where no scene label maps to a class). `labels` is
-    the dissection's LabelStore or the dataset itself (then only index.csv is read, no label maps)."""
+    the dissection's LabelStore or the dataset itself (then only index.csv is read, no label maps);
+    `overrides_source` is the label map file the overrides come from (named when one names no class)."""
     by_name = {_norm(c): k for k, c in enumerate(class_names)}
     exact = {c: k for k, c in enumerate(class_names)}
     overrides = overrides or {}
@@ -71,7 +74,8 @@ def scene_truth(labels: LabelStore | BrodenDataset, class_names: Sequence[str],
             continue
         if name in overrides:
             if overrides[name] not in exact:
-                raise InputError(f"label map: class {overrides[name]!r} is not one of the model's classes")
+                raise InputError(f"label map: class {overrides[name]!r} is not one of the model's classes",
+                                 overrides_source)
             label_class[number] = exact[overrides[name]]
         elif _norm(name) in by_name:
             label_class[number] = by_name[_norm(name)]
@@ -84,14 +88,14 @@ def scene_truth(labels: LabelStore | BrodenDataset, class_names: Sequence[str],
     return truth
 
 
-def correct_predictions(predictions: np.ndarray, truth: np.ndarray) -> np.ndarray:
+def correct_predictions(predictions: np.ndarray, truth: np.ndarray, source: Path | None = None) -> np.ndarray:
     """int8 per image: 1 right, 0 wrong, -1 no true label. `predictions` are class indices or (images, classes)
-    scores."""
+    scores (from the file `source`, when they come from one)."""
     predictions = np.asarray(predictions)
     if predictions.ndim == 2:
         predictions = predictions.argmax(axis=1)
     if predictions.shape != truth.shape:
-        raise InputError(f"predictions hold {len(predictions)} images, the dataset has {len(truth)}")
+        raise InputError(f"predictions hold {len(predictions)} images, the dataset has {len(truth)}", source)
     out = (predictions == truth).astype(np.int8)
     out[truth < 0] = -1
     return out

@@ -4,7 +4,7 @@
     result = dissect(store, activations, DissectionSettings(), progress=..., cancel=...)
 
 `activations` is (images, units, h, w) in the dataset's row order (a memmap is fine: units are read in blocks).
-Units are independent; `previous` results are kept and only missing units are computed, and `dissect_iter` hands over
+Units are independent; `previous` results are kept and only missing units are computed, and `add_units` hands over
 every finished unit (the dissect-and-save driver records each one), so a stopped run resumes where it was. Units
 run in this process or, given a `parallel.UnitWorkers` pool, in its processes, with the same results.
 """
@@ -74,11 +74,12 @@ def layer_result(store: LabelStore, activations: np.ndarray, settings: Dissectio
                  units: Sequence[int] | None, correct: np.ndarray | None, previous: DissectionResult | None,
                  dataset_info: dict | None, model_info: dict | None) -> tuple[DissectionResult, list[int]]:
     """The inputs checked; a result holding `previous`'s units when they match, and the asked units it lacks."""
+    source = getattr(activations, "filename", None)  # an ACT.npy file, memory-mapped: named when it is at fault
     if activations.ndim != 4:
-        raise InputError(f"activations must be (images, units, h, w), got shape {activations.shape}")
+        raise InputError(f"activations must be (images, units, h, w), got shape {activations.shape}", source)
     n, n_units = activations.shape[:2]
     if n != store.n_images:
-        raise InputError(f"activations hold {n} images, the dataset index has {store.n_images} rows")
+        raise InputError(f"activations hold {n} images, the dataset index has {store.n_images} rows", source)
     units = list(range(n_units)) if units is None else [int(u) for u in units]
     bad = [u for u in units if not 0 <= u < n_units]
     if bad:
@@ -104,6 +105,7 @@ def unit_results(store: LabelStore, activations: np.ndarray, settings: Dissectio
                  cancel: CancelCheck | None = None) -> Iterator[UnitResult]:
     """Dissect `units` in this process, in order, reading their activations a block of units at a time; `counts`
     (the dataset-side counts, cached per formula) may be kept from an earlier call on the same store."""
+    source = getattr(activations, "filename", None)
     counts = DatasetCounts(store, settings.cache_bytes) if counts is None else counts
     concepts = store.concepts(settings.min_samples)
     names = {k: v[0] for k, v in concept_labels(store, concepts).items()}
@@ -114,7 +116,7 @@ def unit_results(store: LabelStore, activations: np.ndarray, settings: Dissectio
         block = read_units(activations, block_units)
         finite = np.isfinite(block).reshape(n, len(block_units), -1).all(axis=(0, 2))
         if not finite.all():
-            raise InputError(f"unit {block_units[int(np.argmin(finite))]} has non-finite activations")
+            raise InputError(f"unit {block_units[int(np.argmin(finite))]} has non-finite activations", source)
         thresholds = unit_thresholds(block, settings.quantile)
         for j, u in enumerate(block_units):
             check_cancel(cancel)

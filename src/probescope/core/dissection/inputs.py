@@ -17,6 +17,7 @@ import numpy as np
 from probescope.core.data.broden import BrodenDataset
 from probescope.core.dissection.blocks import release_pages
 from probescope.core.errors import InputError
+from probescope.core.files import readable_file
 from probescope.core.tasks import CancelCheck, ProgressCallback
 from probescope.core.trust import NO_TRUST, Trust
 
@@ -51,6 +52,19 @@ def model_identity(model: LoadedModel, spec: str, layer: str) -> dict:
             "preprocess": model.preprocess.describe()}
 
 
+def require_spatial_map(shape: tuple[int, ...], layer: str, path: Path | str | None = None) -> None:
+    """Refuse a layer whose output per image (`shape`, without the batch axis) has no spatial map: a classifier's
+    logits or a pooled vector, (F,) or (C, 1, 1). Network Dissection compares where a unit fires with where a
+    concept is; dissected, such a unit's 'mask' is the whole image, and every number would look interpretable."""
+    shape = tuple(int(v) for v in shape)
+    if len(shape) == 3 and shape[1] * shape[2] > 1:
+        return
+    size = "x".join(map(str, shape))
+    raise InputError(f"layer {layer!r} has no spatial map (its output is {size} per image, not channels x height x "
+                     "width): Network Dissection measures where in an image a unit fires; choose a layer with a "
+                     "spatial map, such as a convolution's (`probescope info` lists each layer's output)", path)
+
+
 def open_dataset(root: Path, index: str, source: str) -> tuple[BrodenDataset, dict]:
     """The dataset and its identity."""
     dataset = BrodenDataset.open(root, index, only_source=source or None)
@@ -59,16 +73,16 @@ def open_dataset(root: Path, index: str, source: str) -> tuple[BrodenDataset, di
 
 def load_activation_file(path: Path, n_images: int) -> tuple[np.ndarray, dict]:
     """A read-only memmap of ACT.npy, checked (float, 4-d, one row per image, finite), and its identity."""
+    readable_file(path)
     try:
         act = np.load(path, mmap_mode="r", allow_pickle=False)
-    except FileNotFoundError:
-        raise InputError("file not found", path) from None
     except (ValueError, OSError) as exc:
         raise InputError(f"not a readable .npy array ({exc})", path) from None
     if act.ndim != 4 or act.dtype.kind != "f":
         raise InputError(f"expected float activations (images, units, h, w), got {act.dtype} {act.shape}", path)
     if act.shape[0] != n_images:
         raise InputError(f"{act.shape[0]} images, but the dataset index has {n_images} rows", path)
+    require_spatial_map(act.shape[1:], path.stem, path)
     for start in range(0, n_images, 256):
         if not np.isfinite(act[start:start + 256]).all():
             raise InputError(f"non-finite activations (first in images {start}-{min(n_images, start + 256) - 1})",
@@ -137,6 +151,8 @@ def extract_model_layers(spec: str, layers: list[str | None], root: Path, index:
     head = head_layer(model) if predict else None
     arrays = extract_layers(model, names + ([head] if head else []), dataset, folder, device=device,
                             progress=progress)
+    for layer in names:
+        require_spatial_map(arrays[layer].shape[1:], layer)
     predictions = _argmax(model, arrays[head]) if head else None
     return [LayerInput(layer, arrays[layer], int(arrays[layer].shape[1]), model_identity(model, spec, layer),
                        predictions, model.class_names) for layer in names]

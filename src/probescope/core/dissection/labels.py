@@ -82,8 +82,9 @@ class LabelStore:
               cancel: CancelCheck | None = None) -> LabelStore:
         """Read every image's label maps once (the only pass over the dataset's files)."""
         n = int(source.n_images)
+        index = getattr(source, "index_path", None)  # named when the dataset's tables and maps disagree
         if n == 0:
-            raise InputError("the dataset has no images")
+            raise InputError("the dataset has no images", index)
         max_label = max(source.labels, default=0)
         n_labels = max_label + 1
         seg_shapes = np.array([tuple(int(x) for x in source.seg_shape(i)) for i in range(n)], np.int64).reshape(n, 2)
@@ -100,15 +101,15 @@ class LabelStore:
             shape = tuple(int(x) for x in seg_shapes[i])
             whole = sorted({int(num) for _, num in source.image_labels(i) if int(num) > 0})
             if whole and whole[-1] > max_label:
-                raise InputError(f"image {i}: label numbers outside the label table")
+                raise InputError(f"image {i}: label numbers outside the label table", index)
             layers = [np.asarray(m) for _, m in source.pixel_layers(i)]
             for m in layers:
                 if m.shape != shape:
-                    raise InputError(f"image {i}: label map is {m.shape}, segmentation size is {shape}")
+                    raise InputError(f"image {i}: label map is {m.shape}, segmentation size is {shape}", index)
             stack = (np.stack([m.reshape(-1) for m in layers]).astype(np.int64) if layers
                      else np.zeros((0, shape[0] * shape[1]), np.int64))
             if stack.size and (stack.min() < 0 or stack.max() > max_label):
-                raise InputError(f"image {i}: label numbers outside the label table")
+                raise InputError(f"image {i}: label numbers outside the label table", index)
             if whole:
                 stack[np.isin(stack, whole)] = 0  # covered by the whole-image label already
             labels, pixels, local = _regions(_dedupe(stack), n_labels)

@@ -17,6 +17,7 @@ from typing import Any
 from probescope.core.atomic import write_json, write_text
 from probescope.core.dissection.formula import Formula
 from probescope.core.errors import InputError
+from probescope.core.files import readable_file, stat_problem
 
 _TALLY_PREFIX = {"iou": "comp", "da-select": "daselect", "da-stop": "dastop", "optimal": "optimal"}
 FORMAT = "probescope-dissection/1"
@@ -161,14 +162,14 @@ class DissectionResult:
 
     @classmethod
     def load(cls, path: str | Path) -> DissectionResult:
-        path = Path(path)
+        path = readable_file(path)
         try:
             d = json.loads(path.read_text(encoding="utf-8"))
             if d.get("format") != FORMAT:
                 raise InputError(f"not a probescope dissection (format {d.get('format')!r})", path)
             return cls.from_json(d)
-        except FileNotFoundError:
-            raise InputError("file not found", path) from None
+        except OSError as exc:
+            raise InputError(stat_problem(exc, path), path) from None
         except (ValueError, KeyError, TypeError, IndexError) as exc:
             raise InputError(f"damaged dissection file ({type(exc).__name__}: {exc})", path) from None
 

@@ -76,9 +76,10 @@ class UnitJournal:
             os.unlink(self.path)
 
     def close(self) -> None:
-        if self._fh is not None:
-            self._fh.close()
-            self._fh = None
+        fh, self._fh = self._fh, None
+        if fh is not None:
+            with contextlib.suppress(OSError):  # a write that failed said so (append's InputError); its retry too
+                fh.close()
 
 
 def read_journal(path: Path) -> DissectionResult | None:

@@ -15,6 +15,8 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
+from probescope.core.bounds import FRACTION, MEBIBYTES, PROCESSES, UNITS, Bound
+from probescope.core.devices import check_device
 from probescope.core.errors import InputError
 
 SEARCH_MODES = ("iou", "da-select", "da-stop", "optimal")
@@ -23,8 +25,13 @@ IOU_SCOPES = ("dataset", "category")
 SPEED_ONLY = ("device", "cache_mb", "jobs")  # change how fast, never what is found
 
 
-def _help(text: str) -> dict[str, str]:
-    return {"help": text}
+def _help(text: str, bound: Bound | None = None) -> dict[str, object]:
+    """A field's metadata: the help text of its option and, for numbers, the Bound of what it can mean."""
+    return {"help": text} if bound is None else {"help": text, "bound": bound}
+
+
+LENGTH = Bound(1, 32)  # atoms in a formula: the papers go to 10, and every atom multiplies the search
+CONCEPTS = Bound(0, 1 << 20)  # concepts per beam step (Broden has 1,197)
 
 
 @dataclass(frozen=True)
@@ -33,17 +40,17 @@ class DissectionSettings:
     (the seed uses 10; it costs about N / 2 times a length-3 search, so it is off by default); `da_limit` is the
     safety cap on atoms for da-select / da-stop. `device`, `cache_mb` and `jobs` change speed, never results."""
 
-    quantile: float = field(default=0.005, metadata=_help("top quantile q: T_u = quantile(1 - q)"))
-    beam_size: int = field(default=5, metadata=_help("formulas kept per step of the beam search"))
+    quantile: float = field(default=0.005, metadata=_help("top quantile q: T_u = quantile(1 - q)", FRACTION))
+    beam_size: int = field(default=5, metadata=_help("formulas kept per step of the beam search", Bound(1, 10_000)))
     beam_limit: int = field(default=0, metadata=_help(
         "candidate concepts added at each beam step: 0 = every concept that passes --min-samples, those disjoint from "
         "the unit's mask included (the default of Mu & Andreas' code, BEAM_SEARCH_LIMIT = None); N = the N concepts "
-        "with the highest IoU among those with IoU > 0 (the Detection Accuracy paper's code used 50)"))
+        "with the highest IoU among those with IoU > 0 (the Detection Accuracy paper's code used 50)", CONCEPTS))
     beam_dedupe: str = field(default="mask", metadata=_help(
         "mask: a formula whose mask over the dataset equals one already in the pool takes no beam slot (the one with "
         "fewer atoms, then lower label numbers, stays); none: the original code's beams, duplicates included"))
-    max_length: int = field(default=3, metadata=_help("atoms in compositional explanations"))
-    min_samples: int = field(default=5, metadata=_help("drop concepts present in fewer images"))
+    max_length: int = field(default=3, metadata=_help("atoms in compositional explanations", LENGTH))
+    min_samples: int = field(default=5, metadata=_help("drop concepts present in fewer images", UNITS))
     searches: tuple[str, ...] = field(default=("iou",), metadata=_help(
         f"comma list of {', '.join(SEARCH_MODES)} (optimal: the best formula of up to --max-length atoms over all "
         "concepts, by branch and bound, and how far the iou beam search is from it)"))
@@ -53,14 +60,14 @@ class DissectionSettings:
         "NetDissect-Lite, for the full Broden index); a formula's scope is its concepts' categories together"))
     sweep_length: int = field(default=0, metadata=_help(
         "length sweep: best IoU and its DA at max lengths 1..N per unit (the seed's is 10; costs about N/2 times "
-        "the length-3 search; 0 = none)"))
-    da_limit: int = field(default=10, metadata=_help("safety cap on atoms for da-select / da-stop"))
+        "the length-3 search; 0 = none)", Bound(0, LENGTH.high)))
+    da_limit: int = field(default=10, metadata=_help("safety cap on atoms for da-select / da-stop", LENGTH))
     device: str = field(default="cpu", metadata=_help("cpu or cuda (mask upsampling)"))
     cache_mb: int = field(default=256, metadata=_help(
-        "memory for the formulas' cached dataset-wide counts and region sets, in MiB (per process)"))
+        "memory for the formulas' cached dataset-wide counts and region sets, in MiB (per process)", MEBIBYTES))
     jobs: int = field(default=0, metadata=_help(
         "processes dissecting units at once: 0 = one per core, 1 = this process alone; the results are the same "
-        "(byte for byte) for any number"))
+        "(byte for byte) for any number", PROCESSES))
 
     def __post_init__(self) -> None:
         bad = [m for m in self.searches if m not in SEARCH_MODES]
@@ -72,12 +79,10 @@ class DissectionSettings:
                 raise InputError(f"unknown {name} {value!r} (choose from {', '.join(choices)})")
         if not 0 < self.quantile < 1:
             raise InputError(f"quantile must lie in (0, 1), got {self.quantile}")
-        if self.beam_size < 1 or self.max_length < 1 or self.da_limit < 1:
-            raise InputError("beam size, max length and DA limit must be at least 1")
-        if self.beam_limit < 0 or self.min_samples < 0 or self.sweep_length < 0 or self.jobs < 0 \
-                or self.cache_mb < 1:
-            raise InputError("beam limit, min samples, sweep length and jobs must be at least 0, the cache at least "
-                             "1 MiB")
+        for f in fields(self):
+            if "bound" in f.metadata:
+                f.metadata["bound"].check(getattr(self, f.name), f.name)
+        check_device(self.device, "device", here=False)  # where it runs decides whether it is there (batch on Ray)
 
     @property
     def cache_bytes(self) -> int:

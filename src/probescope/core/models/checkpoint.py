@@ -23,6 +23,7 @@ import torch
 from torch import nn
 
 from probescope.core.errors import InputError
+from probescope.core.files import readable_file
 from probescope.core.trust import Trust, read_trusted
 
 try:
@@ -38,12 +39,7 @@ _NUMPY_DATA = [_SCALAR, (_SCALAR, "numpy.core.multiarray.scalar"), np.dtype] + [
 
 
 def check_file(path: str | Path) -> Path:
-    path = Path(path).expanduser()
-    if not path.exists():
-        raise InputError("no such file", path)
-    if not path.is_file():
-        raise InputError("not a file", path)
-    return path
+    return readable_file(Path(path).expanduser(), "no such file")
 
 
 def is_torchscript(path: Path) -> bool:
@@ -62,7 +58,10 @@ def load_torchscript(path: Path, trust: Trust, map_location: str = "cpu",
     """Load a TorchScript file whose content the user trusts (it runs its own code), or raise InputError naming it;
     torch 2.x's deprecation warning is silenced (the format is still what users and released models have)."""
     if not is_torchscript(path):
-        raise InputError(f"not a {what} (no zip archive with TorchScript code)", path)
+        from probescope.core.models.exported import is_exported_program
+
+        hint = " (a torch.export program: open it as export:FILE)" if is_exported_program(path) else ""
+        raise InputError(f"not a {what} (no zip archive with TorchScript code){hint}", path)
     data = read_trusted(path, trust, what)
     try:
         with warnings.catch_warnings():

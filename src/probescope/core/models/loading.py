@@ -5,11 +5,12 @@ Specs:
   '<arch>:<file>'                         a torchvision architecture with a state dict (class count inferred)
   'places365:<arch>:<file>'               a Places365 checkpoint {epoch, arch, state_dict, best_prec1}, 365 classes
   'torchscript:<file>'                    a TorchScript archive (only its output can be read: no hooks in TorchScript)
+  'export:<file>'                         a torch.export program (.pt2): its layers are the modules it was exported from
   'pickle:<file>'                         a whole pickled model
   '<file>'                                auto-detected where unambiguous (TorchScript, a checkpoint that names its
                                           arch, a demo model state dict)
-TorchScript archives and pickles run code from the file: they load only when `trust` allows their content (see
-probescope.core.trust); everything else loads with torch.load(weights_only=True).
+TorchScript archives, torch.export programs and pickles run code from the file: they load only when `trust` allows
+their content (see probescope.core.trust); everything else loads with torch.load(weights_only=True).
 """
 
 from __future__ import annotations
@@ -118,7 +119,7 @@ def _split_spec(spec: str) -> tuple[str, str | None, str]:
     head, sep, rest = spec.partition(":")
     if spec == "demo":
         return "demo", None, ""
-    if sep and head in ("demo", "torchscript", "pickle"):
+    if sep and head in ("demo", "torchscript", "export", "pickle"):
         return head, None, rest
     if sep and head == "places365":
         arch, sep2, path = rest.partition(":")
@@ -153,6 +154,8 @@ def load_model(
             model = _load_auto(path, trust)
         elif kind == "torchscript":
             model = _load_torchscript(path, trust)
+        elif kind == "export":
+            model = _load_program(path, trust)
         elif kind == "pickle":
             model = _load_pickle(path, trust)
         else:
@@ -228,6 +231,21 @@ def _load_torchscript(path: Path, trust: Trust) -> LoadedModel:
     return _opaque(module, "torchscript", path, TORCHSCRIPT_OUTPUT)
 
 
+def _load_program(path: Path, trust: Trust) -> LoadedModel:
+    """A torch.export program: its unflattened modules are its layers; a fixed input size is its probing size, and
+    images are stretched to it (the program refuses any other)."""
+    from probescope.core.models import exported
+
+    program = exported.load_program(path, trust)
+    model = _opaque(exported.program_module(program, path), "export", path, None)
+    height, width = (exported.input_shape(program) + (None, None, None, None))[2:4]
+    if height is not None and width is not None:
+        model.input_size = (height, width)
+        if height == width:
+            model.preprocess = model.preprocess.with_resize("stretch", height)
+    return model
+
+
 def _load_pickle(path: Path, trust: Trust) -> LoadedModel:
     obj = ckpt.read_pickled_model(path, trust)
     if not isinstance(obj, nn.Module):
@@ -251,8 +269,12 @@ def _opaque(module: nn.Module, arch: str, path: Path, default_layer: str | None)
 
 
 def _load_auto(path: Path, trust: Trust) -> LoadedModel:
+    from probescope.core.models.exported import is_exported_program
+
     if ckpt.is_torchscript(path):
         return _load_torchscript(path, trust)
+    if is_exported_program(path):
+        return _load_program(path, trust)
     try:
         obj = ckpt.read_torch_file(path)
     except ckpt.PickledObjects:
@@ -300,12 +322,15 @@ def list_layers(model: LoadedModel, input_size: tuple[int, int] | None = None) -
         with model.lock, torch.inference_mode():
             model.module(x)
     except RuntimeError as exc:
-        raise InputError(f"{model.name}: a {height}x{width} input does not run ({ckpt._first_line(exc)})") from None
+        raise InputError(f"{model.name}: a {height}x{width} input does not run ({ckpt._first_line(exc)})",
+                         model.source) from None
     finally:
         for handle in handles:
             handle.remove()
+    from probescope.core.models.exported import module_kind
+
     return [
-        LayerInfo(name, type(sub).__name__, shapes.get(name), calls.get(name, 0))
+        LayerInfo(name, module_kind(sub), shapes.get(name), calls.get(name, 0))
         for name, sub in model.module.named_modules()
         if name
     ]

@@ -144,20 +144,14 @@ def last_linear_embedder(module: nn.Module, lock: threading.Lock | None = None) 
     TorchScript modules run no hooks)."""
     if isinstance(module, torch.jit.ScriptModule):
         return None, ""
-    linear = [(name, m) for name, m in module.named_modules() if isinstance(m, nn.Linear)]
+    from probescope.core.models.exported import module_kind
+
+    linear = [(name, m) for name, m in module.named_modules() if module_kind(m) == "Linear"]  # exported ones too
     if not linear:
         return None, ""
     name, layer = linear[-1]
     embedder = _LastLinearInput(module, layer, lock or threading.Lock())
-    return embedder, f"input of the last linear layer '{name}' ({layer.in_features}-d)"
-
-
-def check_device(device: str) -> str:
-    if device.startswith("cuda") and not torch.cuda.is_available():
-        raise InputError(f"device {device!r} requested but CUDA is not available here; use --device cpu")
-    if not (device == "cpu" or device.startswith("cuda")):
-        raise InputError(f"unknown device {device!r} (expected cpu or cuda[:k])")
-    return device
+    return embedder, f"input of the last linear layer '{name}' ({layer.weight.shape[1]}-d)"
 
 
 def _check_images(images: Sequence[np.ndarray]) -> None:
@@ -284,7 +278,9 @@ def classifier_of_model(model: LoadedModel, resize: int | None = None) -> Classi
 def load_classifier(spec: str, device: str = "cpu", trust: Trust = NO_TRUST, resize: int | None = None) -> Classifier:
     """Resolve 'inception-tf:<file>', 'inception-tv:<file>', 'demo' or a load_model spec. `resize`: see the module
     docstring (the Inception classifiers take only their own 299); `trust`: for model files that run code."""
-    device = check_device(device)
+    from probescope.core.devices import check_device
+
+    device = check_device(device, "classifier device")
     head, _, rest = spec.partition(":")
     if head in ("inception-tf", "inception-tv") and not rest:
         raise InputError(f"classifier spec {spec!r} names no weights file: use {head}:<weights file>")

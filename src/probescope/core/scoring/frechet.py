@@ -23,14 +23,14 @@ from pathlib import Path
 import numpy as np
 
 from probescope.core.errors import InputError
+from probescope.core.files import readable_file
 
 CHUNK_ROWS = 4096  # rows per Gram product in gaussian_stats: bounds the float64 working copy (64 MB at d = 2048)
 
 
 def read_npz(path: Path, names: tuple[str, ...] | None = None) -> dict[str, np.ndarray]:
     """The arrays of a .npz file (only `names` when given, if present), or InputError naming the file."""
-    if not path.is_file():
-        raise InputError("file not found", path)
+    readable_file(path)
     try:
         loaded = np.load(path, allow_pickle=False)
         if not isinstance(loaded, np.lib.npyio.NpzFile):
@@ -171,17 +171,19 @@ def gaussian_stats(features: np.ndarray) -> GaussianStats:
 class FrechetReference:
     """A reference fit prepared for many distances: its covariance factored once (pivoted Cholesky).
 
-    `whiten(x)` maps features to z = L^T P^T x, whose covariance has the eigenvalues of S_ref S.
+    `whiten(x)` maps features to z = L^T P^T x, whose covariance has the eigenvalues of S_ref S. `source` (the
+    statistics file or the reference images) is named when features do not fit it.
     """
 
-    def __init__(self, stats: GaussianStats):
+    def __init__(self, stats: GaussianStats, source: str | Path | None = None):
         from scipy.linalg import lapack
 
         self.stats = stats
+        self.source = source
         self.trace = float(np.trace(stats.sigma))
         factor, piv, rank, info = lapack.dpstrf(stats.sigma, lower=1)
         if info < 0:
-            raise InputError("reference covariance cannot be factored (not a covariance matrix)")
+            raise InputError("reference covariance cannot be factored (not a covariance matrix)", source)
         self.rank = int(rank)
         self._perm = piv - 1
         self._square = np.asfortranarray(np.tril(factor))  # P^T S_ref P = L L^T; columns >= rank set to 0 below
@@ -221,8 +223,8 @@ class FrechetReference:
 
     def check_dim(self, dim: int) -> None:
         if dim != self.dim:
-            raise InputError(f"features have {dim} dimensions, the reference statistics {self.dim}: "
-                             "were they made with another classifier?")
+            raise InputError(f"features have {dim} dimensions, these reference statistics {self.dim}: "
+                             "were they made with another classifier?", self.source)
 
 
 def frechet_distance(a: GaussianStats, b: GaussianStats) -> float:

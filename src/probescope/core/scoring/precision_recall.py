@@ -19,6 +19,7 @@ import numpy as np
 
 from probescope.core.errors import InputError
 from probescope.core.scoring.frechet import as_features
+from probescope.core.tasks import CancelCheck, ProgressCallback, check_cancel, report
 
 DEFAULT_K = 3
 BLOCK_BYTES = 64 * 2**20  # float64 distances per block of rows
@@ -36,7 +37,7 @@ class PrecisionRecall:
         return 2.0 * self.precision * self.recall / max(1e-5, self.precision + self.recall)
 
 
-def _blocks(a: np.ndarray, b: np.ndarray) -> Iterator[tuple[int, np.ndarray]]:
+def distance_blocks(a: np.ndarray, b: np.ndarray) -> Iterator[tuple[int, np.ndarray]]:
     """(first row, Euclidean distances of a block of rows of `a` to all of `b`), float64."""
     b64 = np.asarray(b, dtype=np.float64)
     b_sq = np.einsum("ij,ij->i", b64, b64)
@@ -49,21 +50,32 @@ def _blocks(a: np.ndarray, b: np.ndarray) -> Iterator[tuple[int, np.ndarray]]:
 
 def knn_radii(features: np.ndarray, k: int = DEFAULT_K) -> np.ndarray:
     """Each sample's distance to its k-th nearest other sample of the same set, (N,) float64."""
+    return knn_radii_of(features, (k,))[k]
+
+
+def knn_radii_of(features: np.ndarray, ks: tuple[int, ...], *, progress: ProgressCallback | None = None,
+                 cancel: CancelCheck | None = None) -> dict[int, np.ndarray]:
+    """`knn_radii` for several k from one pass over the distances (the pass is the cost: O(N^2 d), 4.5 CPU minutes
+    at 50,000 x 2048-d)."""
     features = as_features(features)
-    if k < 1:
-        raise InputError(f"the neighbourhood size k must be at least 1, got {k}")
-    if len(features) <= k:
-        raise InputError(f"k = {k} nearest neighbours need at least {k + 1} samples per set, got {len(features)}")
-    radii = np.empty(len(features))
-    for start, dist in _blocks(features, features):
-        radii[start : start + len(dist)] = np.partition(dist, k, axis=1)[:, k]
-    return radii
+    if min(ks) < 1:
+        raise InputError(f"the neighbourhood size k must be at least 1, got {min(ks)}")
+    if len(features) <= max(ks):
+        raise InputError(f"k = {max(ks)} nearest neighbours need at least {max(ks) + 1} samples per set, got "
+                         f"{len(features)}")
+    ks = tuple(sorted(set(ks)))
+    radii = np.empty((len(ks), len(features)))
+    for start, dist in distance_blocks(features, features):
+        check_cancel(cancel)
+        radii[:, start : start + len(dist)] = np.partition(dist, ks, axis=1)[:, list(ks)].T
+        report(progress, (start + len(dist)) / len(features), f"neighbourhoods: {start + len(dist)}/{len(features)}")
+    return dict(zip(ks, radii))
 
 
 def share_inside(samples: np.ndarray, centres: np.ndarray, radii: np.ndarray) -> float:
     """The share of `samples` within distance radii[j] of some centre j (boundary included)."""
     inside = 0
-    for _, dist in _blocks(samples, centres):
+    for _, dist in distance_blocks(samples, centres):
         inside += int((dist <= radii[None, :]).any(axis=1).sum())
     return inside / len(samples)
 

@@ -10,6 +10,7 @@ are drawn by index, so the order counts), and found again whatever the folder is
 from __future__ import annotations
 
 import hashlib
+import os
 import zipfile
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -21,7 +22,7 @@ import numpy as np
 from probescope.core.errors import InputError
 from probescope.core.scoring.classifiers import Classifier
 from probescope.core.scoring.frechet import FrechetReference, GaussianStats, RunningGaussian, read_npz
-from probescope.core.scoring.precision_recall import knn_radii
+from probescope.core.scoring.precision_recall import knn_radii_of
 from probescope.core.scoring.sources import (
     DEFAULT_EXTENSIONS,
     ArraySource,
@@ -79,7 +80,7 @@ def reference_source(
 
         return BrodenImageSource(ensure_demo_dataset(progress=progress, cancel=cancel))
     path = Path(spec)
-    if path.is_dir() and (path / "index.csv").is_file():
+    if path.is_dir() and os.path.lexists(path / "index.csv"):  # a broken index.csv is named by the dataset reader
         return BrodenImageSource(path)
     if path.is_file() and path.suffix.lower() == ".npz" and _is_statistics_file(path):
         return path
@@ -118,6 +119,7 @@ class ReferenceSet:
     class_counts: np.ndarray | None = None  # (n_classes,) top predictions
     feature_note: str = ""
     cache_path: Path | None = None  # where the cached arrays live (radii are cached beside them)
+    source: Path | None = None  # the statistics file, image folder or array file it was made from (named in errors)
     _frechet: FrechetReference | None = field(default=None, repr=False)
     _radii: dict[int, np.ndarray] = field(default_factory=dict, repr=False)
 
@@ -129,7 +131,7 @@ class ReferenceSet:
     def frechet(self) -> FrechetReference:
         """The reference fit with its covariance factored (computed once)."""
         if self._frechet is None:
-            self._frechet = FrechetReference(self.stats)
+            self._frechet = FrechetReference(self.stats, self.source)
         return self._frechet
 
     def require_features(self, what: str) -> np.ndarray:
@@ -139,17 +141,29 @@ class ReferenceSet:
 
     def radii(self, k: int) -> np.ndarray:
         """Each reference sample's k-NN radius (precision), cached in memory and beside the cached arrays."""
-        if k not in self._radii:
-            path = None if self.cache_path is None else self.cache_path.with_name(f"{self.cache_path.stem}-k{k}.npy")
-            radii = _read_cached(path, lambda p: np.load(p, allow_pickle=False))
-            if radii is None or radii.shape != (len(self.require_features("precision")),):
-                radii = knn_radii(self.require_features("precision"), k)
-                if path is not None:
-                    from probescope.core.atomic import save_npy
+        return self.radii_of((k,))[k]
 
-                    save_npy(path, radii)
-            self._radii[k] = radii
-        return self._radii[k]
+    def radii_of(self, ks: tuple[int, ...], *, progress: ProgressCallback | None = None,
+                 cancel: CancelCheck | None = None) -> dict[int, np.ndarray]:
+        """`radii` for several k, those not cached yet from one pass over the reference's distances."""
+        paths = {k: None if self.cache_path is None else self.cache_path.with_name(f"{self.cache_path.stem}-k{k}.npy")
+                 for k in ks}
+        n = len(self.require_features("precision"))
+        for k in ks:
+            if k not in self._radii:
+                radii = _read_cached(paths[k], lambda p: np.load(p, allow_pickle=False))
+                if radii is not None and radii.shape == (n,):
+                    self._radii[k] = radii
+        missing = tuple(k for k in ks if k not in self._radii)
+        if missing:
+            from probescope.core.atomic import save_npy
+
+            found = knn_radii_of(self.require_features("precision"), missing, progress=progress, cancel=cancel)
+            for k, radii in found.items():
+                self._radii[k] = radii
+                if paths[k] is not None:
+                    save_npy(paths[k], radii)
+        return {k: self._radii[k] for k in ks}
 
     def describe(self) -> str:
         size = f"{self.n} images" if self.n is not None else "statistics only"
@@ -216,18 +230,31 @@ def load_reference(
     found = spec if isinstance(spec, SampleSource) else reference_source(spec, extensions, progress, cancel)
     if isinstance(found, Path):
         return ReferenceSet(f"{found} (mu/sigma statistics)", GaussianStats.load(found),
-                            feature_note="unknown: statistics file (its features must be the classifier's)")
+                            feature_note="unknown: statistics file (its features must be the classifier's)",
+                            source=found)
     if classifier is None:
         raise InputError(f"{found.name}: a classifier is needed to turn reference images into features")
+    origin = _origin(found)
     path = reference_cache_path(classifier, found)
     cached = _read_cached(path, _read_reference)
     if cached is not None:
-        return ReferenceSet(found.name, *cached, feature_note=classifier.feature_note, cache_path=path)
+        return ReferenceSet(found.name, *cached, feature_note=classifier.feature_note, cache_path=path,
+                            source=origin)
     built = embed_reference(found, classifier, batch_size, workers=workers, progress=progress, cancel=cancel)
+    built.source = origin
     if path is not None:
         _write_reference(path, built)
         built.cache_path = path
     return built
+
+
+def _origin(source: SampleSource) -> Path | None:
+    """The folder or file a reference's images come from."""
+    if isinstance(source, BrodenImageSource):
+        return source.dataset.root
+    if isinstance(source, ImageFolderSource):
+        return source.root
+    return Path(source.name) if isinstance(source, ArraySource) and source.name != "array" else None
 
 
 def _write_reference(path: Path, ref: ReferenceSet) -> None:

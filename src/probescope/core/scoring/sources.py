@@ -7,6 +7,7 @@ classifier works, and the GUI can simply call them in order (`batches`). `length
 
 from __future__ import annotations
 
+import errno
 import os
 import stat
 import zipfile
@@ -17,6 +18,7 @@ import numpy as np
 
 from probescope.core.data.images import read_rgb
 from probescope.core.errors import InputError
+from probescope.core.files import entry_mode, file_problem, folder_entries, folder_problem, readable_file, stat_problem
 from probescope.core.trust import NO_TRUST, Trust
 
 BatchTask = Callable[[], list[np.ndarray]]
@@ -64,27 +66,22 @@ def list_image_files(root: str | Path, extensions: Sequence[str] = DEFAULT_EXTEN
 
     torch-fidelity's rule: the extension is read from the entry's own name (case-insensitive), not recursive,
     each entry replaced by its resolved path (symbolic links followed), sorted by that resolved path. A link to a
-    folder is not a file; a broken link or a special file (FIFO, device) is an error here rather than a crash or a
-    hang when it is read.
+    folder is not a file; a link that cannot be resolved (a loop, a missing target, no permission), an unreadable
+    file or a special file (FIFO, device) is an error naming the entry (probescope.core.files) rather than a crash
+    or a hang when it is read.
     """
-    root = Path(root)
     wanted = {e.lower().lstrip(".") for e in extensions}
-    try:
-        entries = list(os.scandir(root))
-    except OSError as exc:
-        raise InputError(f"cannot list the folder ({exc.strerror or exc})", root) from None
     files = []
-    for entry in entries:
-        if os.path.splitext(entry.name)[1].lower().lstrip(".") not in wanted or entry.is_dir():
+    for entry in folder_entries(root):
+        if os.path.splitext(entry.name)[1].lower().lstrip(".") not in wanted:
             continue
-        resolved = os.path.realpath(entry.path)
-        try:
-            mode = os.stat(resolved).st_mode
-        except OSError:
-            raise InputError("broken symbolic link (its target does not exist)", entry.path) from None
-        if not stat.S_ISREG(mode):
-            raise InputError("not a regular file", entry.path)
-        files.append(resolved)
+        mode = entry_mode(entry)
+        if stat.S_ISDIR(mode):
+            continue
+        problem = file_problem(entry.path, mode)
+        if problem is not None:
+            raise InputError(problem, entry.path)
+        files.append(os.path.realpath(entry.path))
     return [Path(p) for p in sorted(files)]
 
 
@@ -93,8 +90,9 @@ class ImageFolderSource(SampleSource):
 
     def __init__(self, root: str | Path, extensions: Sequence[str] = DEFAULT_EXTENSIONS):
         self.root = Path(root)
-        if not self.root.is_dir():
-            raise InputError("not a folder", self.root)
+        problem = folder_problem(self.root)
+        if problem is not None:
+            raise InputError(problem, self.root)
         self.extensions = tuple(extensions)
         self.files = list_image_files(self.root, self.extensions)
         if not self.files:
@@ -112,9 +110,7 @@ class ImageFolderSource(SampleSource):
 
 def read_image_array(path: str | Path, key: str | None = None) -> np.ndarray:
     """A uint8 (N, H, W, 3) array from .npy (memory-mapped) or .npz (the array `key`, 'images', or the only one)."""
-    path = Path(path)
-    if not path.is_file():
-        raise InputError("file not found", path)
+    path = readable_file(path)
     try:
         if path.suffix.lower() == ".npz":
             with np.load(path) as archive:
@@ -185,7 +181,8 @@ def quantize_to_uint8(x: np.ndarray, low: float, high: float) -> np.ndarray:
 
 
 class TorchScriptGeneratorSource(SampleSource):
-    """Samples of a TorchScript generator G(z[, class]) -> (m, 3, H, W) images.
+    """Samples of a TorchScript generator G(z[, class]) -> (m, 3, H, W) images (or a torch.export program of one,
+    exported with a dynamic batch dimension).
 
     Noise is drawn as torch-fidelity draws it (np.random.RandomState(seed).randn per batch, then class labels with
     randint when the generator is class-conditional), so the same file and seed give the same samples. Float
@@ -205,7 +202,7 @@ class TorchScriptGeneratorSource(SampleSource):
         device: str = "cpu",
         trust: Trust = NO_TRUST,
     ):
-        from probescope.core.models.checkpoint import load_torchscript
+        from probescope.core.models.exported import load_runnable
 
         self.path = Path(path)
         if not self.path.is_file():
@@ -215,12 +212,15 @@ class TorchScriptGeneratorSource(SampleSource):
                 f"generator settings: need z_dim >= 1, n >= 1, classes >= 0 and low < high of the output range "
                 f"(got z_dim={z_dim}, n={n}, classes={num_classes}, range={output_range})"
             )
-        self.module = load_torchscript(self.path, trust, device, "TorchScript generator").eval()
+        import torch
+
+        self.module = load_runnable(self.path, trust, device, "generator").eval()
         self.z_dim, self.num_classes, self.output_range = z_dim, num_classes, output_range
         self.seed, self.device = seed, device
         low, high = output_range
         rule = f"output [{low:g}, {high:g}] -> uint8 rounded half up"
-        self.name = f"{self.path} (TorchScript generator, z_dim={z_dim}, {rule})"
+        kind = "TorchScript" if isinstance(self.module, torch.jit.ScriptModule) else "torch.export"
+        self.name = f"{self.path} ({kind} generator, z_dim={z_dim}, {rule})"
         self.length = n
 
     def batch_tasks(self, batch_size: int) -> Iterator[BatchTask]:
@@ -253,11 +253,16 @@ def open_source(spec: str | Path, extensions: Sequence[str] = DEFAULT_EXTENSIONS
     """A folder (its files with `extensions`) or a .npy/.npz file. (The demo sampler and generators take settings:
     build them directly.)"""
     path = Path(spec)
-    if path.is_dir():
+    array = path.suffix.lower() in (".npy", ".npz")
+    try:
+        mode = os.stat(path).st_mode
+    except OSError as exc:
+        missing = exc.errno == errno.ENOENT and not path.is_symlink()
+        raise InputError(("file not found" if array else "no such folder or file") if missing
+                         else stat_problem(exc, path), path) from None
+    if stat.S_ISDIR(mode):
         return ImageFolderSource(path, extensions)
-    if path.suffix.lower() in (".npy", ".npz"):
+    if array:
         return ArraySource.open(path)
-    if not path.exists():
-        raise InputError("no such folder or file", path)
     raise InputError("expected a folder of images or a .npy/.npz array of uint8 (N, H, W, 3) images", path)
 

@@ -13,12 +13,15 @@ from __future__ import annotations
 
 import csv
 import dataclasses
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 
 from probescope.core.errors import InputError
+from probescope.core.files import readable_file
+from probescope.core.similarity.trials import whole_ids
 
 
 @dataclass(frozen=True)
@@ -60,9 +63,13 @@ def read_catalog_hdf5(path: str | Path, root: str | Path | None = None) -> Catal
             for name in ("stimulus_id", "stimulus_filepath"):
                 if name not in fh:
                     raise InputError(f"not a psiz catalog: dataset '{name}' missing", path)
-            ids = np.asarray(fh["stimulus_id"][()], dtype=np.int64).reshape(-1)
+            ids = whole_ids(np.asarray(fh["stimulus_id"][()]).reshape(-1), 0, path,
+                            lambda row: f"stimulus_id row {row}", "stimulus_id")
             paths = _decode(np.asarray(fh["stimulus_filepath"][()]).reshape(-1))
-            mirror = np.asarray(fh["mirror_of"][()], dtype=np.int64) if "mirror_of" in fh else None
+            mirror = None
+            if "mirror_of" in fh:
+                mirror = whole_ids(np.asarray(fh["mirror_of"][()]).reshape(-1), -1, path,
+                                   lambda row: f"mirror_of row {row}", "mirror_of")
             classes: list[str] = []
             if {"class_id", "class_map_class_id", "class_map_label"} <= set(fh.keys()):
                 labels = dict(
@@ -98,10 +105,9 @@ def read_catalog_hdf5(path: str | Path, root: str | Path | None = None) -> Catal
 
 
 def parse_base36(text: str, path: Path, line: int) -> int:
-    try:
-        return int(text.strip(), 36)
-    except ValueError:
-        raise InputError(f"line {line}: '{text}' is not a base-36 id", path) from None
+    if not re.fullmatch(r"[0-9A-Za-z]+", text.strip()):  # int(text, 36) would take '-5', '+5' and '1_0'
+        raise InputError(f"line {line}: '{text}' is not a base-36 id", path)
+    return int(text.strip(), 36)
 
 
 def read_stimuli_txt(text: str, path: Path, root: str | Path | None = None) -> Catalog:
@@ -174,9 +180,7 @@ def read_catalog_csv(path: str | Path, root: str | Path | None = None) -> Catalo
 
 def read_catalog(path: str | Path, root: str | Path | None = None) -> Catalog:
     """Any supported catalog file, by suffix (.hdf5/.h5, .csv, .txt for stimuli.txt)."""
-    path = Path(path)
-    if not path.is_file():
-        raise InputError("catalog file not found", path)
+    path = readable_file(path, "catalog file not found")
     suffix = path.suffix.lower()
     if suffix in (".hdf5", ".h5"):
         return read_catalog_hdf5(path, root)

@@ -358,8 +358,10 @@ def _fit_ensemble(
     return FitResult(ensemble, dims_loss, tuple(inits[k] is not None for k in range(n_members)))
 
 
-def ensemble_cross_entropy(ensemble: Ensemble, trials: Trials, n_samples: int = 16, seed: int = 0) -> float:
-    """Cross-entropy of the ensemble's pooled predictive distribution on `trials` (weighted mean, nats per trial).
+def ensemble_cross_entropy(ensemble: Ensemble, trials: Trials, n_samples: int = 16, seed: int = 0,
+                           source: str | Path | None = None) -> float:
+    """Cross-entropy of the ensemble's pooled predictive distribution on `trials` (weighted mean, nats per trial;
+    `source` the trials' file, named when they use stimuli the ensemble lacks).
 
     On a set of randomly assembled trials this is the "coarse-grained loss" convergence measure of ImageNet-HSJ.
     """
@@ -367,7 +369,7 @@ def ensemble_cross_entropy(ensemble: Ensemble, trials: Trials, n_samples: int = 
         return float("nan")
     top = max(int(trials.query.max()), int(trials.references.max()))
     if top >= ensemble.n_stimuli:
-        raise InputError(f"the trials use stimulus {top} but the embedding has {ensemble.n_stimuli} stimuli")
+        raise InputError(f"the trials use stimulus {top} but the embedding has {ensemble.n_stimuli} stimuli", source)
     gen = torch.Generator().manual_seed(seed)
     return predictive_cross_entropy(torch.as_tensor(ensemble.loc), torch.as_tensor(ensemble.scale),
                                     TrialTensors.of(trials), n_samples, gen, ensemble.beta)

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import csv
 import json
+import re
 import zipfile
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
@@ -21,8 +22,9 @@ from pathlib import Path, PurePosixPath
 import numpy as np
 
 from probescope.core.errors import InputError
-from probescope.core.similarity.catalog import Catalog, parse_base36, read_catalog, read_stimuli_txt
-from probescope.core.similarity.trials import PAD, Trials
+from probescope.core.files import folder_problem, readable_file, walk_files
+from probescope.core.similarity.catalog import Catalog, read_catalog, read_stimuli_txt
+from probescope.core.similarity.trials import MAX_ID, PAD, Trials, whole_ids
 
 
 @dataclass(frozen=True)
@@ -50,10 +52,16 @@ class Judgments:
         return bool(self.catalog is not None and self.catalog.simulated)
 
 
-def _check_ids(trials: Trials, n: int, path: Path) -> None:
-    ids = np.concatenate([trials.query, trials.references[trials.references != PAD]])
-    if len(ids) and (ids.min() < 0 or ids.max() >= n):
-        raise InputError(f"stimulus ids run from {ids.min()} to {ids.max()} but the catalog has {n} stimuli", path)
+def _check_ids(trials: Trials, n: int, path: Path, where=lambda row: f"trial {row}") -> None:
+    """Every id of every trial names one of the catalog's `n` stimuli; InputError naming the first trial that does
+    not (`where(row)` says how the file calls it)."""
+    ids = np.concatenate([trials.query[:, None], trials.references], axis=1)
+    outside = ((ids < 0) & (ids != PAD)) | (ids >= n)
+    outside[:, 0] |= ids[:, 0] < 0
+    if outside.any():
+        row, col = np.argwhere(outside)[0]
+        raise InputError(f"{where(int(row))}: stimulus {ids[row, col]} (counting from 0) is out of range: the catalog "
+                         f"has {n} stimuli", path)
 
 
 def _check_distinct_references(references: np.ndarray, path: Path, row_name) -> None:
@@ -122,13 +130,17 @@ def read_psiz_hdf5(path: str | Path, catalog: Catalog | None = None, index_base:
             data = {k: np.asarray(fh[k][()]) for k in fh.keys() if isinstance(fh[k], h5py.Dataset)}
     except OSError as exc:
         raise InputError(f"cannot read HDF5 file ({exc})", path) from None
-    sset = data["stimulus_set"].astype(np.int64)
+    sset = data["stimulus_set"]
     if sset.ndim != 2 or sset.shape[1] < 3:
         raise InputError(f"stimulus_set must be (trials, 1 + references), got shape {sset.shape}", path)
     m = len(sset)
     if m == 0:
         raise InputError("no trials in stimulus_set", path)
-    n_select = data["n_select"].astype(np.int64).reshape(-1)
+    def where(row: int) -> str:
+        return f"trial {row} (stimulus_set row {row})"
+
+    sset = whole_ids(sset, -1, path, where)
+    n_select = whole_ids(data["n_select"].reshape(-1), 0, path, lambda row: f"trial {row}", "n_select")
     if len(n_select) != m:
         raise InputError(f"n_select has {len(n_select)} rows, stimulus_set {m}", path)
     if "is_ranked" in data and not data["is_ranked"].astype(bool).reshape(-1)[n_select > 1].all():
@@ -138,7 +150,7 @@ def read_psiz_hdf5(path: str | Path, catalog: Catalog | None = None, index_base:
     pad = ids < 0
     ids[pad] = PAD
     query, refs = ids[:, 0], ids[:, 1:]
-    _check_distinct_references(refs, path, lambda row: f"trial {row} (stimulus_set row {row})")
+    _check_distinct_references(refs, path, where)
     n_ref = (refs != PAD).sum(1)
     if (query == PAD).any() or (n_select < 1).any() or (n_select >= n_ref).any():
         raise InputError("every trial needs a query, at least one pick and more references than picks", path)
@@ -162,13 +174,24 @@ def read_psiz_hdf5(path: str | Path, catalog: Catalog | None = None, index_base:
         raise InputError(str(exc), path) from None
     notes = [f"psiz HDF5: {note}"]
     if catalog is not None:
-        _check_ids(trials, len(catalog), path)
+        _check_ids(trials, len(catalog), path, where)
     return Judgments(trials, catalog, path, "psiz-hdf5", tuple(notes))
 
 
 # ------------------------------------------------------------------------------------------------------ zip release
 _PARTICIPANT_KEYS = ("participant_id", "worker_id", "agent_id", "participant")
 _RT_KEYS = ("rt_ms", "response_time_ms", "rt")
+
+
+def _release_id(value: object, where: str, path: Path) -> int:
+    """A release id (a base-36 string, 1-based; a JSON integer is read as its digits) as a 0-based row."""
+    text = str(value).strip()
+    if isinstance(value, bool) or not isinstance(value, str | int) or not re.fullmatch(r"[0-9A-Za-z]+", text):
+        raise InputError(f"{where}: stimulus id {value!r} is not a base-36 id", path)
+    number = int(text, 36)
+    if not 1 <= number <= MAX_ID + 1:
+        raise InputError(f"{where}: stimulus id {value!r} is out of range (ids count from 1)", path)
+    return number - 1
 
 
 def _session_trials(doc: object, where: str, path: Path) -> tuple[str, float | None, list[tuple]]:
@@ -202,9 +225,8 @@ def read_zip_release(path: str | Path, root: str | Path | None = None) -> Judgme
     files: dict[str, bytes] = {}
     try:
         if path.is_dir():
-            for f in path.rglob("*"):
-                if f.is_file() and (f.name == "stimuli.txt" or f.suffix == ".json"):
-                    files[f.relative_to(path).as_posix()] = f.read_bytes()
+            for f in walk_files(path, lambda name: name == "stimuli.txt" or name.endswith(".json")):
+                files[f.relative_to(path).as_posix()] = f.read_bytes()
         else:
             with zipfile.ZipFile(path) as zf:
                 for name in zf.namelist():
@@ -236,15 +258,15 @@ def read_zip_release(path: str | Path, root: str | Path | None = None) -> Judgme
             grades[s] = grade / 100.0
         for number, (query, refs, picks, rt) in enumerate(rows):
             where = f"{name} trial {number}"
-            ref_ids = [parse_base36(str(r), path, 0) - 1 for r in refs]
-            pick_ids = [parse_base36(str(p), path, 0) - 1 for p in picks]
+            ref_ids = [_release_id(r, where, path) for r in refs]
+            pick_ids = [_release_id(p, where, path) for p in picks]
             if any(p not in ref_ids for p in pick_ids) or len(set(pick_ids)) != len(pick_ids):
                 raise InputError(f"{where}: choices must be distinct references", path)
             twice = next((r for r, i in zip(refs, ref_ids) if ref_ids.count(i) > 1), None)
             if twice is not None:
                 raise InputError(f"{where}: stimulus {twice} appears twice among the references", path)
             columns[split_of[name]].append(
-                (parse_base36(str(query), path, 0) - 1, ref_ids, [ref_ids.index(p) for p in pick_ids], s, pid, rt)
+                (_release_id(query, where, path), ref_ids, [ref_ids.index(p) for p in pick_ids], s, pid, rt, where)
             )
 
     def to_trials(rows: list) -> Trials | None:
@@ -259,7 +281,7 @@ def read_zip_release(path: str | Path, root: str | Path | None = None) -> Judgme
             picks[i, : len(x[2])] = x[2]
         trials = Trials.make([x[0] for x in rows], refs, picks, [x[3] for x in rows], [x[4] for x in rows],
                              [x[5] for x in rows])
-        _check_ids(trials, len(catalog), path)
+        _check_ids(trials, len(catalog), path, lambda row: rows[row][6])
         return trials
 
     train = to_trials(columns["train_seqs"])
@@ -304,8 +326,9 @@ def read_trials_csv(path: str | Path, catalog: Catalog | None = None) -> Judgmen
     picks = np.full((m, max(c, 1)), PAD, dtype=np.int64)
     extra = {k: np.full(m, np.nan) for k in ("session", "participant", "rt_ms", "weight")}
 
-    def number(text: str | None, line: int, name: str, whole: bool = True) -> float:
-        """The cell's value, nan when blank; ids (`whole`) must be whole numbers: 9.5 is no stimulus."""
+    def number(text: str | None, line: int, name: str, whole: bool = True, low: int = 0) -> float:
+        """The cell's value, nan when blank; ids (`whole`) must be whole numbers from `low` to MAX_ID: 9.5 is no
+        stimulus, nor is -3 or 1e30."""
         text = (text or "").strip()
         if not text:
             return float("nan")
@@ -315,6 +338,8 @@ def read_trials_csv(path: str | Path, catalog: Catalog | None = None) -> Judgmen
             raise InputError(f"line {line}: column '{name}' holds '{text}', not a number", path) from None
         if whole and not value.is_integer():
             raise InputError(f"line {line}: column '{name}' holds '{text}', not a whole-number id", path)
+        if whole and not low <= value <= MAX_ID:
+            raise InputError(f"line {line}: column '{name}' holds '{text}', out of range ({low} to {MAX_ID})", path)
         return value
 
     for i, row in enumerate(rows):
@@ -341,7 +366,7 @@ def read_trials_csv(path: str | Path, catalog: Catalog | None = None) -> Judgmen
             picks[i, k] = row_refs.index(int(v))
         for k in extra:
             if k in row:
-                extra[k][i] = number(row[k], line, k, whole=k in ("session", "participant"))
+                extra[k][i] = number(row[k], line, k, whole=k in ("session", "participant"), low=-1)
     weight = np.where(np.isnan(extra["weight"]), 1.0, extra["weight"])
     trials = Trials.make(
         query, refs, picks,
@@ -350,9 +375,7 @@ def read_trials_csv(path: str | Path, catalog: Catalog | None = None) -> Judgmen
         extra["rt_ms"], weight,
     )
     if catalog is not None:
-        _check_ids(trials, len(catalog), path)
-    elif len(trials) and (trials.query.min() < 0 or trials.references.min() < PAD):
-        raise InputError("stimulus ids must be 0 or more", path)
+        _check_ids(trials, len(catalog), path, lambda row: f"line {row + 2}")
     return Judgments(trials, catalog, path, "csv", ("CSV: 0-based ids",))
 
 
@@ -368,8 +391,8 @@ def load_judgments(
     `index_base` how a psiz file numbers its stimuli, when its content cannot tell (the other layouts define it).
     """
     path = Path(path)
-    if not path.exists():
-        raise InputError("judgments file not found", path)
+    if folder_problem(path) is not None:
+        readable_file(path, "judgments file not found")
     suffix = path.suffix.lower()
     if index_base is not None and suffix not in (".hdf5", ".h5"):
         raise InputError("an index base is read only for psiz HDF5 files (this layout defines its own)", path)

@@ -13,11 +13,38 @@ from __future__ import annotations
 
 import itertools
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, fields
 
 import numpy as np
 
+from probescope.core.errors import InputError
+
 PAD = -1  # padding for references and choices
+MAX_ID = 2**31 - 1  # psiz stores ids as int32; a larger one names no stimulus of any catalog that fits in memory
+
+
+def whole_ids(values: np.ndarray, low: int, path: object, where: Callable[[int], str],
+              name: str = "stimulus id") -> np.ndarray:
+    """`values` (a numeric array, one row per trial) as int64, each a whole number from `low` to MAX_ID; InputError
+    naming `path` and the trial (`where(row)`) of the first that is not: a float id is never truncated (8.5 is no
+    stimulus), a NaN never taken for padding, 1e30 never wrapped round."""
+    array = np.asarray(values)
+    numeric = np.issubdtype(array.dtype, np.integer) or np.issubdtype(array.dtype, np.floating)
+    if array.dtype == bool or not numeric:
+        raise InputError(f"{name}s must be stored as numbers, not {array.dtype}", path)
+    rows = array.reshape(len(array), -1)
+    with np.errstate(invalid="ignore"):
+        bad = (rows < low) | (rows > MAX_ID)
+        if np.issubdtype(rows.dtype, np.floating):
+            bad |= ~np.isfinite(rows) | (rows != np.floor(rows))
+    if bad.any():
+        row, col = np.argwhere(bad)[0]
+        value = rows[row, col].item()
+        why = ("not a number" if value != value else "not finite" if abs(value) == float("inf")
+               else "not a whole number" if value != int(value) else f"out of range ({low} to {MAX_ID})")
+        raise InputError(f"{where(int(row))}: {name} {value!r} is {why}", path)
+    return rows.astype(np.int64).reshape(array.shape)
 
 
 @dataclass(frozen=True)

@@ -1,5 +1,11 @@
 """A unit card: one figure with a unit's top images (with overlays), its explanations and their scores, painted
-directly so it exports crisp at any size and as vectors (text, rules) in SVG and PDF."""
+directly so it exports crisp at any size and as vectors (text, rules) in SVG and PDF.
+
+Nothing on the card is ever elided or cut: at any width it lays itself out so every formula shows in full. The
+explanations table keeps one line per method while the formulas fit; narrower, a formula wraps within its column;
+narrower still (a paper column), each formula goes on its own lines under its method's scores, across the card.
+The table's font shrinks (to a floor) only when even the scores do not fit.
+"""
 
 from __future__ import annotations
 
@@ -7,11 +13,16 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from PySide6.QtCore import QRectF, QSize, Qt
-from PySide6.QtGui import QColor, QFont, QFontMetrics, QImage, QPainter, QPaintEvent, QPen
+from PySide6.QtGui import QColor, QFont, QFontMetricsF, QImage, QPainter, QPaintEvent, QPalette, QPen
 from PySide6.QtWidgets import QSizePolicy, QWidget
 
-INK = QColor("#202020")
-MUTED = QColor("#666666")
+PAD = 14.0
+CELL_PAD = 4.0  # each side of a table cell
+INDENT = 12.0  # a formula under its method's scores (the stacked table)
+FONT_FLOOR_PT = 6.0
+MIN_CELL = 40.0  # an image of the grid is never smaller: the grid has fewer columns instead
+WRAP = int(Qt.TextFlag.TextWordWrap)
+ANYWHERE = int(Qt.TextFlag.TextWrapAnywhere)
 
 
 @dataclass(frozen=True)
@@ -23,12 +34,31 @@ class CardLine:
     da: float
 
 
+@dataclass(frozen=True)
+class TableLayout:
+    """How the explanations table is laid out at a width: the column widths (method, explanation, length, IoU, DA;
+    the explanation's is the width its formulas wrap to, on their own lines when `stacked`), each row's height (the
+    header first) and the font."""
+
+    font: QFont
+    widths: tuple[float, float, float, float, float]
+    stacked: bool
+    heights: tuple[float, ...]
+    wrap: int
+
+    @property
+    def height(self) -> float:
+        return sum(self.heights)
+
+
 class UnitCard(QWidget):
-    """`set_card(title, subtitle, images, lines, legend)`; white background, readable at paper size. It takes the
-    width it is given (a panel's, or a figure's at export) and is as tall as its content needs at that width."""
+    """`set_card(title, subtitle, images, lines, legend)`; in the palette's colours (a figure is light unless the
+    export follows a dark theme), readable at paper size. It takes the width it is given (a panel's, or a figure's at
+    export) and is as tall as its content needs at that width."""
 
     COLUMNS = 6
     MIN_WIDTH = 320
+    HEADER = ("method", "explanation", "length", "IoU", "DA")
 
     def __init__(self, parent: QWidget | None = None):
         super().__init__(parent)
@@ -61,6 +91,9 @@ class UnitCard(QWidget):
     def sizeHint(self) -> QSize:  # noqa: N802  (Qt override)
         return QSize(640, self.fit_height(640))
 
+    def minimumSizeHint(self) -> QSize:  # noqa: N802  (Qt override)
+        return QSize(self.MIN_WIDTH, self.fit_height(self.MIN_WIDTH))
+
     def resizeEvent(self, event) -> None:  # noqa: N802  (Qt override)
         super().resizeEvent(event)
         self._fit()
@@ -72,90 +105,138 @@ class UnitCard(QWidget):
             self.setMinimumHeight(height)
             self.setMaximumHeight(height)
 
+    def _title_font(self) -> QFont:
+        font = QFont(self.font())
+        font.setPointSizeF(self.font().pointSizeF() * 1.4)
+        font.setBold(True)
+        return font
+
     def paintEvent(self, event: QPaintEvent) -> None:  # noqa: N802
         p = QPainter(self)
         p.setRenderHint(QPainter.RenderHint.Antialiasing)
         p.setRenderHint(QPainter.RenderHint.SmoothPixmapTransform)
-        p.fillRect(self.rect(), QColor("white"))
+        palette = self.palette()
+        p.fillRect(self.rect(), palette.color(QPalette.ColorRole.Base))
+        ink, muted = palette.color(QPalette.ColorRole.Text), palette.color(QPalette.ColorRole.PlaceholderText)
         w = float(self.width())
-        pad = 14.0
-        title_font = QFont(self.font())
-        title_font.setPointSizeF(self.font().pointSizeF() * 1.4)
-        title_font.setBold(True)
-        p.setFont(title_font)
-        p.setPen(INK)
-        tfm = QFontMetrics(title_font)
-        p.drawText(QRectF(pad, pad, w - 2 * pad, tfm.height()), Qt.AlignmentFlag.AlignLeft, self.title)
-        y = pad + tfm.height() + 2
-        p.setFont(self.font())
-        fm = QFontMetrics(self.font())
-        p.setPen(MUTED)
-        y += self._wrapped(p, fm, self.subtitle, pad, y, w - 2 * pad) + 8
-        cols, grid_rows, cell, gap = self._grid(w, pad)
+        text_w = w - 2 * PAD
+        p.setPen(ink)
+        y = PAD + _draw_wrapped(p, self._title_font(), self.title, PAD, PAD, text_w) + 2
+        p.setPen(muted)
+        y += _draw_wrapped(p, self.font(), self.subtitle, PAD, y, text_w) + 8
+        cols, grid_rows, cell, gap = self._grid(w)
         for k, image in enumerate(self.images):
             r, c = divmod(k, cols)
-            target = QRectF(pad + c * (cell + gap), y + r * (cell + gap), cell, cell)
-            p.drawImage(target, image)
+            p.drawImage(QRectF(PAD + c * (cell + gap), y + r * (cell + gap), cell, cell), image)
         y += grid_rows * (cell + gap) + 4
         if self.legend:
-            p.setPen(MUTED)
-            y += self._wrapped(p, fm, self.legend, pad, y, w - 2 * pad) + 6
-        self._table(p, fm, pad, y, w - 2 * pad)
+            p.setPen(muted)
+            y += _draw_wrapped(p, self.font(), self.legend, PAD, y, text_w) + 6
+        self._paint_table(p, self.table_layout(text_w), PAD, y, text_w, ink)
         p.end()
 
-    def _grid(self, width: float, pad: float) -> tuple[int, int, float, float]:
+    def _grid(self, width: float) -> tuple[int, int, float, float]:
         """(columns, rows, cell size, gap) of the image grid at `width`."""
         n = len(self.images)
-        cols = min(self.COLUMNS, max(n, 1))
         gap = 6.0
-        return cols, (n + cols - 1) // cols if n else 0, max((width - 2 * pad - gap * (cols - 1)) / cols, 8.0), gap
+        room = width - 2 * PAD
+        cols = max(1, min(self.COLUMNS, max(n, 1), int((room + gap) // (MIN_CELL + gap))))
+        return cols, (n + cols - 1) // cols if n else 0, max((room - gap * (cols - 1)) / cols, 8.0), gap
 
     def fit_height(self, width: int) -> int:
         """The height the card needs at `width` (the card is laid out top-down, nothing stretches)."""
-        pad = 14.0
-        title_font = QFont(self.font())
-        title_font.setPointSizeF(self.font().pointSizeF() * 1.4)
-        fm = QFontMetrics(self.font())
-        text_w = int(width - 2 * pad)
-        flags = int(Qt.TextFlag.TextWordWrap)
-        sub = fm.boundingRect(0, 0, text_w, 10_000, flags, self.subtitle).height()
-        legend = fm.boundingRect(0, 0, text_w, 10_000, flags, self.legend).height() + 6 if self.legend else 0
-        _, rows, cell, gap = self._grid(width, pad)
-        return int(pad + QFontMetrics(title_font).height() + 2 + sub + 8 + rows * (cell + gap) + 4 + legend
-                   + (len(self.lines) + 1) * (fm.height() + 4) + pad)
+        text_w = width - 2 * PAD
+        title = _wrapped_height(self._title_font(), self.title, text_w)
+        sub = _wrapped_height(self.font(), self.subtitle, text_w)
+        legend = _wrapped_height(self.font(), self.legend, text_w) + 6 if self.legend else 0
+        _, rows, cell, gap = self._grid(width)
+        return int(PAD + title + 2 + sub + 8 + rows * (cell + gap) + 4 + legend + self.table_layout(text_w).height
+                   + PAD + 1)
 
-    @staticmethod
-    def _wrapped(p: QPainter, fm: QFontMetrics, text: str, x: float, y: float, width: float) -> float:
-        """Draw word-wrapped `text`; returns its height."""
-        flags = Qt.AlignmentFlag.AlignLeft | Qt.TextFlag.TextWordWrap
-        rect = fm.boundingRect(0, 0, int(width), 10_000, int(flags), text)
-        p.drawText(QRectF(x, y, width, rect.height()), flags, text)
-        return float(rect.height())
+    def _cells(self) -> list[list[str]]:
+        return [[line.method, line.label, str(line.length), f"{line.iou:.4f}", f"{line.da:.3f}"]
+                for line in self.lines]
 
-    def _table(self, p: QPainter, fm: QFontMetrics, x: float, y: float, width: float) -> None:
-        num_w = fm.horizontalAdvance("0.0000") + 16
-        len_w = fm.horizontalAdvance("length") + 16
-        method_w = max((fm.horizontalAdvance(line.method) for line in self.lines), default=60) + 16
-        label_w = max(width - method_w - len_w - 2 * num_w, 60)
-        cols = [("method", method_w, Qt.AlignmentFlag.AlignLeft), ("explanation", label_w, Qt.AlignmentFlag.AlignLeft),
-                ("length", len_w, Qt.AlignmentFlag.AlignRight), ("IoU", num_w, Qt.AlignmentFlag.AlignRight),
-                ("DA", num_w, Qt.AlignmentFlag.AlignRight)]
-        row_h = fm.height() + 4
-        bold = QFont(self.font())
+    def table_layout(self, width: float) -> TableLayout:
+        """The explanations table at `width` (see the module text)."""
+        cells = self._cells()
+        size = self.font().pointSizeF()
+        while True:
+            font = QFont(self.font())
+            font.setPointSizeF(size)
+            layout = self._layout_at(font, width, cells)
+            if layout is not None or size <= FONT_FLOOR_PT:
+                return layout or self._layout_at(font, width, cells, force=True)
+            size = max(FONT_FLOOR_PT, size * 0.9)
+
+    def _layout_at(self, font: QFont, width: float, cells: list[list[str]], force: bool = False
+                   ) -> TableLayout | None:
+        """The table in `font` at `width`, or None when its scores do not fit (`force`: fit them anyway)."""
+        bold = QFont(font)
         bold.setBold(True)
-        rows = [[c[0] for c in cols]] + [[line.method, line.label, str(line.length), f"{line.iou:.4f}",
-                                          f"{line.da:.3f}"] for line in self.lines]
-        for r, cells in enumerate(rows):
-            p.setFont(bold if r == 0 else self.font())
-            p.setPen(INK)
+        fm, fb = QFontMetricsF(font), QFontMetricsF(bold)
+
+        def column(k: int) -> float:
+            return max([fb.horizontalAdvance(self.HEADER[k])] + [fm.horizontalAdvance(row[k]) for row in cells]
+                       ) + 2 * CELL_PAD + 0.5
+
+        method, length, iou, da = column(0), column(2), column(3), column(4)
+        scores = length + iou + da
+        labels = [row[1] for row in cells] or [""]
+        longest = max(fm.horizontalAdvance(label) for label in labels) + 2 * CELL_PAD
+        longest = max(longest, fb.horizontalAdvance(self.HEADER[1]) + 2 * CELL_PAD)
+        word = max([fb.horizontalAdvance(self.HEADER[1])]
+                   + [fm.horizontalAdvance(w) for label in labels for w in label.split()]) + 2 * CELL_PAD
+        room = width - method - scores
+        line = fm.height() + 4
+        if room >= longest or (room >= word and room >= 0.3 * width):  # formulas beside their scores
+            heights = [line] + [_wrapped_height(font, row[1], room - 2 * CELL_PAD) + 4 for row in cells]
+            return TableLayout(font, (method, room, length, iou, da), False, tuple(heights), WRAP)
+        if width - scores < method and not force:
+            return None
+        under = width - INDENT  # each formula across the card under its method's scores
+        wrap = WRAP if word - 2 * CELL_PAD <= under - 2 * CELL_PAD else ANYWHERE
+        heights = [2 * line] + [line + _wrapped_height(font, row[1], under - 2 * CELL_PAD, wrap) + 2
+                                for row in cells]
+        return TableLayout(font, (max(width - scores, 0.0), under, length, iou, da), True, tuple(heights), wrap)
+
+    def _paint_table(self, p: QPainter, t: TableLayout, x: float, y: float, width: float, ink: QColor) -> None:
+        bold = QFont(t.font)
+        bold.setBold(True)
+        line = QFontMetricsF(t.font).height() + 4
+        left = Qt.AlignmentFlag.AlignLeft | Qt.AlignmentFlag.AlignTop
+        right = Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignTop
+        aligns = (left, left, right, right, right)
+        p.setPen(ink)
+        for r, (cells, height) in enumerate(zip([list(self.HEADER), *self._cells()], t.heights, strict=True)):
+            p.setFont(bold if r == 0 else t.font)
             cx = x
-            for (_, cw, align), text in zip(cols, cells, strict=True):
-                shown = fm.elidedText(text, Qt.TextElideMode.ElideMiddle, int(cw - 8))
-                p.drawText(QRectF(cx + 4, y, cw - 8, row_h), align | Qt.AlignmentFlag.AlignVCenter, shown)
+            order = (0, 2, 3, 4) if t.stacked else (0, 1, 2, 3, 4)
+            for k in order:
+                cw = t.widths[k]
+                flags = int(aligns[k]) | (t.wrap if k == 1 else 0)
+                p.drawText(QRectF(cx + CELL_PAD, y + 2, cw - 2 * CELL_PAD, height - 2), flags, cells[k])
                 cx += cw
+            if t.stacked:  # the formula under the scores, across the card
+                p.drawText(QRectF(x + INDENT + CELL_PAD, y + line, t.widths[1] - 2 * CELL_PAD, height - line),
+                           int(left) | t.wrap, cells[1])
             if r == 0:
-                p.setPen(QPen(INK, 1))
-                p.drawLine(int(x), int(y + row_h), int(x + width), int(y + row_h))
-            y += row_h
-        p.setPen(QPen(INK, 1))
-        p.drawLine(int(x), int(y), int(x + width), int(y))
+                p.setPen(QPen(ink, 1))
+                p.drawLine(QRectF(x, y, width, height).bottomLeft(), QRectF(x, y, width, height).bottomRight())
+            y += height
+        p.setPen(QPen(ink, 1))
+        p.drawLine(QRectF(x, y, width, 0).topLeft(), QRectF(x, y, width, 0).topRight())
+
+
+def _wrapped_height(font: QFont, text: str, width: float, wrap: int = WRAP) -> float:
+    if not text:
+        return 0.0
+    return QFontMetricsF(font).boundingRect(QRectF(0, 0, max(width, 1.0), 1e6), wrap, text).height()
+
+
+def _draw_wrapped(p: QPainter, font: QFont, text: str, x: float, y: float, width: float) -> float:
+    """Draw word-wrapped `text` in `font`; returns its height."""
+    p.setFont(font)
+    height = _wrapped_height(font, text, width)
+    p.drawText(QRectF(x, y, width, height), int(Qt.AlignmentFlag.AlignLeft) | WRAP, text)
+    return height

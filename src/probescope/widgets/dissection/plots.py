@@ -4,7 +4,7 @@ threshold marked, the layer's IoU-against-DA scatter (one point per unit, click 
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 import numpy as np
 import pyqtgraph as pg
@@ -34,7 +34,8 @@ class ActivationHistogram(QWidget):
         self.counts = np.empty(0)
         self.bars = pg.BarGraphItem(x=[], height=[], width=1.0, brush=pg.mkBrush(BAR_COLOR), pen=pg.mkPen(BAR_COLOR))
         self.line = pg.InfiniteLine(pos=0.0, angle=90, pen=pg.mkPen(THRESHOLD_COLOR, width=2), label="",
-                                    labelOpts={"color": THRESHOLD_COLOR, "position": 0.9})
+                                    labelOpts={"position": 0.9})
+        self.plot.add_inked(self.line.label, "warning")  # the line's red, in a shade the theme's text can take
         self.plot.addItem(self.bars)
         self.plot.addItem(self.line)
 
@@ -114,18 +115,19 @@ class UnitScatter(QWidget):
 
 
 class GroupedBars(QWidget):
-    """Bars side by side per x (one colour per named series, with a legend): `set_series({name: (x, y)})`."""
+    """Bars side by side per x (one colour per named series, with a legend under the plot, never on the bars):
+    `set_series({name: (x, y)})`. `colors` go to the series in order, or by name when a mapping."""
 
     GROUP_WIDTH = 0.8  # of the distance between neighbouring x values
 
-    def __init__(self, title: str, left: str, bottom: str, colors: Sequence[str] = ("#4e79a7", "#f28e2b", "#59a14f",
-                                                                                      "#e15759"),
+    def __init__(self, title: str, left: str, bottom: str,
+                 colors: Sequence[str] | Mapping[str, str] = ("#4e79a7", "#f28e2b", "#59a14f", "#e15759"),
                  parent: QWidget | None = None):
         super().__init__(parent)
         self.plot = titled_plot(title, left, bottom)
         self.plot.setMouseEnabled(False, False)
-        self.legend = self.plot.add_legend(offset=(-10, 10))
-        self.colors = tuple(colors)
+        self.legend = self.plot.add_legend(below=True)
+        self.colors = colors
         layout = QVBoxLayout(self)
         layout.setContentsMargins(0, 0, 0, 0)
         layout.addWidget(self.plot)
@@ -137,7 +139,7 @@ class GroupedBars(QWidget):
         self.series = {name: ([float(v) for v in x], [float(v) for v in y]) for name, (x, y) in series.items()}
         width = self.GROUP_WIDTH / max(1, len(self.series))
         for k, (name, (x, y)) in enumerate(self.series.items()):
-            color = self.colors[k % len(self.colors)]
+            color = self.colors[name] if isinstance(self.colors, Mapping) else self.colors[k % len(self.colors)]
             offset = (k - (len(self.series) - 1) / 2) * width
             bars = pg.BarGraphItem(x=np.asarray(x) + offset, height=y, width=width, brush=pg.mkBrush(color),
                                    pen=pg.mkPen(color))

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from PySide6.QtCore import QAbstractTableModel, QModelIndex, QPersistentModelIndex, Qt, Signal
+from PySide6.QtCore import QAbstractTableModel, QItemSelectionModel, QModelIndex, QPersistentModelIndex, Qt, Signal
 from PySide6.QtWidgets import QAbstractItemView, QHeaderView, QTableView, QWidget
 
 MAX_COLUMN_WIDTH = 220
@@ -200,7 +200,7 @@ class UnitTable(QTableView):
         index = self._rows.index(row, 0)
         if not emit:
             self.selectionModel().blockSignals(True)
-        self.setCurrentIndex(index)
+        self._go(index)
         self.selectionModel().blockSignals(False)
         self.scrollTo(index)
         self._current = unit
@@ -213,7 +213,13 @@ class UnitTable(QTableView):
             return
         here = self.currentIndex().row()
         pos = here + offset if 0 <= here < n else 0
-        self.setCurrentIndex(self._rows.index(min(max(pos, 0), n - 1), 0))
+        self._go(self._rows.index(min(max(pos, 0), n - 1), 0))
+
+    def _go(self, index: QModelIndex) -> None:
+        """Make `index`'s row the current and only selected one. (`setCurrentIndex` asks the keyboard: with Ctrl
+        held, as it is for Ctrl+] and Ctrl+[, the extended selection added the row instead.)"""
+        flags = QItemSelectionModel.SelectionFlag.ClearAndSelect | QItemSelectionModel.SelectionFlag.Rows
+        self.selectionModel().setCurrentIndex(index, flags)
 
     def _reselect(self) -> None:
         """After a reset, sort or filter: the selected unit's row again, wherever it went (no signal)."""

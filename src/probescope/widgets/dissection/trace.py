@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from PySide6.QtCore import Qt, Signal
+from PySide6.QtCore import QEvent, Qt, Signal
 from PySide6.QtGui import QBrush, QFont
 from PySide6.QtWidgets import QAbstractItemView, QHeaderView, QTreeWidget, QTreeWidgetItem, QWidget
 
@@ -66,11 +66,27 @@ class TraceTree(QTreeWidget):
                 if e.picked_by:
                     for c in range(len(COLUMNS)):
                         leaf.setFont(c, bold)
-                        leaf.setForeground(c, QBrush(ink_color("pick", self.palette())))
                 top.addChild(leaf)
             top.setExpanded(expanded is None or s < expanded)
+        self._ink_picks()
         for c in (1, 2, 3):
             self.resizeColumnToContents(c)
+
+    def _ink_picks(self) -> None:
+        """The picked formulas in the theme's pick colour (again at each palette change: a theme switch)."""
+        brush = QBrush(ink_color("pick", self.palette()))
+        for s in range(self.topLevelItemCount()):
+            top = self.topLevelItem(s)
+            for p in range(top.childCount()):
+                leaf = top.child(p)
+                if leaf.text(3):
+                    for c in range(len(COLUMNS)):
+                        leaf.setForeground(c, brush)
+
+    def changeEvent(self, event: QEvent) -> None:  # noqa: N802
+        super().changeEvent(event)
+        if event.type() == QEvent.Type.PaletteChange:
+            self._ink_picks()
 
     def leaves(self) -> list[tuple[int, int, list[str]]]:
         """(step, position, cell texts) of every formula shown, in order."""

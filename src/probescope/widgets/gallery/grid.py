@@ -26,14 +26,24 @@ from PySide6.QtCore import (
     Signal,
 )
 from PySide6.QtGui import QColor, QFont, QFontMetrics, QImage, QPainter, QPalette, QPixmap, QPixmapCache
-from PySide6.QtWidgets import QAbstractItemView, QListView, QStyle, QStyledItemDelegate, QStyleOptionViewItem, QWidget
+from PySide6.QtWidgets import (
+    QAbstractItemView,
+    QApplication,
+    QListView,
+    QSizePolicy,
+    QStyle,
+    QStyledItemDelegate,
+    QStyleOptionViewItem,
+    QWidget,
+)
 
+from probescope.widgets.ink import readable_on
 from probescope.widgets.plots_bars import class_color
 from probescope.widgets.thumbnail_grid import SteppingListView
 
 QPixmapCache.setCacheLimit(max(QPixmapCache.cacheLimit(), 256 * 1024))  # KiB
 
-BAR_ROW = 12  # pixels per class bar under a thumbnail
+BAR_ROW = 12  # pixels per class bar under a thumbnail, at least (more when the small font needs it)
 TEXT_ROW = 15
 LAYOUT_BATCH = 2000  # cells laid out per event-loop turn
 
@@ -167,8 +177,13 @@ class GalleryDelegate(QStyledItemDelegate):
         self.missing: set[int] = set()
         self._font: QFont | None = None
 
+    def bar_row(self) -> int:
+        """Pixels per class bar: a bar (the row less a pixel above and below) as tall as the small font and its
+        underscore, which sits below the descent ('sunset_sea-s' read 'sunset sea-s' off the bar)."""
+        return max(BAR_ROW, QFontMetrics(self.small_font(QApplication.font())).height() + 4)
+
     def cell_size(self) -> QSize:
-        return QSize(self.thumb + 12, self.thumb + 12 + TEXT_ROW + 3 * BAR_ROW + 4)
+        return QSize(self.thumb + 12, self.thumb + 12 + TEXT_ROW + 3 * self.bar_row() + 4)
 
     def sizeHint(self, option: QStyleOptionViewItem, index: QModelIndex) -> QSize:  # noqa: N802
         return self.cell_size()
@@ -222,7 +237,8 @@ class GalleryDelegate(QStyledItemDelegate):
         cached = QPixmapCache.find(key)
         if cached is not None:
             return cached
-        pixmap = QPixmap(width, BAR_ROW * len(top))
+        row = self.bar_row()
+        pixmap = QPixmap(width, row * len(top))
         pixmap.fill(Qt.GlobalColor.transparent)
         painter = QPainter(pixmap)
         painter.setFont(font)
@@ -230,13 +246,17 @@ class GalleryDelegate(QStyledItemDelegate):
         for i, (c, p) in enumerate(zip(top, top_p, strict=True)):
             if c < 0:
                 continue
-            bar = QRectF(0, i * BAR_ROW + 1, width, BAR_ROW - 2)
+            bar, filled = QRectF(0, i * row + 1, width, row - 2), width * float(p)
             painter.fillRect(bar, QColor(127, 127, 127, 40))
-            painter.fillRect(QRectF(0, bar.y(), width * float(p), bar.height()), class_color(int(c)))
-            painter.setPen(color)
+            painter.fillRect(QRectF(0, bar.y(), filled, bar.height()), class_color(int(c)))
             label = fm.elidedText(f"{model.class_name(int(c))} {p:.2f}", Qt.TextElideMode.ElideMiddle, width - 4)
-            painter.drawText(bar.adjusted(3, 0, 0, 0), Qt.AlignmentFlag.AlignLeft | Qt.AlignmentFlag.AlignVCenter,
-                             label)
+            # over the bar in black or white, whichever reads on its colour; beside it in the cell's text colour
+            for part, pen in ((QRectF(0, bar.y(), filled, bar.height()), readable_on(class_color(int(c)))),
+                              (QRectF(filled, bar.y(), width - filled, bar.height()), color)):
+                painter.setClipRect(part)
+                painter.setPen(pen)
+                painter.drawText(bar.adjusted(3, 0, 0, 0), Qt.AlignmentFlag.AlignLeft | Qt.AlignmentFlag.AlignVCenter,
+                                 label)
         painter.end()
         QPixmapCache.insert(key, pixmap)
         return pixmap
@@ -336,7 +356,8 @@ class GalleryGrid(SteppingListView):
 
 class ContactSheet(QWidget):
     """The first `rows` cells of a gallery laid out as a sheet, painted by the grid's delegate: an exportable
-    figure of a chosen selection (sort and filter first, then export)."""
+    figure of a chosen selection (sort and filter first, then export). Up to `COLUMNS` cells a line, fewer where
+    the sheet is narrower (a paper column's figure): it is then taller, and every cell is whole."""
 
     COLUMNS = 8
 
@@ -344,6 +365,9 @@ class ContactSheet(QWidget):
         super().__init__(parent)
         self.model, self.delegate = model, delegate
         self._rows = 0
+        policy = QSizePolicy(QSizePolicy.Policy.Preferred, QSizePolicy.Policy.Preferred)
+        policy.setHeightForWidth(True)
+        self.setSizePolicy(policy)
         self.set_rows(0)
 
     def rows(self) -> int:
@@ -351,11 +375,25 @@ class ContactSheet(QWidget):
 
     def set_rows(self, rows: int) -> None:
         self._rows = rows
-        cell = self.delegate.cell_size()
-        columns = max(1, min(self.COLUMNS, rows))
-        lines = max(1, -(-rows // columns))
-        self.resize(columns * cell.width() + 8, lines * cell.height() + 8)
+        self.resize(self.sizeHint())
         self.update()
+
+    def columns(self, width: int) -> int:
+        return max(1, min(self.COLUMNS, self.rows(), (width - 8) // self.delegate.cell_size().width()))
+
+    def hasHeightForWidth(self) -> bool:  # noqa: N802  (Qt override)
+        return True
+
+    def heightForWidth(self, width: int) -> int:  # noqa: N802  (Qt override)
+        return max(1, -(-self.rows() // self.columns(width))) * self.delegate.cell_size().height() + 8
+
+    def sizeHint(self) -> QSize:  # noqa: N802  (Qt override)
+        width = max(1, min(self.COLUMNS, self.rows())) * self.delegate.cell_size().width() + 8
+        return QSize(width, self.heightForWidth(width))
+
+    def minimumSizeHint(self) -> QSize:  # noqa: N802  (Qt override)
+        width = self.delegate.cell_size().width() + 8
+        return QSize(width, self.heightForWidth(width))
 
     def paintEvent(self, event) -> None:  # noqa: N802
         painter = QPainter(self)
@@ -364,8 +402,9 @@ class ContactSheet(QWidget):
         option = QStyleOptionViewItem()
         option.palette = self.palette()
         option.font = self.font()
+        columns = self.columns(self.width())
         for row in range(self.rows()):
-            option.rect = QRect(4 + (row % self.COLUMNS) * cell.width(), 4 + (row // self.COLUMNS) * cell.height(),
+            option.rect = QRect(4 + (row % columns) * cell.width(), 4 + (row // columns) * cell.height(),
                                 cell.width(), cell.height())
             self.delegate.paint(painter, option, self.model.index(row))
         painter.end()

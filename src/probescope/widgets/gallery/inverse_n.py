@@ -22,7 +22,7 @@ class InverseAxis(pg.AxisItem):
     """An axis in 1/N whose ticks say N."""
 
     def tickStrings(self, values, scale, spacing) -> list[str]:  # noqa: N802  (pyqtgraph override)
-        return ["∞" if v <= 1e-15 else f"{1.0 / v:,.0f}" for v in values]
+        return ["∞" if abs(v) <= 1e-15 else "" if v < 0 else f"{1.0 / v:,.0f}" for v in values]  # (1/N ≥ 0)
 
 
 class InverseNPlot(FigurePlot):

@@ -11,7 +11,7 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 import pyqtgraph as pg
-from PySide6.QtCore import Qt, Signal
+from PySide6.QtCore import QEvent, QObject, Qt, Signal
 from PySide6.QtGui import QImage, QPixmap
 from PySide6.QtWidgets import QLabel, QVBoxLayout, QWidget
 
@@ -74,6 +74,7 @@ class EmbeddingView(QWidget):
         self.thumbnail = QLabel(self.plot)  # a child of the plot: drawn (and exported) over its corner
         self.thumbnail.setStyleSheet("background: white; border: 1px solid #888; color: black; padding: 2px;")
         self.thumbnail.hide()
+        self.plot.viewport().installEventFilter(self)  # the pointer leaving the plot ends the hover
         layout = QVBoxLayout(self)
         layout.setContentsMargins(0, 0, 0, 0)
         layout.addWidget(self.plot)
@@ -96,6 +97,8 @@ class EmbeddingView(QWidget):
         self.plot.autoRange()
 
     def highlight(self, query: int, picks: Sequence[int], references: Sequence[int]) -> None:
+        """A trial's stimuli (a new trial: the hover of the last one ends)."""
+        self.end_hover()
         if len(self._xy) == 0:
             return
         spots = [(query, QUERY_COLOR, 18)] + [(r, REFERENCE_COLOR, 14) for r in references if r not in picks]
@@ -141,6 +144,22 @@ class EmbeddingView(QWidget):
         if index != self._hover:
             self._set_hover(index)
             self.hovered.emit(index)
+
+    def end_hover(self) -> None:
+        """No point under the pointer any more: the hover mark and the thumbnail go."""
+        if self._hover >= 0 or self.thumbnail.isVisible():
+            self._set_hover(-1)
+            self.hovered.emit(-1)
+
+    def eventFilter(self, watched: QObject, event: QEvent) -> bool:  # noqa: N802
+        if event.type() == QEvent.Type.Leave:
+            self.end_hover()
+        return super().eventFilter(watched, event)
+
+    def changeEvent(self, event: QEvent) -> None:  # noqa: N802
+        super().changeEvent(event)
+        if event.type() == QEvent.Type.PaletteChange:  # a theme switch: the thumbnail was of the last hover
+            self.end_hover()
 
     def _set_hover(self, index: int) -> None:
         self._hover = index

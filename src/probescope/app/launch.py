@@ -1,0 +1,282 @@
+"""`probescope gui`: open the desktop application, on the demo world unless told to open something else.
+
+With `--screenshot OUT.png` (or `.svg`, `.pdf`: the vector export) the window loads, waits until the chosen
+workspace's initial work is done, renders at `--size`, writes the file and exits 0 (non-zero with a message when
+loading fails or times out); with `--preset`, it writes the figure the export dialog's preset writes (the same
+function), so a paper's figures can be remade by a script. Screenshot runs use a throwaway settings file and the
+offscreen platform unless `QT_QPA_PLATFORM` says otherwise.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from pathlib import Path
+
+from probescope.core import bounds
+from probescope.jobs.arguments import BoundedArg, NumbersArg, add_trust_arguments, device_arg, trust_from_args
+
+WORKSPACE_NAMES = ("dissection", "gallery", "similarity")
+PRESET_KEYS = ("column", "page", "screen")  # probescope.app.export.PRESETS (not imported here: it loads Qt)
+DEFAULT_SIZE = "1400x900"
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--workspace", choices=WORKSPACE_NAMES, help="workspace to show first")
+    parser.add_argument("--model", metavar="SPEC", help="model spec or file: demo, <arch>:<weights>, "
+                        "places365:<arch>:<checkpoint>, torchscript:<file>, export:<file.pt2>, or a file to detect")
+    parser.add_argument("--dataset", metavar="DIR", help="probing dataset folder (Broden format), or one of its "
+                        "index files to open only its rows (e.g. DIR/index_ade20k.csv)")
+    parser.add_argument("--batch", metavar="DIR", type=Path, help="a `probescope batch` output folder to browse in the "
+                        "Dissection workspace (the demo model and dataset are then not opened unless asked for)")
+    parser.add_argument("--samples", metavar="PATH", help="generator samples: a folder of images, a .npz/.npy, or a "
+                        "TorchScript generator (with --generator)")
+    parser.add_argument("--generator", metavar="Z,N[,C]", type=NumbersArg(
+                        (bounds.NOISE, bounds.SAMPLES, bounds.CLASSES), ",", "128,50000 or 128,50000,1000", optional=1),
+                        help="--samples is a TorchScript generator G(z[, class]): "
+                        "noise size Z, N samples to draw, C classes (0 or absent: unconditional)")
+    parser.add_argument("--judgments", metavar="FILE", help="similarity judgments (.hdf5, .zip, folder, .csv)")
+    parser.add_argument("--catalog", metavar="FILE", help="catalog of the judgments' stimuli")
+    parser.add_argument("--image-root", metavar="DIR", help="folder the catalog's image paths start from")
+    parser.add_argument("--index-base", type=int, choices=(0, 1), metavar="0|1",
+                        help="how a psiz .hdf5 judgments file numbers its stimuli, when neither it nor a catalog tells")
+    parser.add_argument("--device", type=device_arg,
+                        help="compute device (cpu, cuda, cuda:1, mps); default: the saved setting")
+    parser.add_argument("--theme", choices=("system", "light", "dark"), help="colour theme for this run")
+    parser.add_argument("--screenshot", metavar="OUT.png|svg|pdf", type=Path,
+                        help="render the window to OUT (PNG, or SVG/PDF vectors) once the workspace has loaded, "
+                        "then exit")
+    parser.add_argument("--view", metavar="NAME", help="with --screenshot: export this view of the workspace instead "
+                        "of the window (a name from File > Export Figure, e.g. 'Unit card')")
+    parser.add_argument("--panel", metavar="KEY", help="with --screenshot: bring this panel of the workspace to the "
+                        "front first (e.g. role, layer, real)")
+    parser.add_argument("--unit", type=BoundedArg(bounds.UNIT), metavar="N",
+                        help="with --screenshot and the dissection workspace: show "
+                        "unit N")
+    parser.add_argument("--preset", choices=PRESET_KEYS, help="with --screenshot: write the figure the export "
+                        "dialog's preset writes: 'column' (3.5 in), 'page' (7 in) or 'screen' (the view's own size); "
+                        "PNG at the preset's dpi, light colours unless the settings' export defaults follow the theme")
+    parser.add_argument("--size", default=DEFAULT_SIZE, metavar="WxH", help=f"window size (default {DEFAULT_SIZE})",
+                        type=NumbersArg((bounds.WINDOW_WIDTH, bounds.WINDOW_HEIGHT), "x", "1400x900"))
+    parser.add_argument("--timeout", type=BoundedArg(bounds.SECONDS), default=600.0, metavar="S",
+                        help="longest wait for --screenshot (seconds, default 600)")
+    parser.add_argument("--settings", metavar="FILE", type=Path,
+                        help="settings file to use instead of the user's (an .ini file)")
+    add_trust_arguments(parser)
+
+
+def requests(args: argparse.Namespace) -> list:
+    """What to open: each input from its flag, the demo world's otherwise."""
+    from probescope.core.errors import InputError
+    from probescope.jobs.inputs import DEMO, OpenRequest
+
+    if (args.catalog or args.image_root or args.index_base is not None) and not args.judgments:
+        raise InputError("--catalog, --image-root and --index-base go with --judgments")
+    if args.generator and not args.samples:
+        raise InputError("--generator goes with --samples GENERATOR_FILE")
+    generator: tuple[int, ...] = args.generator or ()
+    batch = args.batch
+    if batch is not None:
+        from probescope.jobs.batch.reader import read_batch
+
+        read_batch(batch)  # a wrong folder stops here, with its one-line message
+    return [
+        *([OpenRequest("model", args.model or DEMO)] if args.model or batch is None else []),
+        *([OpenRequest("dataset", args.dataset or DEMO)] if args.dataset or batch is None else []),
+        OpenRequest("samples", args.samples or DEMO, generator=generator),
+        OpenRequest("judgments", args.judgments or DEMO, args.catalog or "", args.image_root or "",
+                    index_base=args.index_base),
+    ]
+
+
+def limit_blas_threads() -> None:
+    """OpenBLAS threads for the GUI process, set before NumPy loads (it reads them once): half of the cores the
+    compute thread leaves. The I/O pool reads scores (FID's eigenvalue problem, distances) beside the compute thread
+    and the GUI thread; BLAS threads spinning on cores those need cost more than they give (measured on 2 busy
+    cores: a 128 x 128 eigh took 22-31 ms with 2 threads, 1.8 ms with 1). The user's own setting wins."""
+    cores = os.cpu_count() or 2
+    os.environ.setdefault("OPENBLAS_NUM_THREADS", str(max(1, (cores - 1) // 2)))
+
+
+def run(args: argparse.Namespace) -> int:
+    limit_blas_threads()
+    size = args.size
+    to_open = requests(args)
+    trust = trust_from_args(args)
+    if args.screenshot is not None:
+        os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
+    from probescope.app import splash
+
+    launch = splash.start() if args.screenshot is None else None  # on screen while torch loads
+    import torch  # before Qt, and the thread count once, early
+
+    from probescope.app.workers import compute_threads, keep_gui_responsive
+
+    torch.set_num_threads(compute_threads())
+    from PySide6.QtWidgets import QApplication
+
+    from probescope.app.main_window import MainWindow
+    from probescope.app.settings import Settings
+    from probescope.app.theme import apply_theme
+
+    app = QApplication.instance() or QApplication([sys.argv[0]])
+    app.setApplicationName("probescope")
+    app.setOrganizationName("probescope")
+    app.setDesktopFileName("io.github.probescope.Probescope")  # the .desktop file (packaging/linux) for taskbars
+    app.setWindowIcon(_app_icon())
+    if args.screenshot is not None:
+        return _screenshot(app, args, size, to_open, trust)
+    settings = Settings(args.settings)
+    apply_theme(app, args.theme or settings.theme())
+    window = MainWindow(settings, device=args.device, trust=trust)
+    _print_notes(settings)
+    keep_gui_responsive()
+    if args.workspace:
+        window.set_workspace(args.workspace)
+    for request in to_open:
+        window.open(request)
+    if args.batch is not None:
+        window.open_batch(args.batch)
+    window.show()
+    splash.close(launch)
+    _close_on_signals(window)
+    _notify_uncaught(window)
+    return app.exec()
+
+
+def _print_notes(settings) -> None:
+    """The saved settings the window did not use, one line each (the window shows them too)."""
+    for note in settings.notes:
+        print(f"probescope gui: note: {note}", file=sys.stderr)
+
+
+def _app_icon():
+    """The icon set in assets/icons, every size, so each place the desktop shows it picks the sharpest."""
+    from PySide6.QtGui import QIcon
+
+    from probescope.assets import ASSETS_DIR
+
+    icon = QIcon()
+    for png in sorted((ASSETS_DIR / "icons").glob("probescope-*.png")):
+        icon.addFile(str(png))
+    return icon
+
+
+def _notify_uncaught(window) -> None:
+    """An exception escaping a slot becomes a notification (and a line on stderr), never a silent failure."""
+    from probescope.jobs.protocol import describe_error
+
+    def hook(exc_type, exc, tb) -> None:
+        error = describe_error("probescope", exc.with_traceback(tb))
+        print(error.details, file=sys.stderr)
+        window.notify(error.message, error.details)
+
+    sys.excepthook = hook
+
+
+def _close_on_signals(window) -> None:
+    """Ctrl+C or SIGTERM closes the window as its close button does: tasks cancelled, settings saved."""
+    import signal
+
+    from PySide6.QtCore import QTimer
+
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, lambda *_: window.close())
+    timer = QTimer(window)  # lets the Python interpreter run its signal handlers while Qt's loop waits
+    timer.timeout.connect(lambda: None)
+    timer.start(250)
+
+
+def _screenshot(app, args: argparse.Namespace, size: tuple[int, int], to_open: list, trust) -> int:
+    import tempfile
+
+    from PySide6.QtCore import QEventLoop, QTimer
+
+    from probescope.app.export import export_preset, export_widget, format_of, preset_named
+    from probescope.app.main_window import MainWindow
+    from probescope.app.settings import Settings
+    from probescope.app.theme import apply_theme
+    from probescope.app.workers import keep_gui_responsive
+    from probescope.core.errors import InputError
+
+    out = Path(args.screenshot)
+    format_of(out)  # .png, .svg or .pdf, else one line before any window opens
+    with tempfile.TemporaryDirectory(prefix="probescope-screenshot-") as tmp:
+        settings = Settings(args.settings or Path(tmp) / "settings.ini")
+        apply_theme(app, args.theme or "light")
+        window = MainWindow(settings, device=args.device, trust=trust, ask_trust=False)  # nobody to ask
+        _print_notes(settings)
+        keep_gui_responsive()
+        window.resize(*size)
+        window.set_workspace(args.workspace or "dissection")
+        workspace = window.current_workspace()
+        if args.panel is not None and args.panel not in workspace.area.panels:
+            window.close()
+            raise InputError(f"--panel: the {workspace.title} workspace has no panel {args.panel!r} (its panels: "
+                             f"{', '.join(workspace.area.panels)})")
+        if args.panel is not None:
+            workspace.area.raise_panel(args.panel)
+        failures: list[str] = []
+        loop = QEventLoop()
+
+        def check() -> None:  # done once the workspace has its content and nothing else is still loading
+            if failures or (workspace.is_initial_work_done and not window.pool.active()):
+                loop.quit()
+
+        window.pool.failed.connect(lambda _h, error: failures.append(error.message))
+        window.pool.finished.connect(check)
+        workspace.initial_work_done.connect(check)
+        QTimer.singleShot(int(args.timeout * 1000), loop.quit)
+        window.show()
+        for request in to_open:
+            window.open(request)
+        if args.batch is not None:
+            window.open_batch(args.batch)
+        loop.exec()
+        try:
+            if failures:
+                print(f"probescope gui: error: {failures[0]}", file=sys.stderr)
+                return 1
+            if not workspace.is_initial_work_done:
+                print(f"probescope gui: error: the {workspace.title} workspace did not finish loading within "
+                      f"{args.timeout:g} s", file=sys.stderr)
+                return 1
+            if args.unit is not None:
+                _show_unit(workspace, args.unit)
+                QTimer.singleShot(0, check)
+                loop.exec()  # until what the unit's views asked for is done
+            for _ in range(5):  # let the last results lay themselves out
+                app.processEvents()
+            widget = window if args.view is None else _view(workspace, args.view)
+            if args.preset is None:
+                export_widget(widget, out)
+                size = f"{widget.width()}x{widget.height()}"
+            else:
+                defaults, preset = settings.export_defaults(), preset_named(args.preset)
+                export_preset(widget, out, preset, margin_free=defaults.margin_free,
+                              follow_theme=defaults.follow_theme)
+                size = preset.name.lower()
+            print(f"wrote {out} ({size})", file=sys.stderr)
+            return 0
+        finally:
+            window.close()
+
+
+def _show_unit(workspace, unit: int) -> None:
+    from probescope.core.errors import InputError
+
+    units = getattr(workspace, "units", None)
+    if workspace.name != "dissection" or units is None or not units.select_unit(unit):
+        raise InputError(f"--unit: no unit {unit} in the {workspace.title} workspace's table")
+
+
+def _view(workspace, name: str):
+    """The workspace's export target called `name` (any case)."""
+    from probescope.core.errors import InputError
+
+    targets = {t.name.lower(): t.widget for t in workspace.export_targets()}
+    if name.lower() not in targets:
+        raise InputError(f"--view: the {workspace.title} workspace has no view {name!r} (its views: "
+                         f"{', '.join(t.name for t in workspace.export_targets())})")
+    return targets[name.lower()]

@@ -1,0 +1,58 @@
+"""`probescope batch MANIFEST.toml --out DIR [--ray auto|ADDRESS]`: dissect many models and layers.
+
+Without --ray the jobs run here, one after another, each layer's units in --jobs processes; with --ray they run as
+tasks on a Ray cluster (`auto`: the cluster this machine belongs to, or a local one started for the run). Either way
+DIR/<model>/<layer>/ gets the dissection.json and tally.csv that `probescope dissect` writes; DIR/status.json tracks
+progress, and running the command again resumes, skipping finished chunks. See docs/cluster.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from probescope.core.bounds import PROCESSES
+from probescope.jobs.arguments import BoundedArg, add_trust_arguments, trust_from_args
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("manifest", type=Path, help="batch manifest (TOML): dataset, models with layers, settings")
+    parser.add_argument("--out", type=Path, required=True, help="output folder")
+    parser.add_argument("--ray", metavar="auto|ADDRESS",
+                        help="run on a Ray cluster (needs probescope[cluster]); default: locally, one job at a time")
+    parser.add_argument("--jobs", type=BoundedArg(PROCESSES), metavar="N",
+                        help="local runs: processes dissecting units at once (0 = one per core, 1 = this process "
+                             "alone; the results are the same for any number); default: the manifest's [settings] "
+                             "jobs, else 0. On Ray, the cluster decides")
+    add_trust_arguments(parser)
+
+
+def run(args: argparse.Namespace) -> int:
+    import sys
+
+    from probescope.core.bounds import check_fits
+    from probescope.jobs.batch.manifest import read_manifest
+    from probescope.jobs.batch.runner import run_batch
+
+    manifest = read_manifest(args.manifest)
+    check_fits(manifest.settings.cache_bytes, f"[settings] cache_mb = {manifest.settings.cache_mb}", args.manifest)
+    if args.jobs is not None:
+        from dataclasses import replace
+
+        from probescope.core.dissection.settings import DissectionSettings
+
+        manifest = replace(manifest, settings=DissectionSettings.from_mapping(
+            {**manifest.settings.to_mapping(), "jobs": args.jobs}, "--jobs"))
+    trust = trust_from_args(args)
+    executor = None
+    if args.ray:
+        from probescope.jobs.batch.ray_executor import RayExecutor
+
+        executor = RayExecutor(args.ray)
+    try:
+        doc = run_batch(manifest, args.out, executor, trust=trust)
+    finally:
+        if executor is not None:
+            executor.close()
+    print(f"wrote {len(doc['jobs'])} layer(s) under {args.out}", file=sys.stderr)
+    return 0

@@ -1,0 +1,55 @@
+"""Which compute devices this machine has, and whether a device the user named is one of them: decided here only.
+
+Every `--device`, the saved compute device of the app and the dissection settings' device ask `check_device`, so
+`quantum:9` or a `cuda:3` on a machine with one GPU is refused (or, for a saved setting, replaced) in one line
+before any model is loaded, instead of torch's "Expected one of cpu, cuda, ..." when the first tensor moves.
+"""
+
+from __future__ import annotations
+
+import re
+
+from probescope.core.errors import InputError
+
+KINDS = ("cpu", "cuda", "mps")
+_DEVICE = re.compile(r"(cpu|cuda|mps)(?::(\d{1,4}))?")
+
+
+def available_devices() -> list[str]:
+    """The devices this machine can compute on: cpu, each CUDA GPU torch sees, mps on Apple silicon."""
+    import torch
+
+    devices = ["cpu"]
+    if torch.cuda.is_available():
+        devices += [f"cuda:{i}" for i in range(torch.cuda.device_count())]
+    if getattr(torch.backends, "mps", None) is not None and torch.backends.mps.is_available():
+        devices.append("mps")
+    return devices
+
+
+def device_problem(text: object, *, here: bool = True) -> str | None:
+    """Why `text` is not a device (or, with `here`, not one of this machine's), or None when it is."""
+    if not isinstance(text, str):
+        return f"a device is a name such as cpu or cuda:0, not {type(text).__name__} {text!r}"
+    match = _DEVICE.fullmatch(text.strip())
+    if match is None:
+        return f"unknown device {text!r} (expected cpu, cuda, cuda:N or mps)"
+    if not here or match.group(1) == "cpu":
+        return None
+    devices = available_devices()
+    kind, index = match.group(1), match.group(2)
+    wanted = f"{kind}:{index}" if kind == "cuda" and index is not None else kind
+    if kind == "cuda" and index is None and any(d.startswith("cuda:") for d in devices):
+        return None
+    if wanted not in devices:
+        return f"device {text!r} is not on this machine (it has {', '.join(devices)})"
+    return None
+
+
+def check_device(text: str, what: str = "--device", *, here: bool = True) -> str:
+    """`text`, stripped, when it names a device (of this machine, with `here`); InputError naming `what`
+    otherwise."""
+    problem = device_problem(text, here=here)
+    if problem is not None:
+        raise InputError(f"{what}: {problem}")
+    return text.strip()

@@ -1,0 +1,254 @@
+"""What a unit (or a direction in a layer) would draw: activation maximisation as in Olah et al. 2017 and the
+lucid/lucent libraries, with progress, cancel and a cache.
+
+    vis = visualize(model, "layer4", Direction.unit(12, 128), VisSettings(), cache=cache_dir())
+
+Each step renders the Fourier-parameterised image (image.py), applies lucid's random transformations
+(transforms.py) from a generator seeded with `settings.seed`, normalises it with the model's preprocessing (its
+mean and std; the size is the visualisation's), runs the network up to the layer and takes one Adam step on the
+spectrum to raise the objective: the mean over the layer's positions of d . a(p), with a(p) the layer's activation
+vector at position p and d the direction (unit-normed; a unit's direction is its axis, so the objective is the
+unit's mean activation, lucid's `channel`).
+
+Such images show what CAN drive a unit, not what drives it on real data (Geirhos et al. 2023: visualisations can
+be made to show anything while the network's behaviour is unchanged); the views say so beside them.
+
+Cache: <cache>/feature_vis/<key>.npz, the key hashing the network's weights (their bytes, not the file's name), its
+preprocessing, the layer, the direction's values and every setting.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import warnings
+import zipfile
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from probescope.core.atomic import atomic_open
+from probescope.core.errors import InputError, Note
+from probescope.core.featurevis import transforms
+from probescope.core.featurevis.image import FourierImage
+from probescope.core.models.loading import TORCHSCRIPT_OUTPUT, LoadedModel
+from probescope.core.tasks import CancelCheck, ProgressCallback, check_cancel, report
+
+CACHE_SUBDIR = "feature_vis"
+CACHE_VERSION = 1
+MAX_STEPS = 10_000
+SIZES = (16, 1024)  # smallest and largest image side
+
+
+@dataclass(frozen=True)
+class VisSettings:
+    """lucid's defaults: 512 Adam steps at learning rate 0.05, decay power 1, decorrelated colour, the standard
+    transformations. `size` 0 takes the model's input size (the demo model 128, torchvision models 224)."""
+
+    steps: int = 512
+    learning_rate: float = 0.05
+    size: int = 0
+    seed: int = 0
+    decay_power: float = 1.0
+    decorrelate: bool = True
+    transforms: bool = True
+
+    def __post_init__(self) -> None:
+        if not 1 <= self.steps <= MAX_STEPS:
+            raise InputError(f"visualisation steps must be 1 to {MAX_STEPS}, got {self.steps}")
+        if not 0 < self.learning_rate <= 10:
+            raise InputError(f"the learning rate must lie in (0, 10], got {self.learning_rate}")
+        if self.size != 0 and not SIZES[0] <= self.size <= SIZES[1]:
+            raise InputError(f"the visualisation size must be 0 (the model's) or {SIZES[0]} to {SIZES[1]}, "
+                             f"got {self.size}")
+        if not 0 <= self.seed < 2**63:
+            raise InputError(f"the seed must be 0 to 2^63 - 1, got {self.seed}")
+        if not 0 <= self.decay_power <= 4:
+            raise InputError(f"the spectrum's decay power must lie in [0, 4], got {self.decay_power}")
+
+
+@dataclass(frozen=True)
+class Direction:
+    """What is maximised: a direction in the layer's channel space, unit-normed, with a name for the views."""
+
+    vector: np.ndarray = field(repr=False)  # (channels,) float32, norm 1
+    name: str
+
+    @classmethod
+    def of(cls, vector: np.ndarray, name: str) -> Direction:
+        v = np.asarray(vector, dtype=np.float64).ravel()
+        norm = float(np.linalg.norm(v))
+        if not np.isfinite(v).all() or norm == 0:
+            raise InputError(f"direction {name!r} must be finite and not zero")
+        return cls((v / norm).astype(np.float32), name)
+
+    @classmethod
+    def unit(cls, unit: int, n_units: int) -> Direction:
+        return cls.units([unit], n_units, f"unit {unit}")
+
+    @classmethod
+    def units(cls, units: list[int], n_units: int, name: str | None = None) -> Direction:
+        """The units' summed activation (their mean, up to the norm): a group from the table's selection."""
+        bad = [u for u in units if not 0 <= u < n_units]
+        if not units or bad:
+            raise InputError(f"units {bad or units} are not units of a layer of {n_units}")
+        v = np.zeros(n_units)
+        v[sorted(set(units))] = 1.0
+        return cls.of(v, name or "units " + ", ".join(map(str, sorted(set(units)))))
+
+    def key(self) -> str:
+        return hashlib.sha256(self.vector.tobytes()).hexdigest()
+
+
+@dataclass(frozen=True)
+class Visualization:
+    """The image found, uint8 (size, size, 3), the objective after each step (on the transformed images), and the
+    objective and the peak of d . a(p) over positions on the final image as it is (untransformed)."""
+
+    image: np.ndarray
+    trace: np.ndarray
+    objective: float
+    peak: float
+    direction: str
+    layer: str
+    settings: VisSettings
+    from_cache: bool = False
+
+
+def visualize(model: LoadedModel, layer: str, direction: Direction, settings: VisSettings = VisSettings(), *,
+              cache: str | Path | None = None, progress: ProgressCallback | None = None,
+              cancel: CancelCheck | None = None) -> Visualization:
+    """The visualisation of `direction` at `layer`: from `cache` (a cache folder) when it was made before, else
+    optimised (raises Cancelled when cancel() turns true) and stored there."""
+    path = None if cache is None else Path(cache) / CACHE_SUBDIR / f"{cache_key(model, layer, direction, settings)}.npz"
+    found = _read(path, direction, layer, settings, _size(model, settings))
+    if found is not None:
+        report(progress, 1.0, f"{direction.name}: visualisation from the cache")
+        return found
+    vis = _optimise(model, layer, direction, settings, progress, cancel)
+    if path is not None:
+        try:
+            with atomic_open(path, "wb") as fh:
+                np.savez(fh, image=vis.image, trace=vis.trace, objective=vis.objective, peak=vis.peak)
+        except InputError as exc:  # the image is made: a full or read-only cache only means it is not kept
+            warnings.warn(Note(f"{exc}; the visualisation is not cached"), stacklevel=2)
+    return vis
+
+
+def cache_key(model: LoadedModel, layer: str, direction: Direction, settings: VisSettings) -> str:
+    fields = {"version": CACHE_VERSION, "weights": weights_hash(model.module), "preprocess": model.preprocess.key(),
+              "size": _size(model, settings), "layer": layer, "direction": direction.key(),
+              "settings": asdict(settings)}
+    return hashlib.sha256(json.dumps(fields, sort_keys=True).encode()).hexdigest()[:32]
+
+
+def weights_hash(module: torch.nn.Module) -> str:
+    """SHA-256 of the network's class, and its parameters' and buffers' names, types, shapes and bytes."""
+    digest = hashlib.sha256(type(module).__name__.encode())
+    for name, tensor in module.state_dict().items():
+        t = tensor.detach().cpu().contiguous()
+        digest.update(f"{name}:{t.dtype}:{tuple(t.shape)};".encode())
+        digest.update(t.view(-1).view(torch.uint8).numpy().tobytes() if t.numel() else b"")
+    return digest.hexdigest()
+
+
+def _size(model: LoadedModel, settings: VisSettings) -> int:
+    return settings.size or int(model.input_size[0])
+
+
+def _read(path: Path | None, direction: Direction, layer: str, settings: VisSettings,
+          size: int) -> Visualization | None:
+    """A cached visualisation, or None when there is none or it is unreadable or damaged (it is then made again)."""
+    if path is None or not path.is_file():
+        return None
+    try:
+        with np.load(path, allow_pickle=False) as archive:
+            vis = Visualization(archive["image"], archive["trace"], float(archive["objective"]),
+                                float(archive["peak"]), direction.name, layer, settings, from_cache=True)
+    except (OSError, ValueError, KeyError, EOFError, zipfile.BadZipFile):
+        return None
+    whole = vis.image.shape == (size, size, 3) and vis.image.dtype == np.uint8 and vis.trace.shape == (settings.steps,)
+    return vis if whole else None
+
+
+class _Stop(Exception):
+    """Raised from the hook once the layer has run: the rest of the network is not needed."""
+
+
+@contextlib.contextmanager
+def _layer_output(model: LoadedModel, layer: str):
+    """Yields run(x) -> the layer's output for x (with its graph), the model's lock held while hooked."""
+    if not model.hookable:
+        if layer != TORCHSCRIPT_OUTPUT:
+            raise InputError(f"{model.name}: a TorchScript model runs no hooks; only {TORCHSCRIPT_OUTPUT!r} (its "
+                             f"output) can be visualised, not {layer!r}")
+        with model.lock:
+            yield model.module
+        return
+    modules = dict(model.module.named_modules())
+    if layer not in modules or not layer:
+        raise InputError(f"{model.name} has no layer {layer!r} (`probescope info` lists them)")
+    seen: list[torch.Tensor] = []
+
+    def hook(_module, _inputs, output) -> None:
+        if not isinstance(output, torch.Tensor):
+            raise InputError(f"layer {layer!r} outputs a {type(output).__name__}, not a tensor")
+        seen.append(output)
+        raise _Stop
+
+    def run(x: torch.Tensor) -> torch.Tensor:
+        seen.clear()
+        with contextlib.suppress(_Stop):
+            model.module(x)
+        if not seen:
+            raise InputError(f"{model.name}: layer {layer!r} did not run in the forward pass")
+        return seen[0]
+
+    with model.lock:
+        handle = modules[layer].register_forward_hook(hook)
+        try:
+            yield run
+        finally:
+            handle.remove()
+
+
+def _along(output: torch.Tensor, direction: torch.Tensor) -> torch.Tensor:
+    """d . a(p) per position, (positions,): a flat (1, F) output is one position."""
+    if output.dim() == 2:
+        output = output[:, :, None, None]
+    if output.dim() != 4 or output.shape[1] != len(direction):
+        raise InputError(f"the direction has {len(direction)} channels, the layer's output is {tuple(output.shape)}")
+    return torch.einsum("c,chw->hw", direction, output[0].float()).reshape(-1)
+
+
+def _optimise(model: LoadedModel, layer: str, direction: Direction, settings: VisSettings,
+              progress: ProgressCallback | None, cancel: CancelCheck | None) -> Visualization:
+    device = model.device
+    generator = torch.Generator().manual_seed(settings.seed)
+    image = FourierImage(_size(model, settings), generator, settings.decay_power, settings.decorrelate).to(device)
+    optimizer = torch.optim.Adam([image.spectrum], lr=settings.learning_rate)
+    mean = torch.tensor(model.preprocess.mean, dtype=torch.float32, device=device).view(1, 3, 1, 1)
+    std = torch.tensor(model.preprocess.std, dtype=torch.float32, device=device).view(1, 3, 1, 1)
+    d = torch.from_numpy(direction.vector).to(device)
+    trace = np.empty(settings.steps)
+    with torch.inference_mode(False), torch.enable_grad(), _layer_output(model, layer) as run:
+        for step in range(settings.steps):
+            check_cancel(cancel)
+            x = image()
+            if settings.transforms:
+                x = transforms.standard(x, generator)
+            objective = _along(run((255.0 * x - mean) / std), d).mean()
+            (grad,) = torch.autograd.grad(-objective, [image.spectrum])  # the network's weights get no gradient
+            image.spectrum.grad = grad
+            optimizer.step()
+            trace[step] = float(objective.detach())
+            report(progress, (step + 1) / settings.steps, f"{direction.name}: step {step + 1}/{settings.steps}, "
+                   f"objective {trace[step]:.3g}")
+        with torch.no_grad():
+            final = (image() * 255.0).round()  # the uint8 image that is kept and shown
+            along = _along(run((final - mean) / std), d)
+    pixels = final[0].permute(1, 2, 0).cpu().numpy().astype(np.uint8)
+    return Visualization(pixels, trace, float(along.mean()), float(along.max()), direction.name, layer, settings)

@@ -1,0 +1,85 @@
+"""The `probescope` command: every subcommand, the window's (`gui`, in probescope.app.launch) and the headless ones
+(probescope.cli), dispatched from one parser.
+
+Each subcommand lives in its own module with `add_arguments(parser)` and `run(args) -> int`. Command modules keep
+their module-level imports light (argparse, pathlib) and import numpy/torch/Qt inside `run`, so headless commands
+never import Qt and `--help` is instant. Bad input raises `InputError`: one line on stderr, exit code 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+import warnings
+
+from probescope import __version__
+from probescope.cli.progress import end_progress_line
+from probescope.core.errors import InputError, Note
+from probescope.jobs.arguments import CommandLineError, OneLineParser
+
+# command name -> (module, one-line help)
+COMMANDS: dict[str, tuple[str, str]] = {
+    "gui": ("probescope.app.launch", "open the desktop application (the default)"),
+    "demo-data": ("probescope.cli.demo_data", "write the demo world's Broden-format probing dataset"),
+    "info": ("probescope.cli.info", "show what a model or dataset spec resolves to"),
+    "dissect": ("probescope.cli.dissect",
+                "Network Dissection, compositional explanations, Detection Accuracy"),
+    "ablate": ("probescope.cli.ablate",
+               "remove units of a layer: per class accuracy before and after (what the units do for the model)"),
+    "batch": ("probescope.cli.batch", "dissect many models and layers, locally or on a Ray cluster"),
+    "score": ("probescope.cli.score", "Inception Score of samples, probabilities or logits"),
+    "similarity": ("probescope.cli.similarity", "triplet accuracy of model features on human judgments"),
+    "embed": ("probescope.cli.embed", "fit a psychological embedding to similarity judgments"),
+    "propose": ("probescope.cli.propose", "propose the next trials by expected information gain"),
+}
+
+
+_python_showwarning = warnings.showwarning
+
+
+def _show_warning(message, category, filename, lineno, file=None, line=None) -> None:
+    """core's notes (a damaged cache being rebuilt) as one line of their own; other warnings as Python shows them."""
+    end_progress_line()
+    if issubclass(category, Note):
+        print(f"probescope: note: {message}", file=sys.stderr, flush=True)
+    else:
+        _python_showwarning(message, category, filename, lineno, file, line)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = OneLineParser(prog="probescope", description="Look inside vision models and score them.")
+    parser.add_argument("--version", action="version", version=f"probescope {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for name, (module_name, help_text) in COMMANDS.items():
+        sp = sub.add_parser(name, help=help_text, description=help_text)
+        sp.set_defaults(_module=module_name)
+        importlib.import_module(module_name).add_arguments(sp)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if not argv:
+        argv = ["gui"]
+    parser = build_parser()
+    try:
+        args = parser.parse_args(argv)
+    except CommandLineError as exc:
+        print(exc, file=sys.stderr)
+        return 2
+    if args.command is None:
+        parser.print_help()
+        return 2
+    module = importlib.import_module(args._module)
+    warnings.showwarning = _show_warning
+    try:
+        return int(module.run(args) or 0)
+    except InputError as exc:
+        end_progress_line()
+        print(f"probescope {args.command}: error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        end_progress_line()
+        print(f"probescope {args.command}: interrupted", file=sys.stderr)
+        return 130
