@@ -11,7 +11,7 @@ from probescope.core.dissection.counts import DatasetCounts, RegionSet, UnitScor
 from probescope.core.dissection.formula import AND, AND_NOT, OPERATORS, OR, Formula
 from probescope.core.dissection.labels import LabelStore
 from probescope.core.dissection.masks import formula_mask, image_masks
-from probescope.core.dissection.unitmasks import unit_pixels, unit_thresholds
+from probescope.core.dissection.unitmasks import unit_mask_regions, unit_thresholds
 from probescope.core.errors import InputError
 
 N_LABELS = 12
@@ -42,6 +42,17 @@ def brute_masks(ds: ListBroden) -> dict[int, np.ndarray]:
     return out
 
 
+def region_weights(store: LabelStore, pixels: np.ndarray) -> np.ndarray:
+    """Each region's pixels among `pixels` (global pixel indices): a mask as the engine holds it."""
+    return np.bincount(store.region_of(pixels), minlength=store.n_regions).astype(np.int64)
+
+
+def pixel_set(store: LabelStore, pixels: np.ndarray) -> RegionSet:
+    inside = region_weights(store, pixels)
+    regions = np.flatnonzero(inside)
+    return RegionSet(store, regions, inside[regions])
+
+
 def image_ids(ds: ListBroden) -> np.ndarray:
     return np.concatenate([np.full(ds.seg_shape(i)[0] * ds.seg_shape(i)[1], i) for i in range(ds.n_images)])
 
@@ -63,7 +74,7 @@ def test_store_counts_match_brute_force(varied):
         assert all(len(set(m[region == r])) == 1 for r in np.unique(region[m])), c
     assert (np.bincount(region, minlength=store.n_regions) == store.region_pixels).all()
     pixels = np.sort(np.random.default_rng(2).choice(store.n_pixels, 50, replace=False))
-    s = RegionSet.at_pixels(store, pixels)
+    s = pixel_set(store, pixels)
     counts = s.label_counts()
     assert s.total == 50
     for c, m in masks.items():
@@ -79,7 +90,7 @@ def test_cooccurrence_matches_brute_force(seed):
     masks = brute_masks(ds)
     cooc = store.cooccurrence()
     pixels = np.flatnonzero(np.random.default_rng(seed).random(store.n_pixels) < 0.3)
-    s = RegionSet.at_pixels(store, pixels)
+    s = pixel_set(store, pixels)
     inside = store.cooccurrence(s.regions, s.weights)
     sub = np.zeros(store.n_pixels, bool)
     sub[pixels] = True
@@ -114,39 +125,48 @@ def brute_unit_mask(maps: np.ndarray, threshold: float, ds) -> np.ndarray:
 
 
 @pytest.mark.parametrize("varied", [True, False])
-def test_unit_pixels_match_full_upsampling(varied):
+@pytest.mark.parametrize("chunk_bytes", [4 << 20, 200])
+def test_unit_masks_match_full_upsampling(varied, chunk_bytes, monkeypatch):
+    """Each region's pixels in the mask, from the pixels inside or those outside (whichever are fewer in a chunk of
+    images, one image a chunk when chunk_bytes is small), against upsampling every image."""
+    from probescope.core.dissection import unitmasks
+
+    monkeypatch.setattr(unitmasks, "_CHUNK_BYTES", chunk_bytes)
     ds = random_dataset(4, n=30, varied_shapes=varied)
     store = LabelStore.build(ds)
     rng = np.random.default_rng(5)
     maps = rng.standard_normal((30, 3, 3)).astype(np.float32)
     maps[7] = 0.0  # flat images sit exactly at or below the threshold
-    for q in (0.005, 0.05, 0.3):
-        t = float(np.quantile(maps.astype(np.float64).ravel(), 1 - q))
-        got = unit_pixels(maps, t, store.offsets, store.seg_shapes)
-        assert (got == np.flatnonzero(brute_unit_mask(maps, t, ds))).all()
-    # threshold equal to an image's maximum: that image must still be upsampled
-    t = float(maps[3].max())
-    got = unit_pixels(maps, t, store.offsets, store.seg_shapes)
-    assert (got == np.flatnonzero(brute_unit_mask(maps, t, ds))).all()
+    relu = np.maximum(maps, 0)  # mostly 0: T = 0 for the broad quantiles, images whose minimum is T
+    for m in (maps, relu):
+        for q in (0.005, 0.05, 0.3, 0.6, 0.9):
+            t = float(np.quantile(m.astype(np.float64).ravel(), 1 - q))
+            expected = region_weights(store, np.flatnonzero(brute_unit_mask(m, t, ds)))
+            assert (unit_mask_regions(m, t, store) == expected).all(), q
+    # threshold equal to an image's maximum or minimum: that image must still be upsampled
+    for t in (float(maps[3].max()), float(maps[3].min())):
+        expected = region_weights(store, np.flatnonzero(brute_unit_mask(maps, t, ds)))
+        assert (unit_mask_regions(maps, t, store) == expected).all()
 
 
-@pytest.mark.parametrize("varied", [True, False])
-def test_a_dead_unit_masks_every_pixel_counted_in_chunks(varied, monkeypatch):
-    """A unit with one constant value everywhere has T = that value and (A >= T) covers the dataset (the protocol's
-    mask); its regions are counted a chunk of pixels at a time, as large masks are, with the same result."""
-    from probescope.core.dissection import counts as counts_module
-    from probescope.core.dissection.counts import RegionSet
+@pytest.mark.parametrize("value", [0.0, -0.25, 3.0])
+def test_a_dead_unit_masks_every_pixel(value, monkeypatch):
+    """A ReLU unit that is almost always 0 has T = 0 and (A >= T) covers the dataset (the protocol's mask): every
+    image's minimum reaches T exactly (bilinear weights are >= 0), so no image is upsampled. Other constants are
+    upsampled, as float32 rounding of the weights can take an interpolated value below T (the protocol's mask)."""
+    from probescope.core.dissection import unitmasks
 
-    ds = random_dataset(6, n=20, varied_shapes=varied)
+    ds = random_dataset(6, n=20)
     store = LabelStore.build(ds)
-    maps = np.zeros((20, 3, 3), np.float32)
-    pixels = unit_pixels(maps, 0.0, store.offsets, store.seg_shapes)
-    assert pixels.dtype == np.int32 and (pixels == np.arange(store.n_pixels)).all()
-    whole = RegionSet.at_pixels(store, pixels)
-    monkeypatch.setattr(counts_module, "PIXEL_CHUNK", 7)
-    chunked = RegionSet.at_pixels(store, pixels)
-    assert (chunked.regions == whole.regions).all() and (chunked.weights == whole.weights).all()
-    assert (whole.regions == np.arange(store.n_regions)).all() and (whole.weights == store.region_pixels).all()
+    maps = np.full((20, 5, 5), value, np.float32)
+    maps[4, 1, 2] = value + 0.7  # fires once: T stays the constant
+    t = float(unit_thresholds(maps[:, None], 0.005)[0])
+    assert t == value
+    expected = region_weights(store, np.flatnonzero(brute_unit_mask(maps, t, ds)))
+    if value == 0.0:
+        assert (expected == store.region_pixels).all()
+        monkeypatch.setattr(unitmasks, "upsample", lambda *args: pytest.fail("upsampled"))
+    assert (unit_mask_regions(maps, t, store) == expected).all()
 
 
 def brute_scores(mask: np.ndarray, g: np.ndarray, img: np.ndarray, n: int) -> tuple[float, float]:
@@ -157,16 +177,24 @@ def brute_scores(mask: np.ndarray, g: np.ndarray, img: np.ndarray, n: int) -> tu
     return float(iou), float(hit.sum() / present.sum()) if present.any() else 0.0
 
 
-def test_iou_and_da_of_grown_formulas_match_masks():
+@pytest.mark.parametrize("share", [0.1, 0.9, 1.0])
+@pytest.mark.parametrize("complement", [None, False, True])
+def test_iou_and_da_of_grown_formulas_match_masks(share, complement):
+    """Counted through the mask or through its complement (the smaller side when `complement` is None), the same
+    exact counts."""
     ds = random_dataset(6, n=20)
     store = LabelStore.build(ds)
     masks = brute_masks(ds)
     img = image_ids(ds)
     rng = np.random.default_rng(7)
-    mask = rng.random(store.n_pixels) < 0.1
+    mask = rng.random(store.n_pixels) < share
+    mask[img == 3] = share < 0.5  # an image wholly inside, or wholly outside, the mask
     concepts = store.concepts(1)
     counts = DatasetCounts(store, cache_bytes=2000)  # tiny cache: region sets get evicted and rebuilt
-    scorer = UnitScorer(counts, np.flatnonzero(mask), concepts)
+    scorer = UnitScorer(counts, region_weights(store, np.flatnonzero(mask)), concepts, complement=complement)
+    assert scorer.complement == (share > 0.5 if complement is None else complement)
+    assert scorer.n_mask == mask.sum()
+    assert (scorer.fired_images() == np.unique(img[mask])).all()
     for k, c in enumerate(concepts):
         assert scorer.atom_ious()[k] == brute_scores(mask, masks[c], img, ds.n_images)[0]
     for _ in range(25):
@@ -192,19 +220,25 @@ def test_iou_and_da_of_grown_formulas_match_masks():
         assert counts.record(f).n == fm.sum() and scorer.counts(f) == ((fm & mask).sum(), fm.sum())
         g = Formula(tuple(int(a) for a in rng.choice(concepts, size=2, replace=False)), (str(rng.choice(OPERATORS)),))
         assert counts.same_mask(f, g) == (fm == g.evaluate(masks.get)).all()
+        for op in (OR, AND):  # the same atoms in another order: the same mask, known without counting
+            h = Formula(f.atoms, (op,) * len(f.ops))
+            shuffled = Formula(tuple(int(a) for a in rng.permutation(f.atoms)), h.ops)
+            assert counts.same_mask(h, shuffled) and (h.evaluate(masks.get) == shuffled.evaluate(masks.get)).all()
 
 
-def test_category_scope_counts_the_unit_where_its_mask_meets_the_category():
+@pytest.mark.parametrize("share", [0.15, 0.85])
+def test_category_scope_counts_the_unit_where_its_mask_meets_the_category(share):
     """NetDissect-Lite's tally_units_cat: an image counts the unit's pixels for category K when a label of K lies
     under the mask there (pixel-level) or the image has an image-level label of K."""
     ds = random_dataset(9, n=16)
     store = LabelStore.build(ds)
     masks = brute_masks(ds)
     img = image_ids(ds)
-    mask = np.random.default_rng(3).random(store.n_pixels) < 0.15
+    mask = np.random.default_rng(3).random(store.n_pixels) < share
     counts = DatasetCounts(store)
     scope = counts.category_scope
-    scorer = UnitScorer(counts, np.flatnonzero(mask), store.concepts(1), scope)
+    scorer = UnitScorer(counts, region_weights(store, np.flatnonzero(mask)), store.concepts(1), scope)
+    assert scorer.complement == (share > 0.5)
     category = {c: ds.labels[c].category for c in masks}
     for cats in ({"object"}, {"scene"}, {"object", "scene"}):
         hit = {i for c, m in masks.items() if category[c] in cats for i in np.unique(img[m & mask])}

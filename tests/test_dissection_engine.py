@@ -13,7 +13,7 @@ from probescope.core.dissection.correlation import (
     scene_truth,
     write_correlation_csv,
 )
-from probescope.core.dissection.engine import dissect
+from probescope.core.dissection.engine import add_units, dissect, layer_result
 from probescope.core.dissection.formula import parse_formula
 from probescope.core.dissection.labels import LabelStore
 from probescope.core.dissection.results import DissectionResult
@@ -82,9 +82,10 @@ def test_every_unit_is_reported_and_resume_skips_finished_units(problem):
     settings = DissectionSettings(quantile=0.05, sweep_length=0)
     saved = []
     calls = iter(range(100))
+    result, todo = layer_result(store, act, settings, None, None, None, None, None)
     with pytest.raises(Cancelled):
-        dissect(store, act, settings, cancel=lambda: next(calls) >= 3,
-                on_unit=lambda r, u: saved.append((u, r.to_json())))
+        for unit in add_units(result, todo, store, act, settings, cancel=lambda: next(calls) >= 3):
+            saved.append((unit, result.to_json()))
     assert [u for u, _ in saved] == [0, 1, 2]
     partial = DissectionResult.from_json(saved[-1][1])
     assert sorted(partial.units) == [0, 1, 2] and not partial.complete

@@ -17,7 +17,7 @@ from probescope.core.dissection.labels import LabelStore
 from probescope.core.dissection.optimal import optimal_explanation, search_space
 from probescope.core.dissection.search import BeamSearch, Scored
 from probescope.core.dissection.settings import DissectionSettings
-from probescope.core.dissection.unitmasks import unit_pixels, unit_thresholds
+from probescope.core.dissection.unitmasks import unit_mask_regions, unit_thresholds
 
 MODES = ("iou", "da-select", "da-stop")
 
@@ -114,7 +114,8 @@ def test_unit_without_active_pixels_has_no_explanation():
     ds, _ = synthetic_problem(4)
     store = LabelStore.build(ds)
     settings = DissectionSettings(searches=MODES)
-    r = dissect_unit(DatasetCounts(store), store.concepts(5), 0, 9.0, np.zeros(0, np.int64), settings, store.names)
+    r = dissect_unit(DatasetCounts(store), store.concepts(5), 0, 9.0, np.zeros(store.n_regions, np.int64), settings,
+                     store.names)
     assert r.netdissect is None and all(e is None for e in r.explanations.values())
     assert r.trace == [] and r.sweep == [] and r.mask_pixels == 0
 
@@ -157,8 +158,8 @@ def unit_searches(ds, act, settings: DissectionSettings, **options):
     thresholds = unit_thresholds(act, settings.quantile)
     out = []
     for u in range(act.shape[1]):
-        pixels = unit_pixels(act[:, u], float(thresholds[u]), store.offsets, store.seg_shapes)
-        search = BeamSearch(UnitScorer(counts, pixels, concepts), settings.beam_size, settings.beam_limit, **options)
+        inside = unit_mask_regions(act[:, u], float(thresholds[u]), store)
+        search = BeamSearch(UnitScorer(counts, inside, concepts), settings.beam_size, settings.beam_limit, **options)
         if not search.empty:
             search.beam(settings.max_length - 1)
         out.append(search)
@@ -223,7 +224,7 @@ def test_optimal_search_equals_brute_force(seed, max_length, scope):
     counts = DatasetCounts(store)
     scope_ = counts.category_scope if scope == "category" else None
     thresholds = unit_thresholds(act, settings.quantile)
-    pixels = unit_pixels(act[:, 0], float(thresholds[0]), store.offsets, store.seg_shapes)
-    alone = optimal_explanation(UnitScorer(counts, pixels, store.concepts(2), scope_), max_length)
+    inside = unit_mask_regions(act[:, 0], float(thresholds[0]), store)
+    alone = optimal_explanation(UnitScorer(counts, inside, store.concepts(2), scope_), max_length)
     e = result.units[0].explanations["optimal"]
     assert alone.best == Scored(e.formula, e.iou, e.da)

@@ -316,7 +316,54 @@ def test_a_partly_dissected_layer_is_on_screen_before_the_next_block(env, monkey
     stopped.units = {u: stopped.units[u] for u in keep}
     stopped.complete = False
     stopped.save(path)
-    monkeypatch.setattr(saved_module, "dissect", lambda *a, **k: pytest.fail("dissected before showing"))
+    monkeypatch.setattr(saved_module, "add_units", lambda *a, **k: pytest.fail("dissected before showing"))
     steps = layer_task(state.get("model"), d.layer, d.dataset, d.store, d.settings, TaskContext())
     first = next(item for item in steps if isinstance(item, Partial))
     assert sorted(first.value.result.units) == keep and not first.value.result.complete
+
+
+def test_mask_share_and_dead_units(qtbot, env):
+    """The table gives each mask's share of the dataset's pixels; a dead unit (T at a tie: here one that is always 0,
+    dissected by the engine) is named as such in the unit view, and a filter hides such units."""
+    from dataclasses import replace
+
+    from probescope.core.dissection.engine import dissect
+
+    ws, pool, state = env
+    d = ws.data
+    n = d.store.n_pixels
+    c = COLUMNS.index("mask %")
+    assert {ws.units.value(k, 0): ws.units.value(k, c) for k in range(ws.units.rowCount())} == \
+        {u: 100 * (x.mask_pixels / n) for u, x in d.result.units.items()}
+    assert not any(x.at_tie(SETTINGS.quantile) for x in d.result.units.values())
+    zeros = np.zeros((d.store.n_images, 1) + d.activations.shape[2:], np.float32)
+    dead = replace(dissect(d.store, zeros, d.settings).units[0], unit=7)
+    assert dead.threshold == 0.0 and dead.mask_pixels == n and dead.threshold_ties == 1.0
+    d.result.units[7] = dead
+    ws._show_layer(d)
+    ws.units.select_unit(7)
+    idle(qtbot, pool)
+    assert "sits at a tie: 100.0% of the unit's activations equal it" in ws.view.title.text()
+    assert "holds 100.0% of the pixels" in ws.view.title.text()
+    assert ws.units.value(next(k for k in range(128) if ws.units.value(k, 0) == 7), c) == 100.0
+    ws.filters.hide_ties.setChecked(True)
+    assert sorted(ws.units.visible_units()) == [u for u in range(128) if u != 7]
+    # the Settings panel's processes: automatic (all cores but one) by default, and what a run is asked with
+    assert ws.runs.jobs.value() == 0 and "all cores but one" in ws.runs.jobs.specialValueText()
+    ws.runs.jobs.setValue(1)
+    assert ws.runs.settings().jobs == 1 and ws.runs.settings().protocol() == d.settings.protocol()
+
+
+def test_the_window_dissects_in_worker_processes_with_the_same_results(qtbot, env):
+    """Settings' processes for units: the layer dissected again in 2 worker processes (its cached result removed)
+    is the one the window's own worker thread found."""
+    from probescope.core.cache import cache_dir
+
+    ws, pool, state = env
+    alone = ws.data.result.to_json()
+    (cache_dir() / "dissection" / f"{ws.data.key}.json").unlink()
+    ws.runs.jobs.setValue(2)
+    ws.runs.run.click()
+    idle(qtbot, pool)
+    assert ws.data.settings.jobs == 2 and ws.data.result.complete
+    assert ws.data.result.to_json() == alone

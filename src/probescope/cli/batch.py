@@ -1,9 +1,9 @@
 """`probescope batch MANIFEST.toml --out DIR [--ray auto|ADDRESS]`: dissect many models and layers.
 
-Without --ray the jobs run here, one after another; with --ray they run as tasks on a Ray cluster (`auto`: the
-cluster this machine belongs to, or a local one started for the run). Either way DIR/<model>/<layer>/ gets the
-dissection.json and tally.csv that `probescope dissect` writes; DIR/status.json tracks progress, and running the
-command again resumes, skipping finished chunks. See docs/cluster.md.
+Without --ray the jobs run here, one after another, each layer's units in --jobs processes; with --ray they run as
+tasks on a Ray cluster (`auto`: the cluster this machine belongs to, or a local one started for the run). Either way
+DIR/<model>/<layer>/ gets the dissection.json and tally.csv that `probescope dissect` writes; DIR/status.json tracks
+progress, and running the command again resumes, skipping finished chunks. See docs/cluster.md.
 """
 
 from __future__ import annotations
@@ -11,7 +11,8 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from probescope.jobs.arguments import add_trust_arguments, trust_from_args
+from probescope.core.bounds import PROCESSES
+from probescope.jobs.arguments import BoundedArg, add_trust_arguments, trust_from_args
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -19,6 +20,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--out", type=Path, required=True, help="output folder")
     parser.add_argument("--ray", metavar="auto|ADDRESS",
                         help="run on a Ray cluster (needs probescope[cluster]); default: locally, one job at a time")
+    parser.add_argument("--jobs", type=BoundedArg(PROCESSES), metavar="N",
+                        help="local runs: processes dissecting units at once (0 = one per core, 1 = this process "
+                             "alone; the results are the same for any number); default: the manifest's [settings] "
+                             "jobs, else 0. On Ray, the cluster decides")
     add_trust_arguments(parser)
 
 
@@ -31,6 +36,13 @@ def run(args: argparse.Namespace) -> int:
 
     manifest = read_manifest(args.manifest)
     check_fits(manifest.settings.cache_bytes, f"[settings] cache_mb = {manifest.settings.cache_mb}", args.manifest)
+    if args.jobs is not None:
+        from dataclasses import replace
+
+        from probescope.core.dissection.settings import DissectionSettings
+
+        manifest = replace(manifest, settings=DissectionSettings.from_mapping(
+            {**manifest.settings.to_mapping(), "jobs": args.jobs}, "--jobs"))
     trust = trust_from_args(args)
     executor = None
     if args.ray:

@@ -152,6 +152,7 @@ def _gib(n_bytes: float) -> str:
 SEED = Bound(0, 2**32 - 1)  # NumPy's RandomState (torch-fidelity's protocol) takes exactly this range
 BATCH = Bound(1, 4096)  # images per forward pass: 4096 at 299x299 are 4.4 GB of float input already
 WORKERS = Bound(1, 64)  # decode threads
+PROCESSES = Bound(0, 1024)  # worker processes (0: one per core)
 IMAGE_SIDE = Bound(1, 8192)  # a resize or probing input side: 8192^2 RGB floats are 805 MB per image
 PIXELS = Bound(1, 2**30)  # the largest image decoded: a gigapixel RGB image is 3 GB before any conversion
 SAMPLES = Bound(1, 10_000_000)  # images drawn or scored (FID's usual N is 50,000)

@@ -156,7 +156,7 @@ def layer_task(loaded_model, layer: str, dataset, store, settings: DissectionSet
     result = previous
     for result in dissect_in_blocks(path, store, activations, settings, order, previous=previous, correct=correct,
                                     dataset_info=dataset_info, model_info=model_info, progress=progress,
-                                    cancel=ctx.cancelled):
+                                    cancel=ctx.cancelled, spare_cores=1):  # automatic jobs leave a core to the GUI
         yield Partial(layer_data(result))
     return layer_data(result)
 

@@ -27,6 +27,7 @@ from probescope.app.dissection.batch import JOB_COLUMNS, JOB_LEGEND, BatchView, 
 from probescope.app.dissection.layer import DEFAULT_SETTINGS
 from probescope.app.dissection.overlays import OverlayOptions
 from probescope.app.dissection.rows import INTERPRETABLE_IOU, METHOD_NAMES, METHODS
+from probescope.core.dissection.parallel import available_cores
 from probescope.core.dissection.settings import SEARCH_MODES, DissectionSettings
 from probescope.widgets.controls import spin_box
 from probescope.widgets.dissection.table import UnitTable
@@ -58,6 +59,9 @@ class FilterBar(QWidget):
         self.iou_min.setValue(INTERPRETABLE_IOU)
         self.specialised = QCheckBox("specialised")
         self.specialised.setToolTip("da-stop keeps one concept while the IoU search's explanation is longer")
+        self.hide_ties = QCheckBox("hide dead")
+        self.hide_ties.setToolTip("hide units whose threshold T sits at a tie (a dead unit, almost always 0: its mask "
+                                  "A >= T holds far more than the top quantile, often every pixel)")
         top = QHBoxLayout()
         top.setContentsMargins(0, 0, 0, 0)
         top.addWidget(self.search, 2)
@@ -67,6 +71,7 @@ class FilterBar(QWidget):
         bottom.addWidget(self.interpretable)
         bottom.addWidget(self.iou_min)
         bottom.addWidget(self.specialised)
+        bottom.addWidget(self.hide_ties)
         bottom.addStretch(1)
         layout = QVBoxLayout(self)
         layout.setContentsMargins(0, 0, 0, 0)
@@ -74,7 +79,7 @@ class FilterBar(QWidget):
         layout.addLayout(bottom)
         self.search.textChanged.connect(self.changed)
         self.category.currentTextChanged.connect(self.changed)
-        for box in (self.interpretable, self.specialised):
+        for box in (self.interpretable, self.specialised, self.hide_ties):
             box.toggled.connect(self.changed)
         self.iou_min.valueChanged.connect(self.changed)
 
@@ -84,6 +89,7 @@ class FilterBar(QWidget):
         self.category.setCurrentText(ALL)
         self.interpretable.setChecked(False)
         self.specialised.setChecked(False)
+        self.hide_ties.setChecked(False)
 
     def set_categories(self, categories: list[str]) -> None:
         current = self.category.currentText()
@@ -196,6 +202,10 @@ class RunsPanel(QWidget):
         self.min_samples = spin_box(1, 1000, s.min_samples)
         self.sweep = spin_box(0, 10, s.sweep_length)
         self.da_limit = spin_box(1, 50, s.da_limit, "safety cap on atoms for da-select / da-stop")
+        cores = available_cores()
+        self.jobs = spin_box(0, max(1, cores), s.jobs, "processes dissecting units at once; the results are the same "
+                             "for any number (1: the window's own worker thread)")
+        self.jobs.setSpecialValueText(f"all cores but one ({max(1, cores - 1)})")
         self.search_boxes = {mode: QCheckBox(METHOD_NAMES.get(mode, mode)) for mode in SEARCH_MODES}
         self.search_boxes["iou"].setEnabled(False)  # the compositional explanation is always searched
         self.search_boxes["optimal"].setToolTip(
@@ -230,6 +240,7 @@ class RunsPanel(QWidget):
         form.addRow(QLabel("searches"))
         form.addRow(searches)  # (across both columns)
         form.addRow("DA search atoms at most", self.da_limit)
+        form.addRow("processes for units", self.jobs)
         self.show_settings(s)
         self.run = QPushButton("Dissect with these settings")
         self.cancel = QPushButton("Cancel")
@@ -269,7 +280,7 @@ class RunsPanel(QWidget):
                        beam_limit=self.beam_limit.value(), max_length=self.max_length.value(),
                        min_samples=self.min_samples.value(), sweep_length=self.sweep.value(), searches=searches,
                        da_limit=self.da_limit.value(), beam_dedupe=self.dedupe.currentData(),
-                       iou_scope=self.scope.currentData())
+                       iou_scope=self.scope.currentData(), jobs=self.jobs.value())
 
     def show_settings(self, s: DissectionSettings) -> None:
         self._shown = s
@@ -280,6 +291,7 @@ class RunsPanel(QWidget):
         self.min_samples.setValue(s.min_samples)
         self.sweep.setValue(s.sweep_length)
         self.da_limit.setValue(s.da_limit)
+        self.jobs.setValue(s.jobs)
         self.dedupe.setCurrentIndex(max(0, self.dedupe.findData(s.beam_dedupe)))
         self.scope.setCurrentIndex(max(0, self.scope.findData(s.iou_scope)))
         for mode, box in self.search_boxes.items():

@@ -33,6 +33,8 @@ class UnitRow:
     category: str  # the NetDissect concept's category
     explanations: dict[str, Explanation | None]  # METHODS -> explanation
     gap: float | None = None  # the optimal formula's IoU above the compositional one (None: not searched)
+    mask_share: float | None = None  # the share of the dataset's pixels in the unit's mask (None: not known)
+    at_tie: bool = False  # T sits at a tie: a dead unit (see UnitResult.at_tie)
 
     def concepts(self) -> set[str]:
         return {e.label for e in self.explanations.values() if e is not None}
@@ -42,11 +44,24 @@ class UnitRow:
         return e.iou if e is not None else 0.0
 
 
-def unit_row(result: DissectionResult, u: UnitResult) -> UnitRow:
+def unit_row(result: DissectionResult, u: UnitResult, n_pixels: int | None = None) -> UnitRow:
+    """The unit's row; `n_pixels`, the dataset's pixels, gives its mask's share."""
     nd = u.netdissect
     category = result.labels.get(nd.formula.atoms[0], ("", ""))[1] if nd is not None else ""
     return UnitRow(u.unit, category, {"netdissect": nd, **{m: u.explanations.get(m) for m in METHODS[1:]}},
-                   u.optimality_gap)
+                   u.optimality_gap, u.mask_pixels / n_pixels if n_pixels else None,
+                   bool(u.at_tie(result.settings.get("quantile", 0.005))))
+
+
+def tie_note(result: DissectionResult, u: UnitResult, n_pixels: int | None = None) -> str:
+    """What the unit view says when T sits at a tie (plain text), else ''."""
+    quantile = result.settings.get("quantile", 0.005)
+    if not u.at_tie(quantile):
+        return ""
+    share = f"{u.mask_pixels / n_pixels:.1%} of the pixels" if n_pixels else f"{u.mask_pixels:,} pixels"
+    return (f"T = {u.threshold:.3g} sits at a tie: {u.threshold_ties:.1%} of the unit's activations equal it, so its "
+            f"mask (A >= T) holds {share} where the protocol's top quantile holds {quantile:.2%}. A dead unit: "
+            "its explanations say which concepts are largest, not what it detects.")
 
 
 def is_interpretable(row: UnitRow, threshold: float = INTERPRETABLE_IOU) -> bool:
@@ -60,15 +75,16 @@ def is_specialised(row: UnitRow) -> bool:
 
 
 def filtered(rows: dict[int, UnitRow], text: str, category: str | None, interpretable_above: float | None,
-             specialised_only: bool) -> set[int]:
+             specialised_only: bool, hide_ties: bool = False) -> set[int]:
     """The units the table shows: an explanation naming `text` (any case), of `category` (None: all), interpretable
-    above an IoU (None: any), specialised (when asked)."""
+    above an IoU (None: any), specialised (when asked), not dead (T at a tie; when asked)."""
     text = text.strip().lower()
     return {u for u, row in rows.items()
             if (not text or any(text in c.lower() for c in row.concepts()))
             and (category is None or row.category == category)
             and (interpretable_above is None or is_interpretable(row, interpretable_above))
-            and (not specialised_only or is_specialised(row))}
+            and (not specialised_only or is_specialised(row))
+            and not (hide_ties and row.at_tie)}
 
 
 @dataclass(frozen=True)

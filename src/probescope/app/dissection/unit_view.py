@@ -45,15 +45,18 @@ class UnitView(QWidget):
         layout.addWidget(self.caption)
         layout.addWidget(self.images, 1)
 
-    def show_title(self, u: UnitResult) -> None:
+    def show_title(self, u: UnitResult, note: str = "") -> None:
+        """The unit's title line; `note` (plain text, e.g. rows.tie_note) follows it, in warning ink."""
         optimal = u.explanations.get("optimal")
         gap = "" if u.optimality_gap is None or optimal is None else (
             " The beam's explanation is optimal." if u.optimality_gap <= 1e-12 else
             f" The optimal formula, {escape(optimal.label)}, has IoU {optimal.iou:.4f}: "
             f"<b>{u.optimality_gap:.4f}</b> above the beam's.")
+        warning = "<br>" + inked("warning", escape(note, quote=False)) if note else ""
         self.title.setText(f"<b>Unit {u.unit}</b>: threshold {u.threshold:.3g}, fires on {u.fired_images} images"
                            f" ({u.mask_pixels:,} mask pixels).{gap} Overlays: heat map = activation, "
-                           f"{inked('unit', 'yellow outline = unit mask')}, {inked('concept', 'cyan = explanation')}")
+                           f"{inked('unit', 'yellow outline = unit mask')}, "
+                           f"{inked('concept', 'cyan = explanation')}{warning}")
 
     def set_caption(self, caption: str) -> None:
         self.caption.setText(caption + " (double-click an image for a large view)")

@@ -49,7 +49,7 @@ from probescope.widgets.image_detail import ImageDetail
 
 # The explanations and their IoU first (what a narrow panel shows without scrolling), then DA, lengths, the rest.
 COLUMNS = ("unit", "NetDissect", "ND IoU", "compositional", "comp IoU", "da-stop", "stop IoU", "ND DA", "comp DA",
-           "stop DA", "len", "stop len", "da-select", "sel IoU", "sel DA", "opt gap", "category")
+           "stop DA", "len", "stop len", "da-select", "sel IoU", "sel DA", "opt gap", "mask %", "category")
 
 
 def row_cells(row: r.UnitRow) -> list[object]:
@@ -62,7 +62,7 @@ def row_cells(row: r.UnitRow) -> list[object]:
     return [row.unit, get(nd, "label"), get(nd, "iou"), get(comp, "label"), get(comp, "iou"), get(stop, "label"),
             get(stop, "iou"), get(nd, "da"), get(comp, "da"), get(stop, "da"), get(comp, "length"),
             get(stop, "length"), get(select, "label"), get(select, "iou"), get(select, "da"), row.gap,
-            row.category or None]
+            None if row.mask_share is None else 100 * row.mask_share, row.category or None]
 
 
 class DissectionWorkspace(Workspace):
@@ -319,7 +319,7 @@ class DissectionWorkspace(Workspace):
         refined = self.data is not None and self._of_first_part(self.data) and not self._of_first_part(d)
         self.data = d
         result = d.result
-        self.rows = {u: r.unit_row(result, x) for u, x in result.units.items()}
+        self.rows = {u: r.unit_row(result, x, d.store.n_pixels) for u, x in result.units.items()}
         rows = [self.rows[u] for u in sorted(self.rows)]
         first = self.units.rowCount() == 0
         self.units.set_rows(COLUMNS, [row_cells(x) for x in rows], resort=result.complete)
@@ -371,7 +371,7 @@ class DissectionWorkspace(Workspace):
         category = f.category.currentText()
         self.units.show_only(r.filtered(self.rows, f.search.text(), None if category == "all categories" else category,
                                         f.iou_min.value() if f.interpretable.isChecked() else None,
-                                        f.specialised.isChecked()))
+                                        f.specialised.isChecked(), f.hide_ties.isChecked()))
 
     # -- the selected unit -----------------------------------------------------------------------------------------
     @property
@@ -393,7 +393,8 @@ class DissectionWorkspace(Workspace):
         self.formula = chosen.formula if chosen else None
         self.formula_label = chosen.label if chosen else ""
         self._show_overlays()  # first: from the cache it is on screen before the charts below are drawn
-        self.view.show_title(self.data.result.units[unit])
+        u = self.data.result.units[unit]
+        self.view.show_title(u, r.tie_note(self.data.result, u, self.data.store.n_pixels))
         self.charts.show_numbers(self.data, unit)
         self._show_role()
         show_trace(self.trace, self.data, self.data.result.units[unit])

@@ -6,6 +6,8 @@ and the same inside the unit mask M and per image. So growing a beam formula f b
 n(f AND c) for all c (dataset side: cached per formula and shared by every unit whose beam holds f) and
 n(M AND f AND c) (unit side: label counts over the regions the unit's mask touches). Detection Accuracy needs the
 images where f is present (dataset side, per-image counts by the same trick) and those where f meets M (unit side).
+The unit side is counted over the smaller side of M: where M holds most pixels (a dead unit's holds all of them), over
+its complement, with n(M AND X) = n(X) - n(~M AND X) for every count, per image too.
 
 Every formula holds on whole regions (labels.py), so a pixel set is a `RegionSet`: regions with weights (their
 pixels in the set), and the mask of a formula over the dataset is exactly its sorted region numbers.
@@ -22,7 +24,6 @@ from probescope.core.dissection.formula import AND, AND_NOT, OR, Formula
 from probescope.core.dissection.labels import LabelStore
 
 _UNIT_CACHE_BYTES = 64 << 20  # per unit, for each of its two per-formula caches
-PIXEL_CHUNK = 1 << 24  # mask pixels turned into region numbers at a time
 
 
 class RegionSet:
@@ -41,20 +42,6 @@ class RegionSet:
     def whole(cls, store: LabelStore, regions: np.ndarray) -> RegionSet:
         """Regions with all their pixels."""
         return cls(store, regions, store.region_pixels[regions])
-
-    @classmethod
-    def at_pixels(cls, store: LabelStore, pixels: np.ndarray, memo: bool = False) -> RegionSet:
-        """The regions of some pixels, weighted by how many of those pixels each holds. Counted PIXEL_CHUNK pixels
-        at a time: a mask over most of ADE20K (a dead unit's, where T is its constant value) is 278M pixels, and
-        their region numbers at once took 8 GB."""
-        if len(pixels) <= PIXEL_CHUNK:
-            regions, weights = np.unique(store.region_of(pixels), return_counts=True)
-            return cls(store, regions.astype(np.int64), weights.astype(np.int64), memo)
-        counts = np.zeros(store.n_regions, np.int64)
-        for start in range(0, len(pixels), PIXEL_CHUNK):
-            counts += np.bincount(store.region_of(pixels[start:start + PIXEL_CHUNK]), minlength=store.n_regions)
-        regions = np.flatnonzero(counts)
-        return cls(store, regions, counts[regions], memo)
 
     @property
     def labels(self) -> np.ndarray:
@@ -198,13 +185,21 @@ class DatasetCounts:
                 s = base.subset(inside if op == AND else ~inside)
             else:
                 base, atom = self.region_set(g), self.region_set(Formula.atom(c))
-                s = RegionSet.whole(self.store, np.union1d(base.regions, atom.regions))
+                s = RegionSet.whole(self.store, _union(base.regions, atom.regions, self.store.n_regions))
         self._sets.put(f, s)
         return s
 
     def same_mask(self, f: Formula, g: Formula) -> bool:
-        """Do f and g hold on exactly the same pixels of the dataset?"""
-        return f == g or np.array_equal(self.region_set(f).regions, self.region_set(g).regions)
+        """Do f and g hold on exactly the same pixels of the dataset? A union (or an intersection) of the same atoms
+        in another order does; other pairs are told apart by their pixels per image, then by their region sets. (A
+        dead unit's beam holds unions of the largest concepts, whose region sets are most of the dataset's.)"""
+        ops = set(f.ops) | set(g.ops)
+        if f == g or ((ops <= {OR} or ops <= {AND}) and set(f.atoms) == set(g.atoms)):
+            return True
+        a, b = self.record(f), self.record(g)
+        if not (np.array_equal(a.images, b.images) and np.array_equal(a.per_image, b.per_image)):
+            return False
+        return np.array_equal(self.region_set(f).regions, self.region_set(g).regions)
 
     def record(self, f: Formula) -> FormulaRecord:
         rec = self._records.get(f)
@@ -293,29 +288,38 @@ class CategoryScope:
 
 
 class UnitScorer:
-    """IoU and Detection Accuracy of formulas for one unit, from the regions its mask touches and the shared dataset
-    counts. `scope` (a CategoryScope) switches to NetDissect-Lite's per-category unit size; None = the whole
-    dataset's."""
+    """IoU and Detection Accuracy of formulas for one unit, from the shared dataset counts and the regions of one side
+    of the unit's mask M: M itself, or its complement when M holds more than half of the dataset's pixels (a dead
+    unit's M is every pixel). Counts inside M follow from the complement's exactly, n(M AND X) = n(X) - n(~M AND X),
+    and per image likewise, so the answers are the same on either side and a unit costs what its smaller side does.
+    `scope` (a CategoryScope) switches to NetDissect-Lite's per-category unit size; None = the whole dataset's.
+    `complement` forces a side (None: the smaller)."""
 
-    def __init__(self, dataset: DatasetCounts, unit_pixels: np.ndarray, concepts: np.ndarray,
-                 scope: CategoryScope | None = None):
+    def __init__(self, dataset: DatasetCounts, inside: np.ndarray, concepts: np.ndarray,
+                 scope: CategoryScope | None = None, complement: bool | None = None):
         store = dataset.store
         self.dataset = dataset
         self.concepts = concepts
-        self.mask = RegionSet.at_pixels(store, unit_pixels, memo=True)
-        self.n_mask = len(unit_pixels)
-        self.mask_counts = self.mask.label_counts()  # n(M AND c)
-        self._inside = _Lru(_UNIT_CACHE_BYTES, lambda m: m.nbytes)  # per formula: which of the unit's regions
-        self._inside_counts = _Lru(_UNIT_CACHE_BYTES, lambda c: c.nbytes)  # and n(M AND f AND c) for all c
+        self.n_mask = int(inside.sum())  # `inside`: each region's pixels in M (unitmasks.unit_mask_regions)
+        self.complement = 2 * self.n_mask > store.n_pixels if complement is None else complement
+        side = store.region_pixels - inside if self.complement else inside
+        regions = np.flatnonzero(side)
+        self.side = RegionSet(store, regions, side[regions], memo=True)  # regions weighted by their pixels on the side
+        side_counts = self.side.label_counts()
+        self.mask_counts = store.label_totals - side_counts if self.complement else side_counts  # n(M AND c)
+        self._holds = _Lru(_UNIT_CACHE_BYTES, lambda m: m.nbytes)  # per formula: which of the side's regions
+        self._side_counts = _Lru(_UNIT_CACHE_BYTES, lambda c: c.nbytes)  # and n(side AND f AND c) for all c
         self._pairs: np.ndarray | None = None
         self.scope = scope
-        if scope is not None:
-            region_bits = np.bitwise_or.reduce(scope.label_bit[self.mask.labels], axis=0) if len(self.mask.labels) \
-                else np.zeros(len(self.mask), np.int64)
-            images, at = np.unique(self.mask.images, return_inverse=True)
+        if scope is not None:  # per image: the unit's pixels and the categories under them
+            held = np.flatnonzero(inside)
+            mask = RegionSet(store, held, inside[held])
+            region_bits = np.bitwise_or.reduce(scope.label_bit[mask.labels], axis=0) if len(mask.labels) \
+                else np.zeros(len(mask), np.int64)
+            images, at = np.unique(mask.images, return_inverse=True)
             self._image_bits = scope.image_bits[images].copy()
             np.bitwise_or.at(self._image_bits, at, region_bits)
-            self._image_pixels = np.bincount(at, self.mask.weights, minlength=len(images))
+            self._image_pixels = np.bincount(at, mask.weights, minlength=len(images))
             self._sizes: dict[int, int] = {}
 
     def unit_size(self, bits: int) -> int:
@@ -342,24 +346,29 @@ class UnitScorer:
         size = self.dataset.store.label_totals[self.concepts]
         return ratio(inter, self.unit_sizes(None, self.concepts) + size - inter)
 
-    def _inside_mask(self, f: Formula) -> np.ndarray:
-        m = self._inside.get(f)
+    def _holds_on_side(self, f: Formula) -> np.ndarray:
+        m = self._holds.get(f)
         if m is None:
-            m = self.mask.evaluate(f)
-            self._inside.put(f, m)
+            m = self.side.evaluate(f)
+            self._holds.put(f, m)
         return m
+
+    def side_counts(self, f: Formula) -> np.ndarray:
+        """n(side AND f AND c) for every label c: a pass over the side's regions where f holds."""
+        counts = self._side_counts.get(f)
+        if counts is None:
+            counts = self.side.label_counts(self._holds_on_side(f))
+            self._side_counts.put(f, counts)
+        return counts
 
     def inside_counts(self, f: Formula) -> np.ndarray:
         """n(M AND f AND c) for every label c."""
-        counts = self._inside_counts.get(f)
-        if counts is None:
-            counts = self.mask.label_counts(self._inside_mask(f))
-            self._inside_counts.put(f, counts)
-        return counts
+        return self.dataset.cooc(f) - self.side_counts(f) if self.complement else self.side_counts(f)
 
     def counts(self, f: Formula) -> tuple[int, int]:
         """(n(M AND f), n(f))."""
-        return int(self.mask.weights[self._inside_mask(f)].sum()), self.dataset.record(f).n
+        on_side, size = int(self.side.weights[self._holds_on_side(f)].sum()), self.dataset.record(f).n
+        return (size - on_side if self.complement else on_side), size
 
     def iou(self, f: Formula) -> float:
         inter, size = self.counts(f)
@@ -368,11 +377,9 @@ class UnitScorer:
 
     def expand(self, f: Formula, candidates: np.ndarray) -> Children:
         """The children of f by every candidate atom, exactly."""
-        inside = self._inside_mask(f)
-        n_mf = int(self.mask.weights[inside].sum())
+        n_mf, n_f = self.counts(f)
         mfc = self.inside_counts(f)[candidates]
         mc = self.mask_counts[candidates]
-        n_f = self.dataset.record(f).n
         fc = self.dataset.cooc(f)[candidates]
         nc = self.dataset.store.label_totals[candidates]
         inter = np.stack([n_mf + mc - mfc, mfc, n_mf - mfc])
@@ -390,9 +397,10 @@ class UnitScorer:
     def bounds(self, formulas: list[Formula], inter: np.ndarray, size: np.ndarray, candidates: np.ndarray,
                exact_inside: bool = True) -> np.ndarray:
         """Upper bounds (3, n, k) of the IoUs of the children of n formulas sharing their operators, with counts
-        (n(M AND f), n(f)), by k candidates, without a dataset-wide count involving them: n(f AND c) outside the
-        unit's mask is bounded from the pairwise counts of f's atoms with c (`overlap`); inside the mask it is exact
-        (a pass over the unit's regions per formula), or bounded the same way when not `exact_inside`."""
+        (n(M AND f), n(f)), by k candidates: n(f AND c) outside the unit's mask is bounded from the pairwise counts
+        of f's atoms with c (`overlap`); inside the mask it is exact (`inside_counts`: a pass over the side's
+        regions per formula, and when the side is the complement, f's dataset-wide counts too), or bounded the same
+        way when not `exact_inside`. The bounds are the same whichever side the unit keeps."""
         atoms = np.array([f.atoms for f in formulas])
         inter, o_f = inter[:, None], (size - inter)[:, None]
         mc = self.mask_counts[candidates]
@@ -411,30 +419,43 @@ class UnitScorer:
         return ratio(inside, unit + outside)
 
     def pair_counts(self) -> np.ndarray:
-        """n(M AND a AND b) for all label pairs (computed once; then `atom_rows` reads it)."""
+        """n(side AND a AND b) for all label pairs (computed once; then `atom_rows` reads it)."""
         if self._pairs is None:
-            self._pairs = self.dataset.store.cooccurrence(self.mask.regions, self.mask.weights)
+            self._pairs = self.dataset.store.cooccurrence(self.side.regions, self.side.weights)
         return self._pairs
 
     def atom_rows(self, atoms: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """For each atom a: n(M AND a AND c) and n(a AND c) outside M, for every label c (two (n, labels))."""
         if self._pairs is None:
-            inside = np.stack([self.inside_counts(Formula.atom(a)) for a in atoms])
+            side = np.stack([self.side_counts(Formula.atom(a)) for a in atoms])
         else:
-            inside = self._pairs[atoms]
-        return inside, self.dataset.atom_cooc[atoms] - inside
+            side = self._pairs[atoms]
+        other = self.dataset.atom_cooc[atoms] - side
+        return (other, side) if self.complement else (side, other)
 
     def same_mask(self, f: Formula, g: Formula) -> bool:
         return self.dataset.same_mask(f, g)
 
     def da(self, f: Formula) -> float:
         """Detection Accuracy: images where f meets the mask / images where f is present."""
-        present = len(self.dataset.record(f).images)
-        hit = len(self.mask.image_ids(self._inside_mask(f)))
+        record = self.dataset.record(f)
+        present = len(record.images)
+        holds = self._holds_on_side(f)
+        if not self.complement:
+            hit = len(self.side.image_ids(holds))
+        else:  # f meets M in an image where it has more pixels than on the complement there
+            outside = np.bincount(self.side.images[holds], self.side.weights[holds],
+                                  minlength=self.dataset.store.n_images)
+            hit = int(np.count_nonzero(record.per_image > outside[record.images]))
         return hit / present if present else 0.0
 
     def fired_images(self) -> np.ndarray:
-        return self.mask.image_ids()
+        """Sorted images where the mask holds at least one pixel."""
+        if not self.complement:
+            return self.side.image_ids()
+        store = self.dataset.store
+        outside = np.bincount(self.side.images, self.side.weights, minlength=store.n_images)
+        return np.flatnonzero(np.diff(store.offsets) > outside)
 
 
 def overlap(ops: tuple[str, ...], rows: list[np.ndarray], universe: np.ndarray, total: int,
@@ -452,6 +473,17 @@ def overlap(ops: tuple[str, ...], rows: list[np.ndarray], universe: np.ndarray, 
         else:
             lo, hi = np.maximum(0, lo - p), np.minimum(hi, universe - p)
     return np.maximum(lo, exact + universe - total), np.minimum(hi, exact)
+
+
+def _union(a: np.ndarray, b: np.ndarray, n: int) -> np.ndarray:
+    """Sorted union of two sorted sets of region numbers below n: marked in a table when they are large (a hash of
+    millions of numbers costs more than a pass over the table)."""
+    if len(a) + len(b) < n // 64:
+        return np.union1d(a, b)
+    marked = np.zeros(n, bool)
+    marked[a] = True
+    marked[b] = True
+    return np.flatnonzero(marked)
 
 
 def ratio(num, den) -> np.ndarray:

@@ -49,7 +49,7 @@ def label_store(dataset: BrodenDataset, cache: Path | None, progress: ProgressCa
         return store
     store = LabelStore.build(dataset, progress=progress, cancel=cancel)
     with contextlib.suppress(OSError):  # a cache that cannot be written costs the next run the same read, no more
-        _save(store, folder, identity)
+        write_store(store, folder, identity)
     return store
 
 
@@ -65,15 +65,16 @@ def _crc(array: np.ndarray) -> int:
     return zlib.crc32(np.ascontiguousarray(array).view(np.uint8).reshape(-1))
 
 
-def _save(store: LabelStore, folder: Path, identity: dict[str, Any]) -> None:
-    """Write the store as .npy files and a sidecar (written last) into a temporary folder renamed into place."""
+def write_store(store: LabelStore, folder: Path, identity: dict[str, Any] | None = None) -> None:
+    """Write the store as .npy files and a sidecar (written last) into a temporary folder renamed into place; the
+    store's arrays are in `folder` from then on (`store.files`)."""
     folder.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{folder.name}.", dir=folder.parent))
     try:
         arrays = _arrays(store)
         for name, array in arrays.items():
             np.save(tmp / f"{name}.npy", np.ascontiguousarray(array), allow_pickle=False)
-        meta = {**identity, "n_labels": store.n_labels, "names": {str(k): v for k, v in store.names.items()},
+        meta = {**(identity or {}), "n_labels": store.n_labels, "names": {str(k): v for k, v in store.names.items()},
                 "categories": {str(k): v for k, v in store.categories.items()},
                 "crc32": {name: _crc(array) for name, array in arrays.items()}}
         (tmp / "store.json").write_text(json.dumps(meta), encoding="utf-8")
@@ -82,6 +83,7 @@ def _save(store: LabelStore, folder: Path, identity: dict[str, Any]) -> None:
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
+    store.files = folder
 
 
 def _load(folder: Path, identity: dict[str, Any]) -> LabelStore | None:
@@ -94,12 +96,25 @@ def _load(folder: Path, identity: dict[str, Any]) -> LabelStore | None:
                                 allow_pickle=False) for name in _ARRAYS}
         if any(_crc(arrays[name]) != meta["crc32"][name] for name in _ARRAYS):
             return None
-        n_images, n_labels = len(arrays["seg_shapes"]), int(meta["n_labels"])
-        image_labels = sp.csr_matrix((arrays["image_labels_data"], arrays["image_labels_indices"],
-                                      arrays["image_labels_indptr"]), shape=(n_images, n_labels))
-        return LabelStore(arrays["seg_shapes"], arrays["pixel_region"], arrays["image_regions"],
-                          arrays["region_labels"], arrays["region_pixels"], image_labels,
-                          {int(k): v for k, v in meta["names"].items()},
-                          {int(k): v for k, v in meta["categories"].items()})
+        return _store(folder, arrays, meta)
     except (OSError, ValueError, KeyError, TypeError, AttributeError):
         return None
+
+
+def open_store(folder: Path) -> LabelStore:
+    """A store `write_store` wrote (and its writer checked), every array memory-mapped: what worker processes open,
+    so they share the store's pages instead of holding copies."""
+    meta = json.loads((Path(folder) / "store.json").read_text(encoding="utf-8"))
+    return _store(Path(folder), {name: np.load(Path(folder) / f"{name}.npy", mmap_mode="r", allow_pickle=False)
+                                 for name in _ARRAYS}, meta)
+
+
+def _store(folder: Path, arrays: dict[str, np.ndarray], meta: dict[str, Any]) -> LabelStore:
+    n_images, n_labels = len(arrays["seg_shapes"]), int(meta["n_labels"])
+    image_labels = sp.csr_matrix((arrays["image_labels_data"], arrays["image_labels_indices"],
+                                  arrays["image_labels_indptr"]), shape=(n_images, n_labels))
+    store = LabelStore(arrays["seg_shapes"], arrays["pixel_region"], arrays["image_regions"], arrays["region_labels"],
+                       arrays["region_pixels"], image_labels, {int(k): v for k, v in meta["names"].items()},
+                       {int(k): v for k, v in meta["categories"].items()})
+    store.files = folder
+    return store

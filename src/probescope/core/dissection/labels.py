@@ -17,6 +17,7 @@ take 556 MB, the regions themselves a few tens of MB.
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Protocol
 
 import numpy as np
@@ -72,6 +73,7 @@ class LabelStore:
         self._image_label_cols: dict[int, np.ndarray] = {}
         self._label_regions: sp.csr_matrix | None = None
         self._image_labels_t = image_labels.T.tocsr().astype(np.float64)
+        self.files: Path | None = None  # the folder its arrays are kept in (label_cache), for worker processes
 
     # ---- construction -------------------------------------------------------------------------------------------
 

@@ -68,7 +68,9 @@ class UnitResult:
     atoms. `accuracy[method][set]` = [top-1 accuracy, images] for the sets fired/explanation/union/intersection.
     With the `optimal` search: `optimality_gap` = IoU of the optimal formula minus IoU of the `iou` beam search's
     answer (>= 0; 0 when the beam found an optimum), `optimal_evaluated` = formulas whose IoU the branch and bound
-    computed exactly; both None without it (and in files written before they existed)."""
+    computed exactly; both None without it (and in files written before they existed). `threshold_ties` = the share
+    of the unit's activations (every image and position, at feature-map resolution) equal to T (None in files
+    written before it existed): see `at_tie`."""
 
     unit: int
     threshold: float
@@ -82,6 +84,12 @@ class UnitResult:
     accuracy: dict[str, dict[str, list]] | None = None
     optimality_gap: float | None = None
     optimal_evaluated: int | None = None
+    threshold_ties: float | None = None
+
+    def at_tie(self, quantile: float) -> bool | None:
+        """Does T sit at a tie: more activations equal T than the top quantile holds, so `A >= T` keeps more than
+        the protocol's share (a dead unit, almost always 0, gets T = 0 and a mask of every pixel)? None if unknown."""
+        return None if self.threshold_ties is None else self.threshold_ties > quantile
 
     def to_json(self) -> dict:
         return {
@@ -92,7 +100,7 @@ class UnitResult:
             "sweep": [e.to_json() for e in self.sweep],
             "top_atoms": [list(a) for a in self.top_atoms],
             "accuracy": self.accuracy, "optimality_gap": self.optimality_gap,
-            "optimal_evaluated": self.optimal_evaluated,
+            "optimal_evaluated": self.optimal_evaluated, "threshold_ties": self.threshold_ties,
         }
 
     @classmethod
@@ -106,6 +114,7 @@ class UnitResult:
             top_atoms=[(int(a), float(b)) for a, b in d.get("top_atoms", [])],
             accuracy=d.get("accuracy"), optimality_gap=_opt_float(d.get("optimality_gap")),
             optimal_evaluated=None if d.get("optimal_evaluated") is None else int(d["optimal_evaluated"]),
+            threshold_ties=_opt_float(d.get("threshold_ties")),
         )
 
 

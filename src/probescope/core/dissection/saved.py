@@ -7,7 +7,8 @@ in its cache folder), and the one writer of a layer's outputs, which a batch use
     write_layer(folder, result)               # dissection.json, tally.csv, correlation.csv
 
 Every finished unit is appended at once to a journal beside the result (`dissection.journal.jsonl`: a header line
-with the run's identity, then one JSON line per unit, flushed), so a killed run loses at most the unit it was on.
+with the run's identity, then one JSON line per unit, flushed), so a killed run loses at most the units it was on
+(one per process).
 The journal is merged into the result file atomically after each block (blocks double in size, so the number of
 rewrites grows with the log of the units) and when the run stops; `resumable` reads both.
 """
@@ -18,13 +19,15 @@ import contextlib
 import json
 import os
 from collections.abc import Iterator, Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import IO
 
 import numpy as np
 
-from probescope.core.dissection.engine import dissect
+from probescope.core.dissection.engine import add_units, layer_result
 from probescope.core.dissection.labels import LabelStore
+from probescope.core.dissection.parallel import UnitWorkers, worker_count
 from probescope.core.dissection.results import DissectionResult, UnitResult
 from probescope.core.dissection.settings import DissectionSettings
 from probescope.core.errors import InputError
@@ -124,48 +127,42 @@ def resumable(path: Path, settings: DissectionSettings, dataset_info: dict, mode
 def dissect_in_blocks(path: Path, store: LabelStore, activations: np.ndarray, settings: DissectionSettings,
                       units: Sequence[int] | None = None, *, previous: DissectionResult | None = None,
                       correct: np.ndarray | None = None, dataset_info: dict, model_info: dict,
-                      progress: ProgressCallback | None = None,
-                      cancel: CancelCheck | None = None) -> Iterator[DissectionResult]:
-    """Dissect the asked `units` (default all) that `previous` lacks, FIRST_BLOCK units first and then blocks twice
-    as large; every unit is journaled as it finishes, and after every block the result is saved atomically to
-    `path` and yielded. A cancelled or failed run saves what it finished first, so the next run resumes there."""
-    n_units = int(activations.shape[1])
-    asked = range(n_units) if units is None else units
-    result = previous
-    todo = [u for u in asked if result is None or u not in result.units]
+                      progress: ProgressCallback | None = None, cancel: CancelCheck | None = None,
+                      spare_cores: int = 0) -> Iterator[DissectionResult]:
+    """Dissect the asked `units` (default all) that `previous` lacks, in `settings.jobs` processes (parallel.py;
+    one: in this one; automatic: one per core less `spare_cores`); every unit is journaled as it finishes, and after
+    FIRST_BLOCK units, then after blocks twice as large, the result is saved atomically to `path` and a copy of it
+    yielded (the last one is the whole run). A cancelled or failed run saves what it finished first, so the next run
+    resumes there."""
+    result, todo = layer_result(store, activations, settings, units, correct, previous, dataset_info, model_info)
     journal = UnitJournal(path)
     if journal.path.exists():  # a stopped run's units (in `previous` when resumable): into the result file first
         if previous is not None:
             previous.save(path)
         journal.clear()
-    latest: list[DissectionResult] = []
-
-    def record(partial: DissectionResult, unit: int) -> None:
-        journal.append(partial, unit)
-        latest[:] = [partial]
-
-    done, block = 0, FIRST_BLOCK
+    jobs = worker_count(settings.jobs, len(todo), store.n_images, spare_cores)
+    unsaved = False
     try:
-        while done < len(todo) or result is None:
-            chunk = todo[done:done + block]
-
-            def block_progress(fraction: float, message: str, _n: int = len(chunk), _done: int = done) -> None:
-                if progress is not None:
-                    progress((_done + fraction * _n) / max(1, len(todo)), message)
-
-            result = dissect(store, activations, settings, chunk, correct=correct, previous=result,
-                             dataset_info=dataset_info, model_info=model_info, progress=block_progress,
-                             cancel=cancel, on_unit=record)
+        with UnitWorkers(store, jobs) if jobs > 1 else contextlib.nullcontext() as workers:
+            block = block_end = FIRST_BLOCK
+            for done, unit in enumerate(add_units(result, todo, store, activations, settings, correct=correct,
+                                                  progress=progress, cancel=cancel, workers=workers), 1):
+                journal.append(result, unit)
+                unsaved = True
+                if done == block_end or done == len(todo):
+                    result.save(path)
+                    journal.clear()
+                    unsaved = False
+                    block *= 2
+                    block_end += block
+                    yield replace(result, units=dict(result.units))
+        if not todo:
             result.save(path)
-            journal.clear()
-            latest.clear()
-            done += len(chunk)
-            block *= 2
-            yield result
+            yield replace(result, units=dict(result.units))
     except BaseException:
-        if latest:  # merge what the unfinished block did; if this write fails too, the journal keeps it
+        if unsaved:  # merge what the unfinished block did; if this write fails too, the journal keeps it
             with contextlib.suppress(InputError):
-                latest[0].save(path)
+                result.save(path)
                 journal.clear()
         raise
     finally:

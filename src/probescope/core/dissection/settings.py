@@ -15,14 +15,14 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
-from probescope.core.bounds import FRACTION, MEBIBYTES, UNITS, Bound
+from probescope.core.bounds import FRACTION, MEBIBYTES, PROCESSES, UNITS, Bound
 from probescope.core.devices import check_device
 from probescope.core.errors import InputError
 
 SEARCH_MODES = ("iou", "da-select", "da-stop", "optimal")
 DEDUPE_MODES = ("mask", "none")
 IOU_SCOPES = ("dataset", "category")
-SPEED_ONLY = ("device", "cache_mb")  # change how fast, never what is found
+SPEED_ONLY = ("device", "cache_mb", "jobs")  # change how fast, never what is found
 
 
 def _help(text: str, bound: Bound | None = None) -> dict[str, object]:
@@ -38,7 +38,7 @@ CONCEPTS = Bound(0, 1 << 20)  # concepts per beam step (Broden has 1,197)
 class DissectionSettings:
     """Protocol settings (seed 002 defaults). `sweep_length` N records the best-IoU formula at max lengths 1..N
     (the seed uses 10; it costs about N / 2 times a length-3 search, so it is off by default); `da_limit` is the
-    safety cap on atoms for da-select / da-stop. `device` and `cache_mb` change speed, never results."""
+    safety cap on atoms for da-select / da-stop. `device`, `cache_mb` and `jobs` change speed, never results."""
 
     quantile: float = field(default=0.005, metadata=_help("top quantile q: T_u = quantile(1 - q)", FRACTION))
     beam_size: int = field(default=5, metadata=_help("formulas kept per step of the beam search", Bound(1, 10_000)))
@@ -64,7 +64,10 @@ class DissectionSettings:
     da_limit: int = field(default=10, metadata=_help("safety cap on atoms for da-select / da-stop", LENGTH))
     device: str = field(default="cpu", metadata=_help("cpu or cuda (mask upsampling)"))
     cache_mb: int = field(default=256, metadata=_help(
-        "memory for the formulas' cached dataset-wide counts and region sets, in MiB", MEBIBYTES))
+        "memory for the formulas' cached dataset-wide counts and region sets, in MiB (per process)", MEBIBYTES))
+    jobs: int = field(default=0, metadata=_help(
+        "processes dissecting units at once: 0 = one per core, 1 = this process alone; the results are the same "
+        "(byte for byte) for any number", PROCESSES))
 
     def __post_init__(self) -> None:
         bad = [m for m in self.searches if m not in SEARCH_MODES]

@@ -122,15 +122,16 @@ def run_batch(manifest: Manifest, out: str | Path, executor: Executor | None = N
               log: Callable[[str], None] | None = stderr_log, trust: Trust = NO_TRUST) -> dict:
     """Dissect every (model, layer) of `manifest` into `out`; returns the final status document.
 
-    `executor` defaults to running locally, one task after another (pass a RayExecutor for a cluster); `trust` is
-    the command line's (model files that run code load only when it allows them). On any error or interrupt,
-    status.json says 'failed' or 'stopped' and finished chunks stay for the next run. One batch at a time writes
-    `out` (it holds out/.probescope.lock; a second is refused naming the first)."""
+    `executor` defaults to running locally, the chunks in `settings.jobs` processes (pass a RayExecutor for a
+    cluster); `trust` is the command line's (model files that run code load only when it allows them). On any error
+    or interrupt, status.json says 'failed' or 'stopped' and finished chunks stay for the next run. One batch at a
+    time writes `out` (it holds out/.probescope.lock; a second is refused naming the first)."""
     out = Path(out)
     with folder_lock(out, "probescope batch"):
         jobs = [(m.name, layer, layer_folder(m.name, layer)) for m, layer in manifest.layer_jobs]
         status = BatchStatus(out, manifest.path, jobs, log)
-        batch = _Batch(manifest, out, executor or LocalExecutor(), status, trust)
+        local = LocalExecutor() if executor is None else None
+        batch = _Batch(manifest, out, executor or local, status, trust)
         try:
             batch.run(log)
         except KeyboardInterrupt:
@@ -142,5 +143,8 @@ def run_batch(manifest: Manifest, out: str | Path, executor: Executor | None = N
                     job["state"] = "failed"
             status.finish("failed", f"{type(exc).__name__}: {exc}")
             raise
+        finally:
+            if local is not None:
+                local.close()  # its worker processes, when it started some
         status.finish("done")
     return status.doc
