@@ -8,12 +8,12 @@ import json
 import pytest
 
 from oracles.payloads import scripted_payload
-from probescope.app.dissection.batch import job_activations
 from probescope.app.main_window import MainWindow
 from probescope.app.settings import RecentItem, Settings, TrustedFile
 from probescope.app.trust_dialog import TrustDialog
 from probescope.core.dissection.results import DissectionResult
 from probescope.core.trust import Trust, UntrustedFile, read_trusted, sha256_of
+from probescope.jobs.dissection.saved_layers import job_activations
 from probescope.jobs.inputs import OpenRequest
 from probescope.jobs.protocol import TaskContext
 

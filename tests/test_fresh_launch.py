@@ -9,11 +9,11 @@ import threading
 from PySide6.QtCore import QTimer
 from windows import make_window
 
-from probescope.app.dissection import rows
 from probescope.app.dissection.workspace import DissectionWorkspace
 from probescope.core.demo import dataset as demo_dataset
 from probescope.core.dissection.settings import DissectionSettings
 from probescope.jobs import inputs
+from probescope.jobs.dissection import rows
 from probescope.jobs.inputs import OpenRequest
 
 WAIT_MS = 120_000

@@ -96,7 +96,7 @@ def test_the_dissection_runs_where_the_model_is(qtbot, loaded, monkeypatch):
 
     ws = loaded.workspaces["dissection"]
     asked = []
-    monkeypatch.setattr(module, "layer_task", lambda *args: asked.append(args[4].device) or iter(()))
+    monkeypatch.setattr(module, "layer_data_job", lambda ctx, **kw: asked.append(kw["settings"].device) or iter(()))
     model = ws._inputs[0]
     ws._inputs = (replace(model, value=replace(model.value, device="cuda:1")), *ws._inputs[1:])
     ws.run_settings(ws.settings)

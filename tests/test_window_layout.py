@@ -212,7 +212,7 @@ def test_the_explanation_lengths_legend_is_off_the_bars_and_each_method_has_its_
     import pyqtgraph as pg
     from PySide6.QtGui import QColor
 
-    from probescope.app.dissection import rows as r
+    from probescope.jobs.dissection import rows as r
     from probescope.widgets.dissection.plots import GroupedBars
 
     okabe_ito = {"#e69f00", "#56b4e9", "#009e73", "#f0e442", "#0072b2", "#d55e00", "#cc79a7", "#000000"}

@@ -10,10 +10,10 @@ import pytest
 from PySide6.QtCore import Qt
 from PySide6.QtGui import QImage
 
-from probescope.app.dissection import rows as data
 from probescope.app.dissection.workspace import COLUMNS, DissectionWorkspace
 from probescope.core.dissection.settings import DissectionSettings
 from probescope.jobs import inputs
+from probescope.jobs.dissection import rows as data
 from probescope.jobs.inputs import OpenRequest
 
 pytestmark = pytest.mark.usefixtures("isolated_cache")
@@ -302,10 +302,11 @@ def test_optimal_search_shows_each_units_gap(qtbot, env):
 
 def test_a_partly_dissected_layer_is_on_screen_before_the_next_block(env, monkeypatch):
     """A launch after a stopped dissection shows the units saved so far at once, before dissecting more of them."""
-    from probescope.app.dissection.layer import layer_task
     from probescope.core.cache import cache_dir
     from probescope.core.dissection import saved as saved_module
     from probescope.core.dissection.results import DissectionResult
+    from probescope.jobs.dissection.layer import DatasetSpec
+    from probescope.jobs.dissection.layer_data import layer_data_job
     from probescope.jobs.protocol import Partial, TaskContext
 
     ws, pool, state = env
@@ -317,7 +318,9 @@ def test_a_partly_dissected_layer_is_on_screen_before_the_next_block(env, monkey
     stopped.complete = False
     stopped.save(path)
     monkeypatch.setattr(saved_module, "add_units", lambda *a, **k: pytest.fail("dissected before showing"))
-    steps = layer_task(state.get("model"), d.layer, d.dataset, d.store, d.settings, TaskContext())
+    model = state.get("model")
+    steps = layer_data_job(TaskContext(), model=model.value, model_label=model.label, layer=d.layer,
+                           dataset=DatasetSpec.of(d.dataset), settings=d.settings)
     first = next(item for item in steps if isinstance(item, Partial))
     assert sorted(first.value.result.units) == keep and not first.value.result.complete
 

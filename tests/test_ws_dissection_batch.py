@@ -13,12 +13,12 @@ import pytest
 from PySide6.QtCore import QMimeData, QPointF, Qt, QUrl
 from PySide6.QtGui import QDropEvent, QImage
 
-from probescope.app.dissection.batch import JOB_COLUMNS
 from probescope.app.dissection.workspace import DissectionWorkspace
 from probescope.app.main_window import MainWindow
 from probescope.app.settings import Settings
 from probescope.core.dissection.results import DissectionResult
 from probescope.core.dissection.settings import DissectionSettings
+from probescope.jobs.dissection.saved_layers import JOB_COLUMNS
 from probescope.jobs.inputs import OpenRequest
 from probescope.main import main
 

@@ -6,12 +6,13 @@ from __future__ import annotations
 
 import numpy as np
 
-from probescope.app.dissection import layer as data
-from probescope.app.dissection import rows as unit_rows
 from probescope.app.dissection.overlays import CONCEPT_COLOR, UNIT_COLOR, OverlayOptions, compose, heat_colors, nearest
 from probescope.core.dissection.formula import Formula
 from probescope.core.dissection.results import DissectionResult, Explanation, UnitResult
 from probescope.core.dissection.settings import DissectionSettings
+from probescope.jobs.dissection import layer_data as data
+from probescope.jobs.dissection import rows as unit_rows
+from probescope.jobs.dissection.layer import result_path
 
 
 def test_compose_outlines_the_unit_and_stripes_the_concept():
@@ -57,10 +58,10 @@ def test_peaks_and_top_images_match_brute_force():
 
 def test_result_path_changes_with_every_input():
     s = DissectionSettings()
-    base = data.result_path("/c", {"m": 1}, {"d": 1}, s)
-    assert base == data.result_path("/c", {"m": 1}, {"d": 1}, DissectionSettings(device="cpu", cache_mb=5))
-    others = {data.result_path("/c", {"m": 2}, {"d": 1}, s), data.result_path("/c", {"m": 1}, {"d": 2}, s),
-              data.result_path("/c", {"m": 1}, {"d": 1}, DissectionSettings(max_length=2))}
+    base = result_path("/c", {"m": 1}, {"d": 1}, s)
+    assert base == result_path("/c", {"m": 1}, {"d": 1}, DissectionSettings(device="cpu", cache_mb=5))
+    others = {result_path("/c", {"m": 2}, {"d": 1}, s), result_path("/c", {"m": 1}, {"d": 2}, s),
+              result_path("/c", {"m": 1}, {"d": 1}, DissectionSettings(max_length=2))}
     assert base not in others and len(others) == 3
 
 

@@ -74,6 +74,7 @@ class MainWindow(QMainWindow):
         self.settings = settings
         self.device = device or settings.device()
         self.state = AppState(self)
+        self.state.device = self.device
         self.pool = WorkerPool(parent=self)
         self.session_trust = trust
         self.ask_trust = ask_trust
@@ -377,7 +378,7 @@ class MainWindow(QMainWindow):
 
     def set_device(self, device: str) -> None:
         """Switch the compute device; the loaded model (and a generator) are reloaded there."""
-        self.device = device
+        self.device = self.state.device = device
         self.settings.set_device(device)
         for request in list(self._opened.values()):
             if executor_for(request) == COMPUTE:

@@ -25,6 +25,7 @@ class AppState(QObject):
         super().__init__(parent)
         self._loaded: dict[str, Loaded | None] = dict.fromkeys(SLOTS)
         self._layer: str | None = None
+        self.device = "cpu"  # where models are loaded: the window's compute device (`Settings.device` decides)
 
     def get(self, slot: str) -> Loaded | None:
         return self._loaded[slot]

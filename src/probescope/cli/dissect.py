@@ -13,6 +13,7 @@ from pathlib import Path
 
 from probescope.core.bounds import UNIT
 from probescope.jobs.arguments import BoundedArg, RangesArg, add_trust_arguments, device_arg, trust_from_args
+from probescope.jobs.dissection.layer import layer_units  # noqa: F401  (cli.ablate reads --units the same way)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -65,84 +66,31 @@ def settings_from_args(args: argparse.Namespace):
     return settings
 
 
-def layer_units(ranges, n_units: int) -> list[int]:
-    """The units --units names, once the layer's width says which exist (the ranges are never expanded before)."""
-    return ranges.values("--units", "unit", high=n_units - 1, because=f"the layer has {n_units} units")
-
-
 def run(args: argparse.Namespace) -> int:
-    from probescope.core.locks import folder_lock
-
-    settings = settings_from_args(args)
-    units = args.units  # IntRanges, expanded once the layer's width is known
-    trust = trust_from_args(args)
-    with folder_lock(args.out, "probescope dissect"):
-        return _dissect(args, settings, units, trust)
-
-
-def _dissect(args: argparse.Namespace, settings, units, trust) -> int:
+    """Parse, dissect (`jobs.dissection.layer.dissect_layer`), say what was written."""
     import sys
-    from collections import deque
-
-    import numpy as np
 
     from probescope.cli.progress import end_progress_line, stderr_progress
-    from probescope.core.cache import cache_dir
-    from probescope.core.dissection.correlation import correct_predictions, read_label_map, scene_truth
-    from probescope.core.dissection.inputs import extract_model_layers, load_activation_file, open_dataset
-    from probescope.core.dissection.label_cache import label_store
-    from probescope.core.dissection.saved import dissect_in_blocks, resumable, write_layer
-    from probescope.core.errors import InputError
-    from probescope.core.models.loading import read_class_names
+    from probescope.jobs.dissection.layer import ActivationFile, DatasetSpec, ModelLayer, dissect_layer
+    from probescope.jobs.dissection.layer import run as run_task
+    from probescope.jobs.protocol import TaskContext
 
     progress = stderr_progress()
-    dataset, dataset_info = open_dataset(args.dataset, args.index, args.source or "")
-    class_names = read_class_names(args.class_names) if args.class_names else None
-    predictions = None
-    if args.activations is not None:
-        act, model_info = load_activation_file(args.activations, dataset.n_images)
-    else:
-        [job] = extract_model_layers(args.model, [args.layer], args.dataset, args.index, args.source or "",
-                                     args.device, trust, class_names=args.class_names,
-                                     predict=args.predictions is None, progress=progress)
-        act, model_info, predictions = job.activations, job.model_info, job.predictions
-        class_names = class_names or job.class_names
-    if args.predictions is not None:
-        try:
-            predictions = np.load(args.predictions, allow_pickle=False)
-        except (FileNotFoundError, ValueError, OSError) as exc:
-            raise InputError(f"not a readable .npy array ({exc})", args.predictions) from None
-    units = layer_units(units, int(act.shape[1])) if units is not None else None
 
-    store = label_store(dataset, cache_dir(), progress=progress)
-    correct = None
-    if predictions is not None:
-        if class_names is None:
-            raise InputError("--predictions needs --class-names (or a --model with class names) to read true labels")
-        truth = scene_truth(store, class_names, read_label_map(args.label_map) if args.label_map else None,
-                            overrides_source=args.label_map)
-        correct = correct_predictions(predictions, truth, args.predictions)
+    def log(line: str) -> None:
         end_progress_line()
-        print(f"{int((truth >= 0).sum())} of {len(truth)} images have a true label among the model's classes",
-              file=sys.stderr)
+        print(line, file=sys.stderr)
 
-    json_path = args.out / "dissection.json"
-    previous = None
-    if not args.restart:
-        previous, why = resumable(json_path, settings, dataset_info, model_info, int(act.shape[1]))
-        end_progress_line()
-        if why:
-            print(why, file=sys.stderr)
-        elif previous is not None:
-            left = len(set(range(int(act.shape[1])) if units is None else units) - set(previous.units))
-            print(f"resuming: {len(previous.units)} units already done, {left} to go" if left else
-                  f"complete: all {len(previous.units)} units already done, nothing to resume (--restart dissects "
-                  "again)", file=sys.stderr)
-    blocks = dissect_in_blocks(json_path, store, act, settings, units, previous=previous, correct=correct,
-                               dataset_info=dataset_info, model_info=model_info, progress=progress)
-    last = deque(blocks, maxlen=1)  # each block is saved as it finishes; the last is the layer
-    result = last[0] if last else previous  # no block ran: every unit asked for was done already
-    write_layer(args.out, result)
-    end_progress_line()
-    print(f"wrote {args.out / 'tally.csv'} ({len(result.units)} units)", file=sys.stderr)
+    def show(step) -> None:
+        progress(step.fraction or 0.0, step.message)
+
+    settings = settings_from_args(args)
+    source = ActivationFile(args.activations) if args.activations is not None else ModelLayer(args.model, args.layer)
+    task = dissect_layer(TaskContext(show, trust_from_args(args)),
+                         dataset=DatasetSpec(args.dataset, args.index, args.source or ""), activations=source,
+                         settings=settings, units=args.units, out=args.out, restart=args.restart,
+                         predictions=args.predictions, class_names=args.class_names, label_map=args.label_map,
+                         log=log)
+    done = run_task(task, show)
+    log(f"wrote {args.out / 'tally.csv'} ({len(done.result.units)} units)")
     return 0

@@ -2,7 +2,8 @@
 
 The overview (status.json and a summary of every merged layer) is read in the I/O pool and read again every few
 seconds while the batch runs (only newly merged layers are read in full); choosing a merged job opens its saved
-dissection.json with everything the views need (`batch.saved_layer_task`), never re-dissecting it.
+dissection.json with everything the views need (`jobs.dissection.saved_layers.saved_layer_job`), never
+re-dissecting it.
 """
 
 from __future__ import annotations
@@ -13,10 +14,10 @@ from pathlib import Path
 from PySide6.QtCore import QObject, QTimer, Signal
 from PySide6.QtWidgets import QFileDialog, QWidget
 
-from probescope.app.dissection.batch import BatchView, job_state, overview_task, saved_layer_task
 from probescope.app.dissection.panels import BatchPanel
 from probescope.app.workers import WorkerPool
-from probescope.jobs.protocol import COMPUTE, IO, TaskError
+from probescope.jobs.dissection.saved_layers import BatchView, job_state, overview_job, saved_layer_job
+from probescope.jobs.protocol import IO, Job, TaskError
 
 POLL_MS = 3000  # how often a running batch's status is read again while its panel is shown
 
@@ -32,7 +33,8 @@ class BatchBrowser(QObject):
 
     def __init__(self, pool: WorkerPool, key: Callable[[str], str], panel: BatchPanel,
                  inputs: Callable[[], tuple], showing_saved: Callable[[], bool], parent: QWidget):
-        """`inputs()` gives (loaded model, loaded dataset, (dataset, LabelStore) or None) to reuse;
+        """`inputs()` gives (the loaded model's ModelInfo or None, the loaded dataset's DatasetSpec or None, the
+        compute device) to reuse;
         `showing_saved()` tells whether the workspace shows (or is opening) a saved result; `parent` is the
         workspace (a running batch is read again while it is visible)."""
         super().__init__(parent)
@@ -41,7 +43,7 @@ class BatchBrowser(QObject):
         self.job = None  # the batch job shown (a BatchJob), None while the loaded model's layer is shown
         self.folder: Path | None = None
         self.view: BatchView | None = None
-        self._known: dict = {}  # the batch's layer summaries, kept between reads (see overview_task)
+        self._known: dict = {}  # the batch's layer summaries, kept between reads (see overview_job)
         self.timer = QTimer(self)
         self.timer.setSingleShot(True)
         self.timer.setInterval(POLL_MS)
@@ -82,7 +84,8 @@ class BatchBrowser(QObject):
                 self.panel.message.setText("no layer of this batch is merged yet: the list follows the batch")
                 self.nothing_merged.emit()
 
-        self.pool.submit(lambda ctx: overview_task(folder, known, ctx), name=f"read batch {folder.name}",
+        self.pool.submit(Job(overview_job, {"folder": folder, "known": known}, compute=False),
+                         name=f"read batch {folder.name}",
                          key=self._key("batch"), executor=IO, on_result=done,
                          on_error=lambda error: self.panel.message.setText(error.message))
 
@@ -111,8 +114,7 @@ class BatchBrowser(QObject):
         self.panel.message.setText("")
         self.panel.select_job(number)
         origin = f"batch {view.overview.folder.name}"
-        model, dataset, store = self._inputs()
-        device = str(model.device) if model is not None else "cpu"
+        model, dataset, device = self._inputs()
         self.opening.emit(job)
 
         def failed(error: TaskError) -> None:
@@ -120,8 +122,9 @@ class BatchBrowser(QObject):
             self.panel.message.setText(error.message)
             self.failed.emit(job, error.message)
 
-        self.pool.submit(lambda ctx: saved_layer_task(job, origin, model, dataset, store, device, ctx),
-                         name=f"open {job.model}/{job.layer}", key=self._key("layer"), executor=COMPUTE,
+        self.pool.submit(Job(saved_layer_job, {"job": job, "origin": origin, "model": model, "dataset": dataset,
+                                               "device": device}),
+                         name=f"open {job.model}/{job.layer}", key=self._key("layer"),
                          on_result=self.opened.emit, on_error=failed)
 
     def leave(self) -> None:

@@ -9,11 +9,11 @@ from collections.abc import Callable, Sequence
 from PySide6.QtGui import QImage
 from PySide6.QtWidgets import QGridLayout, QPushButton, QVBoxLayout, QWidget
 
-from probescope.app.dissection import rows as r
-from probescope.app.dissection.layer import LayerData
 from probescope.app.export import PAPER_PRESETS, Preset
 from probescope.app.panel_area import scrolled
 from probescope.core.dissection.results import Explanation
+from probescope.jobs.dissection import rows as r
+from probescope.jobs.dissection.layer_data import LayerData
 from probescope.widgets.dissection.card import CardLine, UnitCard
 
 CARD_IMAGES = 12

@@ -11,8 +11,8 @@ import numpy as np
 from PySide6.QtCore import Signal
 from PySide6.QtWidgets import QTableWidget, QTableWidgetItem, QVBoxLayout, QWidget
 
-from probescope.app.dissection import rows as r
-from probescope.app.dissection.layer import LayerData
+from probescope.jobs.dissection import rows as r
+from probescope.jobs.dissection.layer_data import LayerData
 from probescope.widgets.dissection.plots import GroupedBars, UnitScatter
 from probescope.widgets.ink import InkLabel, inked
 

@@ -23,12 +23,11 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from probescope.app.dissection.batch import JOB_COLUMNS, JOB_LEGEND, BatchView, job_cells
-from probescope.app.dissection.layer import DEFAULT_SETTINGS
 from probescope.app.dissection.overlays import OverlayOptions
-from probescope.app.dissection.rows import INTERPRETABLE_IOU, METHOD_NAMES, METHODS
 from probescope.core.dissection.parallel import available_cores
-from probescope.core.dissection.settings import SEARCH_MODES, DissectionSettings
+from probescope.core.dissection.settings import SEARCH_MODES, WINDOW_SETTINGS, DissectionSettings
+from probescope.jobs.dissection.rows import INTERPRETABLE_IOU, METHOD_NAMES, METHODS
+from probescope.jobs.dissection.saved_layers import JOB_COLUMNS, JOB_LEGEND, BatchView, job_cells
 from probescope.widgets.controls import spin_box
 from probescope.widgets.dissection.table import UnitTable
 from probescope.widgets.ink import InkLabel, inked
@@ -188,7 +187,7 @@ class RunsPanel(QWidget):
 
     def __init__(self, parent: QWidget | None = None):
         super().__init__(parent)
-        s = self._shown = DEFAULT_SETTINGS
+        s = self._shown = WINDOW_SETTINGS
         self.quantile = QDoubleSpinBox()
         self.quantile.setDecimals(4)
         self.quantile.setRange(0.0001, 0.5)

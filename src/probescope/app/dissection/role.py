@@ -17,10 +17,10 @@ import pyqtgraph as pg
 from PySide6.QtCore import Signal
 from PySide6.QtWidgets import QComboBox, QHBoxLayout, QLabel, QPushButton, QVBoxLayout, QWidget
 
-from probescope.app.dissection import rows as r
-from probescope.app.dissection.layer import LayerData
 from probescope.app.workers import WorkerPool
 from probescope.core.ablation.results import AblationResult
+from probescope.jobs.dissection import rows as r
+from probescope.jobs.dissection.layer_data import LayerData
 from probescope.jobs.inputs import ModelInfo
 from probescope.jobs.protocol import COMPUTE, Progress, TaskContext, TaskError
 from probescope.widgets.plot_frame import titled_plot

@@ -13,12 +13,12 @@ from collections.abc import Callable
 
 from PySide6.QtCore import QObject, QTimer, Signal
 
-from probescope.app.dissection.layer import LayerData
 from probescope.app.dissection.overlays import ImageOverlay, image_labels, image_overlay, overlay_task, present_images
 from probescope.app.dissection.panels import UnitControls
-from probescope.app.dissection.rows import explanation_of
 from probescope.app.workers import WorkerPool
 from probescope.core.dissection.formula import Formula
+from probescope.jobs.dissection.layer_data import LayerData
+from probescope.jobs.dissection.rows import explanation_of
 from probescope.jobs.protocol import IO, Partial
 from probescope.widgets.image_detail import ImageDetail
 from probescope.widgets.images import to_qimage

@@ -10,12 +10,12 @@ from html import escape
 import numpy as np
 from PySide6.QtWidgets import QHBoxLayout, QLabel, QVBoxLayout, QWidget
 
-from probescope.app.dissection import rows as r
-from probescope.app.dissection.layer import LayerData
 from probescope.app.dissection.layer_views import integer_ticks
 from probescope.app.dissection.panels import UnitControls
 from probescope.app.panel_area import scrolled
 from probescope.core.dissection.results import UnitResult
+from probescope.jobs.dissection import rows as r
+from probescope.jobs.dissection.layer_data import LayerData
 from probescope.widgets.dissection.plots import ActivationHistogram
 from probescope.widgets.dissection.trace import TraceEntry, TraceStep, TraceTree
 from probescope.widgets.ink import InkLabel, inked

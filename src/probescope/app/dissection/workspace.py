@@ -10,8 +10,8 @@ its mask), the layer views (`layer_views`), the unit card (a paper-ready figure)
 other settings; every settings set's result is kept and can be switched back to) and the batch panel
 (`batch_browser`: a `probescope batch` output folder, each merged layer browsable with every view above).
 
-The dissection runs in the worker pool (`layer.layer_task`), is saved in the cache per model, layer, dataset and
-settings, and arrives block by block. This module lays the panes out and wires them.
+The dissection runs in the worker pool (`jobs.dissection.layer_data.layer_data_job`), is saved in the cache per
+model, layer, dataset and settings, and arrives block by block. This module lays the panes out and wires them.
 """
 
 from __future__ import annotations
@@ -23,10 +23,8 @@ from PySide6.QtCore import Qt
 from PySide6.QtGui import QAction
 from PySide6.QtWidgets import QFileDialog, QLabel, QMenu, QVBoxLayout, QWidget
 
-from probescope.app.dissection import rows as r
 from probescope.app.dissection.batch_browser import BatchBrowser
 from probescope.app.dissection.card import card_panel, fill_card
-from probescope.app.dissection.layer import DEFAULT_SETTINGS, LayerData, layer_task, settings_label
 from probescope.app.dissection.layer_views import LayerViews
 from probescope.app.dissection.panels import BatchPanel, FilterBar, RunsPanel
 from probescope.app.dissection.role import RolePanel
@@ -39,8 +37,11 @@ from probescope.app.workers import TaskHandle
 from probescope.app.workspace import Workspace
 from probescope.core.dissection.formula import Formula
 from probescope.core.dissection.results import Explanation
-from probescope.core.dissection.settings import DissectionSettings
-from probescope.jobs.protocol import TaskError
+from probescope.core.dissection.settings import WINDOW_SETTINGS, DissectionSettings
+from probescope.jobs.dissection import rows as r
+from probescope.jobs.dissection.layer import hold_dataset
+from probescope.jobs.dissection.layer_data import LayerData, layer_data_job, settings_label
+from probescope.jobs.protocol import Job, TaskError
 from probescope.widgets.command_palette import matches
 from probescope.widgets.dissection.card import UnitCard
 from probescope.widgets.dissection.table import UnitTable
@@ -69,7 +70,7 @@ class DissectionWorkspace(Workspace):
     name = "dissection"
     title = "Dissection"
     needs = ("model", "dataset", "layer")
-    default_settings: DissectionSettings = DEFAULT_SETTINGS
+    default_settings: DissectionSettings = WINDOW_SETTINGS
 
     def __init__(self, pool, parent: QWidget | None = None):
         super().__init__(pool, parent)
@@ -93,7 +94,6 @@ class DissectionWorkspace(Workspace):
         self.formula_label = ""
         self._inputs: tuple | None = None  # (model, layer, dataset) the live results belong to
         self._kept: dict[str, LayerData] = {}  # results per settings for the current inputs
-        self._store: tuple | None = None  # (dataset, LabelStore) read last, reused by the next task
         self._first_part: tuple | None = None  # (dataset, size of the whole) when a first part was loaded
         self._picked = -1  # the unit the workspace chose to show first (not the user)
         self._layer_done = False
@@ -246,7 +246,6 @@ class DissectionWorkspace(Workspace):
         settings = replace(settings, device=str(loaded.value.device))  # where the model is: the app's device
         self.settings = settings
         self.runs.show_settings(settings)
-        store = self._store[1] if self._store is not None and self._store[0] is dataset else None
         self._layer_done = False
         self._before = self.data if self.data is not None and self.data.result.complete else None
         refining = self.data is not None and self._of_first_part(self.data) and dataset is not self.data.dataset
@@ -258,7 +257,6 @@ class DissectionWorkspace(Workspace):
         first = self.unit if self.unit >= 0 else None  # the unit in view comes first, and stays selected
 
         def shown(d: LayerData) -> None:
-            self._store = (dataset, d.store)
             if refining and not d.result.complete:  # the first part's units stay until the whole's are all done
                 self._show_header(self.data, (len(d.result.units), d.result.n_units))
                 return
@@ -278,8 +276,11 @@ class DissectionWorkspace(Workspace):
             what = f"on the first {self.data.dataset.n_images:,} images (all of them: " if refining else "("
             self.header.setText(f"<b>Units of {layer}</b> {what}failed: see the message above)")
 
-        self._layer_run = self.pool.submit(lambda ctx: layer_task(loaded, layer, dataset, store, settings, ctx, first),
-                                           name=f"dissect {layer}", key=self.task_key("layer"), on_partial=shown,
+        shape = next((info.out_shape for info in loaded.layers if info.name == layer), None)
+        job = Job(layer_data_job, {"model": loaded.value, "model_label": loaded.label, "layer": layer, "shape": shape,
+                                   "dataset": hold_dataset(self.pool.session, dataset), "settings": settings,
+                                   "first_unit": first})
+        self._layer_run = self.pool.submit(job, name=f"dissect {layer}", key=self.task_key("layer"), on_partial=shown,
                                            on_result=finished, on_error=failed)
 
     def _task_finished(self, handle: TaskHandle) -> None:
@@ -497,9 +498,12 @@ class DissectionWorkspace(Workspace):
         self.refresh()  # a batch job shown: the loaded model's layer again (from the cache when dissected before)
 
     def _reusable_inputs(self) -> tuple:
+        """(the loaded model's ModelInfo, the loaded dataset's spec, held for the jobs, each None when not loaded;
+        the window's compute device, where models are loaded)."""
         model = self.state.model if self.state is not None else None
         dataset = self.state.dataset if self.state is not None else None
-        return model, dataset, self._store
+        spec = hold_dataset(self.pool.session, dataset) if dataset is not None else None
+        return model, spec, self.state.device
 
     def _showing_saved(self) -> bool:
         return self.pool.is_running(self.task_key("layer")) or (self.data is not None and bool(self.data.origin))
@@ -513,7 +517,6 @@ class DissectionWorkspace(Workspace):
     def _job_opened(self, d: LayerData) -> None:
         job = self.browser.job
         self._layer_done = True
-        self._store = (d.dataset, d.store)
         self.runs.show_settings(d.settings)
         self.runs.set_runs([(d.key, f"{d.origin}: " + settings_label(d.settings))], d.key)
         self.runs.set_saved(f"a saved result of {d.origin} ({job.model} / {job.layer}); to dissect with other "

@@ -14,7 +14,6 @@ from pathlib import Path
 from typing import Any
 
 from probescope.core.cache import cache_dir
-from probescope.core.dissection.correlation import correct_predictions, scene_truth
 from probescope.core.dissection.inputs import LayerInput, load_activation_file, open_dataset
 from probescope.core.dissection.label_cache import label_store
 from probescope.core.dissection.saved import run_identity, write_layer
@@ -30,6 +29,7 @@ from probescope.jobs.batch.chunks import (
 from probescope.jobs.batch.executors import Executor, LocalExecutor
 from probescope.jobs.batch.manifest import Manifest, ModelJob, folder_name
 from probescope.jobs.batch.status import BatchStatus, stderr_log
+from probescope.jobs.dissection.layer import prediction_correctness
 
 
 def layer_folder(model: str, layer: str) -> str:
@@ -104,7 +104,7 @@ class _Batch:
         remove_layer_outputs(folder)  # from other settings or unfinished: never listed as a finished layer
         correct = None
         if item.predictions is not None and item.class_names:
-            correct = correct_predictions(item.predictions, scene_truth(self.store, item.class_names))
+            _truth, correct = prediction_correctness(self.store, item.predictions, item.class_names)
         act_ref, correct_ref = self.ex.put(item.activations), self.ex.put(correct)
         for units in todo:
             handle = self.ex.chunk(self.store_ref, act_ref, self.settings, units, correct_ref, self.dataset_info,

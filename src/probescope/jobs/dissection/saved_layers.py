@@ -4,7 +4,8 @@ The overview reads status.json and summarises every merged layer; opening a job 
 saved (never re-dissected), next to what the views need: the probing dataset it was dissected on (the loaded one when
 it is the same, so a folder copied from a cluster opens against a local copy of the dataset), the label store and the
 activations (the batch's activation file, or the recorded model's, through the activation cache that a batch on this
-machine has already filled). No widgets here.
+machine has already filled). Both tasks are Jobs (module-level functions with plain arguments: a folder, a batch
+job, the loaded model's `ModelInfo` and dataset's `DatasetSpec`), so they can run in another process. No Qt here.
 """
 
 from __future__ import annotations
@@ -14,12 +15,14 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from probescope.app.dissection.layer import LayerData, unit_peaks
-from probescope.app.dissection.rows import INTERPRETABLE_IOU, LayerCounts, layer_counts, unit_row
 from probescope.core.dissection.results import DissectionResult
 from probescope.core.dissection.settings import DissectionSettings
 from probescope.core.errors import InputError
 from probescope.jobs.batch.reader import BatchJob, BatchOverview, read_batch
+from probescope.jobs.dissection.layer import DatasetSpec, dataset_of, labels_of
+from probescope.jobs.dissection.layer_data import LayerData, unit_peaks
+from probescope.jobs.dissection.rows import INTERPRETABLE_IOU, LayerCounts, layer_counts, unit_row
+from probescope.jobs.inputs import ModelInfo
 from probescope.jobs.protocol import Progress, TaskContext
 
 JOB_COLUMNS = ("#", "model", "layer", "state", "units", "interp.", "conc.", "spec.", "ND IoU", "comp IoU")
@@ -56,7 +59,7 @@ def job_cells(view: BatchView, k: int) -> list[object]:
             counts.specialised, counts.mean_iou, counts.mean_comp_iou]
 
 
-def overview_task(folder: Path, known: Known, ctx: TaskContext) -> Iterator[Progress]:
+def overview_job(ctx: TaskContext, *, folder: Path, known: Known) -> Iterator[Progress]:
     """(BatchView, updated Known) of the batch in `folder`. Layers already summarised (same file, same mtime) are
     not read again, so re-reading a running batch costs one file per newly merged layer. A damaged dissection.json
     is reported on its job's row; the other jobs stay browsable."""
@@ -82,27 +85,27 @@ def overview_task(folder: Path, known: Known, ctx: TaskContext) -> Iterator[Prog
     return BatchView(overview, tuple(counts), tuple(problems)), known
 
 
-def job_dataset(info: dict, loaded) -> object:
-    """The dataset a saved result describes: `loaded` (a BrodenDataset or None) when its index is the same (rows,
-    size, name and source; the folder may differ), else the recorded folder, checked against the record."""
-    from probescope.core.dissection.inputs import open_dataset
+def job_dataset(ctx: TaskContext, info: dict, loaded: DatasetSpec | None) -> DatasetSpec:
+    """The dataset a saved result describes: `loaded` (the window's) when its index is the same (rows, size, name
+    and source; the folder may differ), else the recorded folder, checked against the record."""
 
     def same(dataset) -> bool:
         return (dataset.n_images == info.get("n_images") and dataset.index_path.name == info.get("index")
                 and dataset.source == info.get("source")
                 and dataset.index_path.stat().st_size == info.get("index_bytes"))
 
-    if loaded is not None and same(loaded):
+    if loaded is not None and same(dataset_of(ctx, loaded)):
         return loaded
     root = Path(str(info.get("root", "")))
     if not (root / str(info.get("index", "index.csv"))).is_file():
         raise InputError("the batch's probing dataset is not on this machine: open a copy of it (File > Open "
                          "Probing Dataset) and choose the job again", root)
-    dataset, _ = open_dataset(root, str(info.get("index", "index.csv")), str(info.get("source", "")))
+    spec = DatasetSpec(root, str(info.get("index", "index.csv")), str(info.get("source", "")))
+    dataset = dataset_of(ctx, spec)
     if not same(dataset):
         raise InputError(f"the probing dataset changed since the batch ran ({dataset.n_images} images now, "
                          f"{info.get('n_images')} then)", dataset.index_path)
-    return dataset
+    return spec
 
 
 def job_activations(result: DissectionResult, layer: str, dataset, live_model, device: str,
@@ -141,26 +144,19 @@ def job_activations(result: DissectionResult, layer: str, dataset, live_model, d
     return activations
 
 
-def saved_layer_task(job: BatchJob, origin: str, live_model, live_dataset, store_of: tuple | None, device: str,
-                     ctx: TaskContext) -> Iterator[Progress]:
-    """LayerData of a merged batch job. `live_model` / `live_dataset` are the loaded ones (reused when they are the
-    ones the batch used), `store_of` a (dataset, LabelStore) already built."""
-    from probescope.core.cache import cache_dir
-    from probescope.core.dissection.label_cache import label_store
-
+def saved_layer_job(ctx: TaskContext, *, job: BatchJob, origin: str, model: ModelInfo | None,
+                    dataset: DatasetSpec | None, device: str) -> Iterator[Progress]:
+    """LayerData of a merged batch job. `model` / `dataset` are the loaded ones (used when they are the ones the
+    batch used); `device` is where a recorded model that is not the loaded one is loaded."""
     yield Progress(None, f"reading {job.result.name} of {job.model}/{job.layer}")
     result = DissectionResult.load(job.result)
-    dataset = job_dataset(result.dataset, live_dataset)
-    if store_of is not None and store_of[0] is dataset:
-        store = store_of[1]
-    else:
-        yield Progress(None, "reading the label maps")
-        store = label_store(dataset, cache_dir(), progress=ctx.progress, cancel=ctx.cancelled)
-    activations = yield from job_activations(result, job.layer, dataset, live_model, device, ctx)
+    spec = job_dataset(ctx, result.dataset, dataset)
+    data = dataset_of(ctx, spec)
+    store = yield from labels_of(ctx, spec, data)
+    activations = yield from job_activations(result, job.layer, data, model, device, ctx)
     yield Progress(None, "peak activation per image")
     peaks = unit_peaks(activations)
     key = f"batch:{job.result}:{os.stat(job.result).st_mtime_ns}"
     label = str(result.model.get("name") or job.model)
     settings = DissectionSettings.from_mapping(result.settings, str(job.result))
-    return LayerData(key, settings, job.layer, label, dataset, store, activations, peaks, result,
-                     origin)
+    return LayerData(key, settings, job.layer, label, data, store, activations, peaks, result, origin)

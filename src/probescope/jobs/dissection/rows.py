@@ -11,8 +11,9 @@ import numpy as np
 
 from probescope.core.dissection.results import DissectionResult, Explanation, UnitResult
 from probescope.core.dissection.results import is_specialised as specialised
+from probescope.core.dissection.settings import WINDOW_SETTINGS
 
-SEARCHES = ("iou", "da-select", "da-stop")  # the searches the GUI runs by default
+SEARCHES = WINDOW_SETTINGS.searches  # the searches the window runs by default
 METHODS = ("netdissect", *SEARCHES, "optimal")  # every explanation a unit may get, in display order
 METHOD_NAMES = {"netdissect": "NetDissect", "iou": "compositional", "da-select": "da-select", "da-stop": "da-stop",
                 "optimal": "optimal"}

@@ -1,0 +1,301 @@
+"""Dissect a layer: the one workflow behind `probescope dissect`, the window's dissection and a notebook.
+
+    from probescope.jobs.dissection.layer import ActivationFile, DatasetSpec, ModelLayer, dissect_layer, run
+    result = run(dissect_layer(TaskContext(), dataset=DatasetSpec("demo"), activations=ModelLayer("demo"),
+                               settings=DissectionSettings(), out=Path("out")))
+
+The steps, in order: the probing dataset; the layer's activations (an ACT.npy file, a model spec loaded here, or
+a model the process already holds, found by its `ModelInfo`); the label maps (the label store); which images the
+model classifies right (from a predictions file or the model's own head, against the dataset's scene labels);
+an earlier result to resume; then the units, block by block, each block saved at once (`core.dissection.saved`).
+
+It is a task of the jobs protocol (`jobs.protocol`): it yields `Progress`, a `Partial(LayerRun)` when its inputs
+are ready and after every block, and returns the last `LayerRun`. Its arguments are plain values (paths, specs,
+settings), so it also runs as a `Job` in another process. A batch (`jobs.batch`) fans a layer's units out in
+chunks instead, through the same inputs (`prediction_correctness`, the engine) and the same result format.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from probescope.core.bounds import IntRanges
+from probescope.core.cache import cache_dir
+from probescope.core.dissection.results import DissectionResult
+from probescope.core.dissection.settings import DissectionSettings
+from probescope.core.errors import InputError
+from probescope.jobs.inputs import ModelInfo
+from probescope.jobs.protocol import Partial, Progress, TaskContext
+
+
+@dataclass(frozen=True)
+class DatasetSpec:
+    """A Broden-format probing dataset by where it is: its folder, index file and row filter (a path prefix)."""
+
+    root: Path
+    index: str = "index.csv"
+    source: str = ""
+
+    @staticmethod
+    def of(dataset) -> DatasetSpec:
+        """The spec that opens `dataset` (a BrodenDataset) again."""
+        return DatasetSpec(Path(dataset.root), dataset.index_path.name, dataset.source or "")
+
+
+@dataclass(frozen=True)
+class ActivationFile:
+    """ACT.npy: float (images, units, h, w), images in the order of the index rows."""
+
+    path: Path
+
+
+@dataclass(frozen=True)
+class ModelLayer:
+    """A model's layer: `model` a spec (loaded here, on the settings' device, with the trust of the task's
+    context) or the `ModelInfo` of a model the process holds (the window's). `layer` None: the model's default
+    layer; `shape` its output per image when known (a layer without a spatial map is refused before extracting)."""
+
+    model: str | ModelInfo
+    layer: str | None = None
+    shape: tuple[int, ...] | None = None
+
+
+@dataclass
+class LayerRun:
+    """A layer's dissection as it goes: the inputs it was computed from and the result so far (None before any).
+    `path` is where the result is kept (the output folder's dissection.json, or the cache's entry)."""
+
+    dataset: Any  # BrodenDataset
+    store: Any  # LabelStore
+    activations: np.ndarray  # (images, units, h, w), usually a memmap
+    dataset_info: dict
+    model_info: dict
+    path: Path
+    result: DissectionResult | None = None
+    correct: np.ndarray | None = field(default=None, repr=False)  # int8 per image: 1 right, 0 wrong, -1 unknown
+
+
+def dataset_of(ctx: TaskContext, spec: DatasetSpec):
+    """The BrodenDataset `spec` names, from the session of the process running the job (opened there once)."""
+    from probescope.core.data.broden import BrodenDataset
+
+    return ctx.session.get("dataset", spec, lambda: BrodenDataset.open(spec.root, spec.index,
+                                                                          only_source=spec.source or None))
+
+
+def hold_dataset(session, dataset) -> DatasetSpec:
+    """`dataset` (an opened BrodenDataset) held in `session` in place of any older one, and the spec that finds it."""
+    spec = DatasetSpec.of(dataset)
+    session.drop("dataset", spec)
+    session.get("dataset", spec, lambda: dataset)
+    return spec
+
+
+def labels_of(ctx: TaskContext, spec: DatasetSpec, dataset) -> Iterator[Progress]:
+    """The dataset's LabelStore, from the session (built once per process, through the label cache on disk)."""
+    from probescope.core.dissection.label_cache import label_store
+
+    if spec not in ctx.session.held("labels"):
+        yield Progress(None, "reading the label maps")
+    return ctx.session.get("labels", spec, lambda: label_store(dataset, cache_dir(), progress=ctx.progress,
+                                                               cancel=ctx.cancelled))
+
+
+def prediction_correctness(store, predictions: np.ndarray, class_names, label_map: Path | None = None,
+                           source: Path | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """(true class per image, -1 unknown; int8 right/wrong/unknown per image) of the model's `predictions` (class
+    indices or scores, from the file `source` when they come from one) against the dataset's scene labels, named
+    as the model's classes (or through the `label_map` CSV)."""
+    from probescope.core.dissection.correlation import correct_predictions, read_label_map, scene_truth
+
+    truth = scene_truth(store, class_names, read_label_map(label_map) if label_map else None,
+                        overrides_source=label_map)
+    return truth, correct_predictions(predictions, truth, source)
+
+
+def layer_units(ranges: IntRanges, n_units: int) -> list[int]:
+    """The units `ranges` (--units) names, once the layer's width says which exist (never expanded before)."""
+    return ranges.values("--units", "unit", high=n_units - 1, because=f"the layer has {n_units} units")
+
+
+def result_path(cache: Path, model_info: dict, dataset_info: dict, settings: DissectionSettings) -> Path:
+    """Where the cache keeps the dissection of these inputs with these settings."""
+    text = json.dumps([model_info, dataset_info, settings.protocol()], sort_keys=True)
+    return Path(cache) / "dissection" / f"{hashlib.sha256(text.encode()).hexdigest()[:32]}.json"
+
+
+def dissect_layer(ctx: TaskContext, *, dataset: DatasetSpec, activations: ActivationFile | ModelLayer,
+                  settings: DissectionSettings, units: IntRanges | Sequence[int] | None = None,
+                  out: Path | None = None, restart: bool = False, predictions: Path | None = None,
+                  class_names: Path | None = None, label_map: Path | None = None, first_unit: int | None = None,
+                  spare_cores: int = 0, log: Callable[[str], None] | None = None) -> Iterator[Progress | Partial]:
+    """Dissect a layer of `dataset` with `settings`; yields Partial(LayerRun) when the inputs are ready (with the
+    result an earlier run saved, if any) and after every block of units, and returns the last LayerRun.
+
+    `units`: the units to dissect (ranges are expanded once the layer's width is known; default all); `first_unit`:
+    they run from it on, wrapping round (the unit in view arrives first). `out`: a folder written as `probescope
+    dissect` writes it (dissection.json, tally.csv, correlation.csv), resumed unless `restart`; None: the cache, per
+    inputs and settings (a damaged entry is computed again). `predictions`: PRED.npy, the model's predicted class
+    per image (or scores); without it, a model's own head gives them when it names its classes (`class_names`: a
+    file naming them, one per line). `log` gets the lines a person reads (what is resumed, how many images have a
+    true label). One run at a time writes `out` (it holds the folder's lock).
+    """
+    from probescope.core.locks import folder_lock
+
+    with folder_lock(out, "probescope dissect") if out is not None else contextlib.nullcontext():
+        return (yield from _dissect_layer(ctx, dataset, activations, settings, units, out, restart, predictions,
+                                          class_names, label_map, first_unit, spare_cores, log))
+
+
+def _dissect_layer(ctx, dataset, activations, settings, units, out, restart, predictions, class_names, label_map,
+                   first_unit, spare_cores, log) -> Iterator[Progress | Partial]:
+    from probescope.core.dissection.inputs import dataset_identity
+
+    data = dataset_of(ctx, dataset)
+    dataset_info = dataset_identity(data)
+    act, model_info, predicted, class_names = yield from _activations(ctx, activations, data, settings.device,
+                                                                      predictions is None, class_names)
+    if predictions is not None:
+        predicted = _read_predictions(predictions)
+    if isinstance(units, IntRanges):
+        units = layer_units(units, int(act.shape[1]))
+    store = yield from labels_of(ctx, dataset, data)
+    correct = None
+    if predicted is not None:
+        if class_names is None:
+            raise InputError("--predictions needs --class-names (or a --model with class names) to read true labels")
+        truth, correct = prediction_correctness(store, predicted, class_names, label_map, predictions)
+        held = isinstance(activations, ModelLayer) and isinstance(activations.model, ModelInfo)
+        if held and not (truth >= 0).any():  # a held model's own head: only where the scenes name its classes
+            correct = None
+        elif log is not None:
+            log(f"{int((truth >= 0).sum())} of {len(truth)} images have a true label among the model's classes")
+    n_units = int(act.shape[1])
+    path = out / "dissection.json" if out is not None else result_path(cache_dir(), model_info, dataset_info, settings)
+    previous = None if restart else _previous(path, settings, dataset_info, model_info, n_units, units, out, log)
+    run_ = LayerRun(data, store, act, dataset_info, model_info, path, previous, correct)
+    yield Partial(replace(run_))
+    if previous is not None and previous.complete and out is None:  # (a folder's files are written again)
+        return run_
+    order = list(units) if units is not None else list(range(n_units))
+    if first_unit is not None and 0 <= first_unit < n_units and units is None:
+        order = [*range(first_unit, n_units), *range(first_unit)]  # (runs of consecutive units: read without indexing)
+    result = yield from _blocks(ctx, run_, settings, order, previous, spare_cores)
+    _write(out, result)
+    return run_
+
+
+def run(task: Iterator, progress: Callable[[Progress], None] | None = None) -> Any:
+    """Drive a task's generator in this thread (a notebook, the command line): each Progress to `progress`,
+    Partials skipped; the task's return value."""
+    while True:
+        try:
+            item = next(task)
+        except StopIteration as stop:
+            return stop.value
+        if isinstance(item, Progress) and progress is not None:
+            progress(item)
+
+
+def _activations(ctx: TaskContext, source: ActivationFile | ModelLayer, dataset, device: str, predict: bool,
+                 class_names: Path | None) -> Iterator[Progress]:
+    """(activations, model identity, the model's predicted class per image or None, its class names or None)."""
+    from probescope.core.dissection.inputs import extract_model_layers, load_activation_file
+    from probescope.core.models.loading import read_class_names
+
+    names = read_class_names(class_names) if class_names else None
+    if isinstance(source, ActivationFile):
+        act, model_info = load_activation_file(source.path, dataset.n_images)
+        return act, model_info, None, names
+    if isinstance(source.model, ModelInfo):
+        return (yield from _held_model_layer(ctx, source, dataset, predict))
+    spec = DatasetSpec.of(dataset)
+    [job] = extract_model_layers(source.model, [source.layer], spec.root, spec.index, spec.source, device,
+                                 ctx.trust, class_names=class_names, predict=predict, progress=ctx.progress)
+    return job.activations, job.model_info, job.predictions, names or job.class_names
+
+
+def _held_model_layer(ctx: TaskContext, source: ModelLayer, dataset, predict: bool) -> Iterator[Progress]:
+    """The layer of a model the process holds (the window's), its head's predictions in the same pass when the
+    model names its classes and can be hooked; the model identity records the head when it predicts."""
+    from probescope.core.data.activations import extract_layers
+    from probescope.core.dissection.inputs import head_layer, model_identity, predicted_classes, require_spatial_map
+    from probescope.jobs.inputs import model_of
+
+    info: ModelInfo = source.model  # type: ignore[assignment]
+    model = model_of(ctx, info)
+    layer = source.layer or model.default_layer
+    if source.shape is not None:  # known from loading: refused before the activations are extracted
+        require_spatial_map(source.shape, layer)
+    model.module.eval()
+    yield Progress(0.0, f"activations of {layer}")
+    head = head_layer(model) if getattr(model, "hookable", False) else None  # the predictions, in the same pass
+    act = extract_layers(model, [layer] + ([head] if head else []), dataset, cache_dir(),
+                         progress=ctx.progress, cancel=ctx.cancelled)[layer]
+    require_spatial_map(act.shape[1:], layer)
+    model_info = model_identity(model, info.spec, layer)
+    if not (predict and model.class_names and getattr(model, "hookable", False)):
+        return act, model_info, None, None
+    yield Progress(None, "the model's predictions")
+    predicted = predicted_classes(model, dataset, cache_dir(), progress=ctx.progress, cancel=ctx.cancelled)
+    if predicted is None:
+        return act, model_info, None, None
+    head, classes = predicted
+    return act, {**model_info, "predictions": head}, classes, model.class_names
+
+
+def _read_predictions(path: Path) -> np.ndarray:
+    try:
+        return np.load(path, allow_pickle=False)
+    except (FileNotFoundError, ValueError, OSError) as exc:
+        raise InputError(f"not a readable .npy array ({exc})", path) from None
+
+
+def _previous(path: Path, settings: DissectionSettings, dataset_info: dict, model_info: dict, n_units: int,
+              units: Sequence[int] | None, out: Path | None, log) -> DissectionResult | None:
+    """The earlier result to resume: an output folder's (a damaged one is refused: it may be somebody's result),
+    or the cache's (a damaged entry is computed again)."""
+    from probescope.core.dissection.saved import resumable
+
+    try:
+        previous, why = resumable(path, settings, dataset_info, model_info, n_units)
+    except InputError:
+        if out is not None:
+            raise
+        return None
+    if log is not None and why:
+        log(why)
+    elif log is not None and previous is not None:
+        left = len(set(range(n_units) if units is None else units) - set(previous.units))
+        log(f"resuming: {len(previous.units)} units already done, {left} to go" if left else
+            f"complete: all {len(previous.units)} units already done, nothing to resume (--restart dissects again)")
+    return previous
+
+
+def _blocks(ctx: TaskContext, run_: LayerRun, settings: DissectionSettings, order: list[int],
+            previous: DissectionResult | None, spare_cores: int) -> Iterator[Partial]:
+    from probescope.core.dissection.saved import dissect_in_blocks
+
+    result = previous
+    for result in dissect_in_blocks(run_.path, run_.store, run_.activations, settings, order, previous=previous,
+                                    correct=run_.correct, dataset_info=run_.dataset_info,
+                                    model_info=run_.model_info, progress=ctx.progress, cancel=ctx.cancelled,
+                                    spare_cores=spare_cores):
+        run_.result = result
+        yield Partial(replace(run_))
+    return result
+
+
+def _write(out: Path | None, result: DissectionResult) -> None:
+    from probescope.core.dissection.saved import write_layer
+
+    if out is not None:
+        write_layer(out, result)
