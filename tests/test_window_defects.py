@@ -250,12 +250,12 @@ def test_small_things(qtbot, loaded, tmp_path):
     ws.filters.specialised.setChecked(False)
     # the runs panel sets every search setting: beam limit 'all', the searches, the DA limit
     runs = ws.runs
-    runs.beam_limit.setValue(0)
+    runs.fields["beam_limit"].setValue(0)
     runs.search_boxes["da-select"].setChecked(False)
-    runs.da_limit.setValue(7)
+    runs.fields["da_limit"].setValue(7)
     settings = runs.settings()
     assert (settings.beam_limit, settings.searches, settings.da_limit) == (0, ("iou", "da-stop"), 7)
-    assert runs.beam_limit.text() == "all concepts"
+    assert runs.fields["beam_limit"].text() == "all concepts"
     # Help: the guide's pages and the shortcuts
     guide = loaded.show_guide()
     assert "probescope user guide" in guide.browser.toPlainText()

@@ -86,7 +86,7 @@ def test_cancelling_a_re_dissection_puts_the_previous_result_back(qtbot, loaded,
     assert before.result.complete
     unit = ws.units.visible_units()[5]
     ws.units.select_unit(unit)
-    ws.runs.quantile.setValue(0.01)
+    ws.runs.fields["quantile"].setValue(0.01)
     ws.runs.run.click()
     qtbot.waitUntil(lambda: ws.data is not before and bool(ws.data.result.units), timeout=WAIT_MS)
     assert not ws.data.result.complete and "so far" in ws.header.text()
@@ -95,7 +95,7 @@ def test_cancelling_a_re_dissection_puts_the_previous_result_back(qtbot, loaded,
     qtbot.wait(500)  # (it runs a second or more, as a task the Tasks panel keeps listed does)
     ws.runs.cancel.click()
     qtbot.waitUntil(lambda: not loaded.pool.is_running(ws.task_key("layer")), timeout=WAIT_MS)
-    assert ws.data is before and ws.settings == before.settings and ws.runs.quantile.value() == 0.005
+    assert ws.data is before and ws.settings == before.settings and ws.runs.fields["quantile"].value() == 0.005
     assert not ws.runs.cancel.isEnabled() and ws.runs.status.text().startswith("cancelled")
     assert "so far" not in ws.header.text() and ws.units.rowCount() == len(before.result.units)
     assert ws.unit == unit and ws.units.selected_units() == [unit]

@@ -187,8 +187,8 @@ def test_second_launch_reads_the_cache_and_reruns_are_kept(qtbot, env, monkeypat
     monkeypatch.undo()
     monkeypatch.setattr(inputs, "DEMO_DATASET_IMAGES", 300)
     # re-run with max length 1 (quick); both results are kept and can be switched
-    ws.runs.max_length.setValue(1)
-    ws.runs.sweep.setValue(0)
+    ws.runs.fields["max_length"].setValue(1)
+    ws.runs.fields["sweep_length"].setValue(0)
     ws.runs.run.click()
     idle(qtbot, pool)
     assert ws.data.settings.max_length == 1 and ws.runs.runs.count() == 2
@@ -197,7 +197,7 @@ def test_second_launch_reads_the_cache_and_reruns_are_kept(qtbot, env, monkeypat
     ws.runs.runs.activated.emit(0)
     assert ws.data.result is not None and ws.data.settings == SETTINGS
     # cancel: the run stops, the last result stays
-    ws.runs.max_length.setValue(3)
+    ws.runs.fields["max_length"].setValue(3)
     ws.runs.run.click()
     ws.runs.cancel.click()
     idle(qtbot, pool)
@@ -276,7 +276,7 @@ def test_optimal_search_shows_each_units_gap(qtbot, env):
     """With 'optimal' ticked in Settings, the table's 'opt gap' column, the layer summary and the unit's title say
     how far the beam's explanation is below the best formula, as the engine recorded it."""
     ws, pool, state = env
-    ws.runs.sweep.setValue(0)
+    ws.runs.fields["sweep_length"].setValue(0)
     ws.runs.search_boxes["optimal"].setChecked(True)
     ws.runs.run.click()
     idle(qtbot, pool)
@@ -352,8 +352,8 @@ def test_mask_share_and_dead_units(qtbot, env):
     ws.filters.hide_ties.setChecked(True)
     assert sorted(ws.units.visible_units()) == [u for u in range(128) if u != 7]
     # the Settings panel's processes: automatic (all cores but one) by default, and what a run is asked with
-    assert ws.runs.jobs.value() == 0 and "all cores but one" in ws.runs.jobs.specialValueText()
-    ws.runs.jobs.setValue(1)
+    assert ws.runs.fields["jobs"].value() == 0 and "all cores but one" in ws.runs.fields["jobs"].specialValueText()
+    ws.runs.fields["jobs"].setValue(1)
     assert ws.runs.settings().jobs == 1 and ws.runs.settings().protocol() == d.settings.protocol()
 
 
@@ -365,7 +365,7 @@ def test_the_window_dissects_in_worker_processes_with_the_same_results(qtbot, en
     ws, pool, state = env
     alone = ws.data.result.to_json()
     (cache_dir() / "dissection" / f"{ws.data.key}.json").unlink()
-    ws.runs.jobs.setValue(2)
+    ws.runs.fields["jobs"].setValue(2)
     ws.runs.run.click()
     idle(qtbot, pool)
     assert ws.data.settings.jobs == 2 and ws.data.result.complete

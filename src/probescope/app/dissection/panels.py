@@ -5,14 +5,12 @@ panel (the jobs of a batch output folder, to browse)."""
 from __future__ import annotations
 
 import time
-from dataclasses import replace
 
 from PySide6.QtCore import Qt, Signal
 from PySide6.QtWidgets import (
     QCheckBox,
     QComboBox,
     QDoubleSpinBox,
-    QFormLayout,
     QGridLayout,
     QHBoxLayout,
     QLabel,
@@ -24,8 +22,8 @@ from PySide6.QtWidgets import (
 )
 
 from probescope.app.dissection.overlays import OverlayOptions
-from probescope.core.dissection.parallel import available_cores
-from probescope.core.dissection.settings import SEARCH_MODES, WINDOW_SETTINGS, DissectionSettings
+from probescope.app.dissection.settings_form import SettingsForm
+from probescope.core.dissection.settings import DissectionSettings
 from probescope.jobs.dissection.rows import INTERPRETABLE_IOU, METHOD_NAMES, METHODS
 from probescope.jobs.dissection.saved_layers import JOB_COLUMNS, JOB_LEGEND, BatchView, job_cells
 from probescope.widgets.controls import spin_box
@@ -187,60 +185,8 @@ class RunsPanel(QWidget):
 
     def __init__(self, parent: QWidget | None = None):
         super().__init__(parent)
-        s = self._shown = WINDOW_SETTINGS
-        self.quantile = QDoubleSpinBox()
-        self.quantile.setDecimals(4)
-        self.quantile.setRange(0.0001, 0.5)
-        self.quantile.setSingleStep(0.001)
-        self.quantile.setValue(s.quantile)
-        self.beam_size = spin_box(1, 50, s.beam_size)
-        self.beam_limit = spin_box(0, 5000, s.beam_limit, "candidate atoms: every concept (0, as Mu & Andreas' code), "
-                                   "or the top N by IoU (the Detection Accuracy paper's code: 50)")
-        self.beam_limit.setSpecialValueText("all concepts")
-        self.max_length = spin_box(1, 10, s.max_length)
-        self.min_samples = spin_box(1, 1000, s.min_samples)
-        self.sweep = spin_box(0, 10, s.sweep_length)
-        self.da_limit = spin_box(1, 50, s.da_limit, "safety cap on atoms for da-select / da-stop")
-        cores = available_cores()
-        self.jobs = spin_box(0, max(1, cores), s.jobs, "processes dissecting units at once; the results are the same "
-                             "for any number (1: the window's own worker thread)")
-        self.jobs.setSpecialValueText(f"all cores but one ({max(1, cores - 1)})")
-        self.search_boxes = {mode: QCheckBox(METHOD_NAMES.get(mode, mode)) for mode in SEARCH_MODES}
-        self.search_boxes["iou"].setEnabled(False)  # the compositional explanation is always searched
-        self.search_boxes["optimal"].setToolTip(
-            "the exact best formula of up to the max length (branch and bound from the beam's answer), and each "
-            "unit's optimality gap; about 1 s a unit at 2,000 images and 346 concepts, slower past 3 concepts")
-        self.dedupe = QComboBox()
-        self.dedupe.addItem("one slot per mask", "mask")
-        self.dedupe.addItem("duplicates kept (the original code)", "none")
-        self.dedupe.setToolTip("mask: formulas with the same dataset mask take one beam slot; none: as Mu & Andreas' "
-                               "code, a formula grown again may take two")
-        self.scope = QComboBox()
-        self.scope.addItem("whole dataset", "dataset")
-        self.scope.addItem("per category (NetDissect-Lite)", "category")
-        self.scope.setToolTip("category: a unit's pixels count only where the formula's categories are labelled, "
-                              "as NetDissect-Lite's per-category IoU")
-        searches = QGridLayout()  # two by two: in a one-row strip a narrow panel cut the names ("com", "da-s")
-        for k, box in enumerate(self.search_boxes.values()):
-            searches.addWidget(box, k // 2, k % 2)
-        for box in (self.dedupe, self.scope):  # (their long items are elided in a narrow panel)
-            box.setSizeAdjustPolicy(QComboBox.SizeAdjustPolicy.AdjustToMinimumContentsLengthWithIcon)
-            box.setMinimumContentsLength(14)
-        form = QFormLayout()
-        form.setRowWrapPolicy(QFormLayout.RowWrapPolicy.WrapLongRows)  # a narrow panel puts labels above fields
-        form.addRow("quantile (top share of activations)", self.quantile)
-        form.addRow("beam size", self.beam_size)
-        form.addRow("beam limit (candidate atoms)", self.beam_limit)
-        form.addRow("beam duplicates", self.dedupe)
-        form.addRow("IoU over", self.scope)
-        form.addRow("max explanation length", self.max_length)
-        form.addRow("minimum concept images", self.min_samples)
-        form.addRow("length sweep up to", self.sweep)
-        form.addRow(QLabel("searches"))
-        form.addRow(searches)  # (across both columns)
-        form.addRow("DA search atoms at most", self.da_limit)
-        form.addRow("processes for units", self.jobs)
-        self.show_settings(s)
+        self.form = SettingsForm()
+        self.fields, self.search_boxes = self.form.fields, self.form.search_boxes
         self.run = QPushButton("Dissect with these settings")
         self.cancel = QPushButton("Cancel")
         self.cancel.setEnabled(False)
@@ -259,7 +205,7 @@ class RunsPanel(QWidget):
         exports.addWidget(self.json)
         layout = QVBoxLayout(self)
         layout.addWidget(QLabel("<b>Dissection settings</b>"))
-        layout.addLayout(form)
+        layout.addWidget(self.form)
         layout.addLayout(buttons)
         layout.addWidget(self.status)
         layout.addWidget(QLabel("<b>Results kept</b> (switch between settings)"))
@@ -274,27 +220,10 @@ class RunsPanel(QWidget):
 
     def settings(self) -> DissectionSettings:
         """The settings shown last, with the fields' values (the settings this panel has no field for stay)."""
-        searches = tuple(mode for mode, box in self.search_boxes.items() if box.isChecked())
-        return replace(self._shown, quantile=self.quantile.value(), beam_size=self.beam_size.value(),
-                       beam_limit=self.beam_limit.value(), max_length=self.max_length.value(),
-                       min_samples=self.min_samples.value(), sweep_length=self.sweep.value(), searches=searches,
-                       da_limit=self.da_limit.value(), beam_dedupe=self.dedupe.currentData(),
-                       iou_scope=self.scope.currentData(), jobs=self.jobs.value())
+        return self.form.settings()
 
     def show_settings(self, s: DissectionSettings) -> None:
-        self._shown = s
-        self.quantile.setValue(s.quantile)
-        self.beam_size.setValue(s.beam_size)
-        self.beam_limit.setValue(s.beam_limit)
-        self.max_length.setValue(s.max_length)
-        self.min_samples.setValue(s.min_samples)
-        self.sweep.setValue(s.sweep_length)
-        self.da_limit.setValue(s.da_limit)
-        self.jobs.setValue(s.jobs)
-        self.dedupe.setCurrentIndex(max(0, self.dedupe.findData(s.beam_dedupe)))
-        self.scope.setCurrentIndex(max(0, self.scope.findData(s.iou_scope)))
-        for mode, box in self.search_boxes.items():
-            box.setChecked(mode == "iou" or mode in s.searches)
+        self.form.show_settings(s)
 
     def set_runs(self, runs: list[tuple[str, str]], current: str) -> None:
         """(key, label) of every kept result; `current` is shown selected."""

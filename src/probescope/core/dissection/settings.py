@@ -20,8 +20,12 @@ from probescope.core.devices import check_device
 from probescope.core.errors import InputError
 
 SEARCH_MODES = ("iou", "da-select", "da-stop", "optimal")
-DEDUPE_MODES = ("mask", "none")
-IOU_SCOPES = ("dataset", "category")
+CHOICES = {  # the settings that name one of a few ways, each with the few words a menu shows for it
+    "beam_dedupe": {"mask": "one slot per mask", "none": "duplicates kept (the original code)"},
+    "iou_scope": {"dataset": "whole dataset", "category": "per category (NetDissect-Lite)"},
+}
+DEDUPE_MODES = tuple(CHOICES["beam_dedupe"])
+IOU_SCOPES = tuple(CHOICES["iou_scope"])
 SPEED_ONLY = ("device", "cache_mb", "jobs")  # change how fast, never what is found
 
 
