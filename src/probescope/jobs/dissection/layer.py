@@ -1,8 +1,9 @@
 """Dissect a layer: the one workflow behind `probescope dissect`, the window's dissection and a notebook.
 
-    from probescope.jobs.dissection.layer import ActivationFile, DatasetSpec, ModelLayer, dissect_layer, run
-    result = run(dissect_layer(TaskContext(), dataset=DatasetSpec("demo"), activations=ModelLayer("demo"),
-                               settings=DissectionSettings(), out=Path("out")))
+    from probescope.jobs.dissection.layer import DatasetSpec, ModelLayer, dissect_layer, run
+    done = run(dissect_layer(TaskContext(), dataset=DatasetSpec(Path("demo")), activations=ModelLayer("demo"),
+                             settings=DissectionSettings(), out=Path("out")))
+    done.result.units[0].explanations["iou"].label      # out/ holds what `probescope dissect` writes
 
 The steps, in order: the probing dataset; the layer's activations (an ACT.npy file, a model spec loaded here, or
 a model the process already holds, found by its `ModelInfo`); the label maps (the label store); which images the
