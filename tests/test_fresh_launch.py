@@ -75,7 +75,7 @@ def test_first_units_come_from_the_first_images_and_refine_to_the_whole(qtbot, s
     assert (images, complete, done, loaded) == (84, True, True, 84) and "first" not in header
     assert "demo (84 images)" in bar and reference is not None and reference.n_images == 84
     assert len(ws.data.result.units) == ws.data.result.n_units
-    assert ws.unit == ws._first_unit()  # the whole result opens on its own first unit, as a second launch does
+    assert ws.unit == ws.current.first_unit()  # the whole result opens on its own first unit, as a second launch does
     fired = ws.data.result.units[ws.unit].fired_images
     assert ws.unit_images.data is ws.data and f"<b>Unit {ws.unit}</b>: threshold" in ws.view.title.text() \
         and f"fires on {fired} images" in ws.view.title.text()

@@ -92,7 +92,7 @@ def test_a_new_model_never_shows_the_previous_models_results(qtbot, loaded):
 
 def test_the_dissection_runs_where_the_model_is(qtbot, loaded, monkeypatch):
     """The app's device (where models are loaded) is the dissection's, not always the CPU."""
-    from probescope.app.dissection import workspace as module
+    from probescope.app.dissection import layer_run as module
 
     ws = loaded.workspaces["dissection"]
     asked = []

@@ -131,7 +131,7 @@ def test_the_layer_ablation_is_a_matrix_one_can_read(qtbot, loaded):
     ws = loaded.workspaces["dissection"]
     role = ws.role
     ws.area.raise_panel("role")
-    ws._ablate_selection(ws.units.visible_units()[:2])
+    ws.selected.ablate_selection(ws.units.visible_units()[:2])
     qtbot.waitUntil(lambda: any(len(k[2]) == 2 for k in role.results) and not loaded.pool.active(), timeout=WAIT_MS)
     assert role.bars.names
     role.layer_button.click()

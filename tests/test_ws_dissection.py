@@ -259,7 +259,7 @@ def test_role_panel_shows_the_ablation_of_the_selected_units(qtbot, env):
     assert "without it:" in ws.card.subtitle and "(p of the true class)" in ws.card.subtitle
     # two units from the table, as one group (the table's context menu)
     pair = ws.units.visible_units()[:2]
-    ws._ablate_selection(pair)
+    ws.selected.ablate_selection(pair)
     qtbot.waitUntil(lambda: any(len(key[2]) == 2 for key in ws.role.results), timeout=WAIT_MS)
     idle(qtbot, pool)
     after_pair = per_class(model.module, d.layer, images, truth, pair)
@@ -343,7 +343,7 @@ def test_mask_share_and_dead_units(qtbot, env):
     dead = replace(dissect(d.store, zeros, d.settings).units[0], unit=7)
     assert dead.threshold == 0.0 and dead.mask_pixels == n and dead.threshold_ties == 1.0
     d.result.units[7] = dead
-    ws._show_layer(d)
+    ws.show_layer(d)
     ws.units.select_unit(7)
     idle(qtbot, pool)
     assert "sits at a tie: 100.0% of the unit's activations equal it" in ws.view.title.text()
