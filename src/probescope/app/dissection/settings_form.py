@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from dataclasses import fields, replace
 
+from PySide6.QtCore import Signal
 from PySide6.QtWidgets import QCheckBox, QComboBox, QDoubleSpinBox, QFormLayout, QGridLayout, QLabel, QWidget
 
 from probescope.core.dissection.parallel import available_cores
@@ -17,11 +18,12 @@ from probescope.core.errors import InputError
 from probescope.jobs.dissection.rows import METHOD_NAMES
 from probescope.widgets.controls import spin_box
 
-# The row of each setting the panel shows (the others, device and cache size, the window decides), in field order.
+# The row of each setting the panel shows, in the panel's order (the others, device and cache size, the window
+# decides): what the beam keeps, then how far the searches go, then how fast.
 LABELS = {"quantile": "quantile (top share of activations)", "beam_size": "beam size",
-          "beam_limit": "beam limit (candidate atoms)", "beam_dedupe": "beam duplicates",
-          "max_length": "max explanation length", "min_samples": "minimum concept images", "searches": "searches",
-          "iou_scope": "IoU over", "sweep_length": "length sweep up to", "da_limit": "DA search atoms at most",
+          "beam_limit": "beam limit (candidate atoms)", "beam_dedupe": "beam duplicates", "iou_scope": "IoU over",
+          "max_length": "max explanation length", "min_samples": "minimum concept images",
+          "sweep_length": "length sweep up to", "searches": "searches", "da_limit": "DA search atoms at most",
           "jobs": "processes for units"}
 DECIMALS = 4  # a real setting's digits (the quantile: the papers' 0.005, and 0.0001 steps below it)
 ALWAYS = "iou"  # the compositional explanation is always searched
@@ -35,7 +37,10 @@ def automatic_text(name: str) -> str | None:
 
 class SettingsForm(QWidget):
     """The fields, by setting name (`fields`; the searches are `search_boxes`); `settings()` reads them over the
-    settings shown last (the ones without a field stay), `show_settings(s)` writes them."""
+    settings shown last (the ones without a field stay), `show_settings(s)` writes them; `request_run()` emits
+    `run_requested(settings)` (the panel's Run button)."""
+
+    run_requested = Signal(object)
 
     def __init__(self, parent: QWidget | None = None):
         super().__init__(parent)
@@ -45,9 +50,8 @@ class SettingsForm(QWidget):
         form = QFormLayout(self)
         form.setContentsMargins(0, 0, 0, 0)
         form.setRowWrapPolicy(QFormLayout.RowWrapPolicy.WrapLongRows)  # a narrow panel puts labels above fields
-        for f in fields(DissectionSettings):
-            if f.name not in LABELS:
-                continue
+        by_name = {f.name: f for f in fields(DissectionSettings)}
+        for f in (by_name[name] for name in LABELS):
             if f.name == "searches":
                 form.addRow(QLabel(LABELS[f.name]))
                 form.addRow(self._search_grid(f.metadata["help"]))  # (across both columns)
@@ -101,6 +105,9 @@ class SettingsForm(QWidget):
         values = {name: w.currentData() if isinstance(w, QComboBox) else w.value() for name, w in self.fields.items()}
         searches = tuple(mode for mode, box in self.search_boxes.items() if box.isChecked())
         return replace(self._shown, **values, searches=searches)
+
+    def request_run(self) -> None:
+        self.run_requested.emit(self.settings())
 
     def show_settings(self, s: DissectionSettings) -> None:
         self._shown = s

@@ -135,7 +135,7 @@ class DissectionWorkspace(Workspace):
         self.role.ablated.connect(lambda _result: s.update_card())
         self.units.setContextMenuPolicy(Qt.ContextMenuPolicy.CustomContextMenu)
         self.units.customContextMenuRequested.connect(s.table_menu)
-        self.runs.run_requested.connect(self.run_settings)
+        self.runs.run_requested.connect(runner.run)
         self.runs.cancel_requested.connect(lambda: self.pool.cancel(self.task_key("layer")))
         self.runs.run_chosen.connect(runner.switch)
         self.runs.export_requested.connect(self.export_results_dialog)
