@@ -8,17 +8,16 @@ import argparse
 from dataclasses import MISSING, fields
 from typing import Any, TypeVar
 
+from probescope.core.similarity.settings import filter_flag
 from probescope.jobs.arguments import BoundedArg, RangesArg
 
 T = TypeVar("T")
 
 
-def add_setting_arguments(parser: argparse.ArgumentParser, cls: type, *, skip: tuple[str, ...] = ()) -> None:
-    """An option per field of `cls` (except `skip`): ranges fields take '2-10', bounded numbers their Bound,
-    fields with `choices` one of them."""
+def add_setting_arguments(parser: argparse.ArgumentParser, cls: type) -> None:
+    """An option per field of `cls`: ranges fields take '2-10', bounded numbers their Bound, fields with `choices`
+    one of them."""
     for f in fields(cls):
-        if f.name in skip:
-            continue
         meta, default = f.metadata, f.default
         kind: Any = None
         if "bound" in meta:
@@ -31,7 +30,7 @@ def add_setting_arguments(parser: argparse.ArgumentParser, cls: type, *, skip: t
 def add_filter_arguments(parser: argparse.ArgumentParser, cls: type) -> None:
     """A `--no-NAME-filter` switch per (boolean, on by default) field of `cls`, the quality-control filters."""
     for f in fields(cls):
-        parser.add_argument(f"--no-{f.name}-filter", dest=f"no_{f.name}_filter", action="store_true",
+        parser.add_argument(filter_flag(f.name), dest=f"no_{f.name}_filter", action="store_true",
                             help=f.metadata["help"])
 
 

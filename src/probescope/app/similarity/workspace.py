@@ -58,8 +58,8 @@ class SimilarityWorkspace(Workspace):
         self.quality, self.active = QualityPanel(), ActivePanel()
         self.sheet = TrialSheet(SHEET_CELL, columns=2, rows=3)
         self.fits = EmbeddingFits(pool, self._key, self.embedding, self.shown)
-        self.rows = ModelRows(pool, self._key, self.shown, self.models, self.view, self.trials,
-                              self.apply_list_filters, self._check_initial)
+        self.model_rows = ModelRows(pool, self._key, self.shown, self.models, self.view, self.trials,
+                                    self.apply_list_filters, self._check_initial)
         self.proposals = Proposals(pool, self._key, self.shown, self.active, self.view, self.embedding, self.trials)
         self._build_layout()
         self._connect()
@@ -162,7 +162,7 @@ class SimilarityWorkspace(Workspace):
 
     def add_layer(self, layer: str | None) -> None:
         """The loaded model's `layer` as a model row (its features computed in the compute worker)."""
-        self.rows.add_layer(self.state.get("model") if self.state is not None else None, layer)
+        self.model_rows.add_layer(self.state.get("model") if self.state is not None else None, layer)
 
     # -- quality control and the trial list ----------------------------------------------------------------------
     def set_filters(self, filters: Filters) -> None:
@@ -185,14 +185,14 @@ class SimilarityWorkspace(Workspace):
                 self.fits.start(trialset, shown.loaded)
                 if self.state.model is not None and self.state.layer is not None:
                     self.add_layer(self.state.layer)
-            self.rows.run_scores()
+            self.model_rows.run_scores()
 
         self.pool.submit(Job(analyse_job, dict(judgments=judgments, filters=shown.filters), compute=False),
                          name="quality control", key=self._key("analysis"), executor=COMPUTE, on_result=done)
 
     def current_agreement(self) -> Agreement | None:
         """The selected model row's per-trial agreement under the chosen distance (None: no row)."""
-        return self.rows.agreement()
+        return self.model_rows.agreement()
 
     def apply_list_filters(self) -> None:
         shown = self.shown
@@ -245,7 +245,7 @@ class SimilarityWorkspace(Workspace):
                 return
             self.view.grid.set_trial(images[0], images[1:], choices)
             self.view.describe(shown.trialset, t, shown.loaded.label, judgments.simulated)
-            self.rows.update_model_view()
+            self.model_rows.update_model_view()
             if shown.ensemble is not None:
                 self.embedding.view.highlight(stimuli[0], [refs[c] for c in choices], refs)
             shown.trial_shown = True
@@ -287,7 +287,7 @@ class SimilarityWorkspace(Workspace):
         highlight = self.shown.highlight()
         if highlight is not None:
             self.embedding.view.highlight(*highlight)
-        self.rows.run_scores()
+        self.model_rows.run_scores()
 
     def _hovered(self, index: int) -> None:
         if index >= 0 and self.shown.loaded is not None:

@@ -38,11 +38,16 @@ def _meta(text: str, bound: Bound | None = None, **more: object) -> dict[str, ob
 @dataclass(frozen=True)
 class Filters:
     """The quality-control switches (ImageNet-HSJ's: drop catch trials, unsatisfactory sessions, trials under 1 s);
-    on the command line each is a `--no-NAME-filter` switch with the help below."""
+    on the command line each is a `filter_flag` switch with the help below."""
 
     catch: bool = field(default=True, metadata=_meta("keep catch trials"))
     grade: bool = field(default=True, metadata=_meta("keep unsatisfactory sessions and the file's trial weights"))
     rt: bool = field(default=True, metadata=_meta("keep trials answered in under 1 s"))
+
+
+def filter_flag(name: str) -> str:
+    """The command-line switch that turns filter `name` off ('catch' -> --no-catch-filter)."""
+    return f"--no-{name}-filter"
 
 
 @dataclass(frozen=True)

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import numpy as np
 
+from probescope.core.data.preprocess import Preprocess
 from probescope.core.errors import InputError
 from probescope.core.similarity.agreement import (
     DISTANCES,
@@ -33,6 +34,7 @@ from probescope.core.similarity.readers import Judgments
 from probescope.core.similarity.settings import DEFAULT_SEED, AgreementSettings
 from probescope.core.similarity.trials import Trials
 from probescope.core.tasks import CancelCheck, ProgressCallback, check_cancel
+from probescope.core.trust import NO_TRUST, Trust
 from probescope.jobs.similarity.trials import TrialSet
 
 EMBEDDING_ROW = "psychological embedding"
@@ -163,7 +165,8 @@ def similarity_report(judgments: Judgments, trials: Trials, report: FilterReport
 
 
 def stimulus_features(judgments: Judgments, *, features: Path | None = None, model: str | None = None,
-                      layer: str | None = None, pool: str = "avg", device: str = "cpu", trust=None, preprocess=None,
+                      layer: str | None = None, pool: str = "avg", device: str = "cpu", trust: Trust = NO_TRUST,
+                      preprocess: Preprocess | None = None,
                       progress: ProgressCallback | None = None) -> tuple[np.ndarray, str]:
     """(features, what they are) of every stimulus: a saved (n, F) matrix, or a model spec's layer over the
     catalog's images (through the activation cache)."""

@@ -23,11 +23,9 @@ from probescope.core.similarity.quality import (
     grade_class,
 )
 from probescope.core.similarity.readers import Judgments
-from probescope.core.similarity.settings import Filters
+from probescope.core.similarity.settings import Filters, filter_flag
 from probescope.core.similarity.sources import JudgmentSource, open_judgments
 from probescope.core.similarity.trials import PAD, Trials, triplets
-
-FILTER_FLAGS = {"catch": "--no-catch-filter", "grade": "--no-grade-filter", "rt": "--no-rt-filter"}
 
 
 def quality_control(judgments: Judgments, filters: Filters) -> tuple[Trials, FilterReport]:
@@ -45,7 +43,7 @@ def open_filtered(spec: str, catalog: Path | None, images: Path | None, index_ba
     j = source.judgments
     trials, report = quality_control(j, filters)
     if len(trials) == 0:
-        why = ", ".join(f"{n} by the {k} filter ({FILTER_FLAGS[k]} keeps them)" for k, n in report.dropped.items()
+        why = ", ".join(f"{n} by the {k} filter ({filter_flag(k)} keeps them)" for k, n in report.dropped.items()
                         if n)
         raise InputError(f"no trials left after quality control: of {len(j.trials)} read, {why}", j.source)
     return source, trials, report
