@@ -50,12 +50,12 @@ def open_samples(qtbot, ws, model, source, label="samples") -> None:
 def engine_report(images: list[np.ndarray], model, splits: int = 10):
     """The engine's batch numbers for `images`: logits of the same classifier (in the stream's batch size, so the
     float32 logits are bit-identical), then score_report."""
-    from probescope.app.gallery.stream import STREAM_BATCH
     from probescope.core.scoring.classifiers import classifier_of_model
+    from probescope.core.scoring.settings import WINDOW
 
     classifier = classifier_of_model(model)
-    logits = np.concatenate([classifier.classify(images[a : a + STREAM_BATCH])
-                             for a in range(0, len(images), STREAM_BATCH)])
+    logits = np.concatenate([classifier.classify(images[a : a + WINDOW.batch_size])
+                             for a in range(0, len(images), WINDOW.batch_size)])
     return score_report(ClassScores(logits, "logits"), splits=splits)
 
 
