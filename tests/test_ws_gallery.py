@@ -28,7 +28,7 @@ WAIT_MS = 60_000
 def gallery(make_workspace):
     ws, _pool, _state = make_workspace(GalleryWorkspace, (1500, 950))
     yield ws
-    ws.stop()
+    ws.run.stop()
 
 
 @pytest.fixture(scope="module")
@@ -110,7 +110,7 @@ def test_turning_diversity_down_makes_is_fall(qtbot, gallery, demo_model):
     open_samples(qtbot, ws, demo_model, DemoSampler(40))
     diverse = ws.scores.live.is_
     ws.controls.diversity.setValue(1)  # total mode collapse from now on
-    ws.reset(start=True)
+    ws.run.reset(start=True)
     qtbot.waitUntil(lambda: ws.scores.n == 40 and not ws.streaming, timeout=WAIT_MS)
     collapsed = ws.scores.live.is_
     assert collapsed < 0.5 * diverse
@@ -119,7 +119,7 @@ def test_turning_diversity_down_makes_is_fall(qtbot, gallery, demo_model):
     # new knobs wait for the next run, and its button starts one
     ws.controls.diversity.setValue(14)
     ws.controls.target.setValue(160)
-    ws.reset(start=True)
+    ws.run.reset(start=True)
     qtbot.waitUntil(lambda: ws.scores.n >= 24, timeout=WAIT_MS)
     ws.controls.diversity.setValue(1)
     assert not ws.score_panel.notice.isHidden() and "apply to the next run" in ws.score_panel.notice.text()

@@ -55,7 +55,7 @@ class ScoringRun(QObject):
             ws.update_views()
             return
         if state.classifier is not None:  # (the worked example may have replaced the class names)
-            ws.use_classifier(state.classifier)
+            ws.classifiers.use(state.classifier)
             ws.real.use(state.classifier, ws.reference_dataset())  # (before the stream: it may load it)
         ws.grid.thumbnails.has_images = True
         ws.images.use(source)

@@ -18,6 +18,7 @@ from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QFileDialog, QLabel, QVBoxLayout, QWidget
 
 from probescope.app.export import ExportTarget
+from probescope.app.gallery.classifier import ClassifierPicker
 from probescope.app.gallery.controls import GalleryControls
 from probescope.app.gallery.images import SampleImages
 from probescope.app.gallery.panels import DetailPanel, ScorePanel
@@ -33,8 +34,7 @@ from probescope.app.workspace import Workspace
 from probescope.core.demo.sampler import DemoSampler
 from probescope.core.scoring.examples import CLASS_NAMES as EXAMPLE_CLASSES
 from probescope.core.scoring.examples import worked_example
-from probescope.jobs.protocol import COMPUTE, Job
-from probescope.jobs.scoring_stream import ClassifierChoice, ClassifierInfo, load_classifier
+from probescope.jobs.scoring_stream import ClassifierInfo
 from probescope.widgets.command_palette import matches
 from probescope.widgets.gallery.grid import ContactSheet, GalleryGrid
 from probescope.widgets.image_detail import ImageDetail
@@ -63,6 +63,7 @@ class GalleryWorkspace(Workspace):
         self.detail = DetailPanel()
         self.real_panel = RealDataPanel()
         self.run = ScoringRun(self)
+        self.classifiers = ClassifierPicker(self)
         self.real = RealDataScores(pool, self.task_key, self.real_panel, self.run.pause_for_reference,
                                    self.run.start, self.score_panel.show_distances)
         self.large = ImageDetail(self)
@@ -97,7 +98,7 @@ class GalleryWorkspace(Workspace):
         c, run = self.controls, self.run
         c.source.currentIndexChanged.connect(lambda _i: self._source_changed())
         c.open_button.clicked.connect(self._open_samples)
-        c.classifier_box.activated.connect(lambda _i: self._classifier_chosen())
+        c.classifier_box.activated.connect(lambda _i: self.classifiers.chosen())
         c.play.toggled.connect(run.play_toggled)
         c.reset_button.clicked.connect(lambda: run.reset())
         c.diversity.valueChanged.connect(lambda _v: run.show_run())  # (the knobs apply to the next run)
@@ -152,12 +153,6 @@ class GalleryWorkspace(Workspace):
         """The split protocol's last result (None below its size)."""
         return self.splits.result
 
-    def stop(self) -> None:
-        self.run.stop()
-
-    def reset(self, start: bool = False) -> None:
-        self.run.reset(start)
-
     # -- inputs -----------------------------------------------------------------------------------------------------
     @property
     def samples_source(self):
@@ -179,7 +174,7 @@ class GalleryWorkspace(Workspace):
         g.source = SAMPLES
         if c.classifier_box.currentData() == MODEL:  # its classifier is made where the model is held, then scored
             self.run.clear()
-            self._load_classifier(MODEL)
+            self.classifiers.load(MODEL)
         else:
             self.run.reset(start=True)
 
@@ -193,7 +188,7 @@ class GalleryWorkspace(Workspace):
                 g.kept = None
                 self.real.bring_back(real)
                 if g.classifier is not None:
-                    self.use_classifier(g.classifier)
+                    self.classifiers.use(g.classifier)
                 self.run.show_run()
                 self.grid.thumbnails.has_images = True
                 self.controls.enable(demo=isinstance(self.samples_source, DemoSampler), stream=True)
@@ -250,39 +245,10 @@ class GalleryWorkspace(Workspace):
         if hasattr(window, "browse"):
             window.browse("samples")
 
-    # -- classifier -------------------------------------------------------------------------------------------------
-    def use_classifier(self, classifier: ClassifierInfo) -> None:
-        self.gallery.use_classifier(classifier)
-        self.score_panel.show_classifier(*self.gallery.classifier_text())
-
-    def _classifier_chosen(self) -> None:
-        key = self.controls.classifier_box.currentData()
-        if key == MODEL:
-            if self.ready():
-                self.refresh()
-            return
-        spec = key
-        if key.startswith("inception"):
-            path, _ = QFileDialog.getOpenFileName(self, "Inception v3 weights", "", "Weights (*.pth *.pt);;All (*)")
-            if not path:
-                return
-            spec = f"{key}:{path}"
-        self.set_classifier_spec(spec)
-
     def set_classifier_spec(self, spec: str) -> None:
         """Load classifier `spec` ('demo', 'inception-tf:<file>', ...) in the compute thread, then rescore."""
         self.run.stop()
-        self._load_classifier(spec)
-
-    def _load_classifier(self, spec: str) -> None:
-        """Load classifier `spec` (or MODEL) on the loaded model's device, then score the samples with it."""
-        def loaded(classifier: ClassifierInfo) -> None:
-            self.use_classifier(classifier)
-            self.run.reset(start=True)
-
-        job = Job(load_classifier, dict(choice=ClassifierChoice(spec, self.state.model)))
-        self.pool.submit(job, name=f"load classifier {spec}", key=self.task_key("classifier"), executor=COMPUTE,
-                         on_result=loaded)
+        self.classifiers.load(spec)
 
     # -- views ------------------------------------------------------------------------------------------------------
     def update_views(self) -> None:
