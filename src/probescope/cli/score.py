@@ -24,6 +24,7 @@ from probescope.jobs.arguments import BoundedArg, NumbersArg, add_trust_argument
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     from probescope.core.demo.world import SCENES
+    from probescope.jobs.inputs import DEMO_SAMPLES
 
     src = parser.add_mutually_exclusive_group(required=True)
     src.add_argument("--probs", metavar="P.npy", help="class probabilities (N, n): rows must sum to 1")
@@ -83,8 +84,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                       "test C_T of Meehan et al. 2020, with the --fid reference as the generator's training set")
     _setting(real, "copy_cells")
     demo = parser.add_argument_group("demo sampler (--images demo)")
-    demo.add_argument("--n", type=BoundedArg(bounds.SAMPLES), default=1000,
-                      help="number of images (also for --generator; default 1000)")
+    demo.add_argument("--n", type=BoundedArg(bounds.SAMPLES), default=DEMO_SAMPLES,
+                      help="number of images (also for --generator; default %(default)s)")
     demo.add_argument("--diversity", type=BoundedArg(bounds.Bound(1, len(SCENES))), default=None,
                       help="number of scene classes drawn (default: all)")
     demo.add_argument("--fidelity", type=BoundedArg(bounds.FRACTION), default=1.0,
