@@ -27,7 +27,7 @@ from probescope.app.gallery.real_data_scores import RealDataScores
 from probescope.app.gallery.run import ScoringRun
 from probescope.app.gallery.scores import GalleryScores
 from probescope.app.gallery.split import SplitProtocol
-from probescope.app.gallery.state import MODEL, SAMPLES, GalleryState
+from probescope.app.gallery.state import MODEL, SAMPLES, GalleryState, Offer
 from probescope.app.gallery.views import SampleViews
 from probescope.app.panel_area import scrolled
 from probescope.app.workspace import Workspace
@@ -110,9 +110,11 @@ class GalleryWorkspace(Workspace):
             signal.connect(lambda *_: self.views.order_changed())
         c.csv_button.clicked.connect(self._export_csv_dialog)
         self.score_panel.notice_button.clicked.connect(self._notice_clicked)
-        offer = self.gallery.events.offer
-        offer.connect(lambda o: self.score_panel.show_notice("", "") if o is None else
-                      self.score_panel.show_notice(o.text, o.action))
+        self.gallery.events.offer.connect(self._show_offer)
+        self._show_offer(self.gallery.offer)  # (bound: the panel shows the state from the start)
+
+    def _show_offer(self, offer: Offer | None) -> None:
+        self.score_panel.show_notice(*((offer.text, offer.action) if offer is not None else ("", "")))
 
     def export_targets(self) -> list[ExportTarget]:
         return [ExportTarget("Gallery", self), ExportTarget("Contact sheet", self.sheet),
