@@ -52,7 +52,6 @@ def score_batches(ctx: TaskContext, source: SampleSource, classifier, settings: 
     from probescope.core.scoring.pipeline import classify_batches, embed_batches
 
     embed = features and classifier.embedder is not None
-    total = source.length
     if not prefetch:
         batches = _inline(ctx, source, classifier, settings.batch_size, embed, start)
     elif embed:
@@ -68,7 +67,6 @@ def score_batches(ctx: TaskContext, source: SampleSource, classifier, settings: 
             thumbs = source.thumbnails_of(start) if hasattr(source, "thumbnails_of") else ()
             yield Partial(ScoredBatch(start, logits, batch_features, sampler, thumbs))
             start += len(logits)
-    ctx.progress(1.0 if total else 0.0, f"{start}{f'/{total}' if total else ''} images")
     return start
 
 
