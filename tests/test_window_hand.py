@@ -66,14 +66,15 @@ def _slow_blocks(monkeypatch, cache) -> None:
     from probescope.core.dissection import saved
 
     monkeypatch.setenv("PROBESCOPE_CACHE", str(cache))
-    real = saved.dissect
+    real = saved.add_units
 
     def slowly(*args, **kwargs):
-        time.sleep(0.8)
-        return real(*args, **kwargs)
+        for unit in real(*args, **kwargs):
+            time.sleep(0.4)
+            yield unit
 
     monkeypatch.setattr(saved, "FIRST_BLOCK", 2)
-    monkeypatch.setattr(saved, "dissect", slowly)
+    monkeypatch.setattr(saved, "add_units", slowly)
 
 
 def test_cancelling_a_re_dissection_puts_the_previous_result_back(qtbot, loaded, monkeypatch, tmp_path):

@@ -130,7 +130,7 @@ class DissectionWorkspace(Workspace):
     def _export_card(self, preset) -> None:
         window = self.window()
         if hasattr(window, "figure_request"):
-            window.figure_request(ExportTarget("Unit card", self.card, self._unit_subject()), preset, False)
+            window.figures.figure_request(ExportTarget("Unit card", self.card, self._unit_subject()), preset, False)
 
     def _unit_subject(self) -> str:
         """What the per-unit views show, for their figures' file names."""
@@ -413,7 +413,7 @@ class DissectionWorkspace(Workspace):
         units = self.units.selected_units()
         window = self.window()
         if hasattr(window, "figure_request"):
-            menu = figure_menu(ExportTarget("Unit table", self.units), window.figure_request, self)
+            menu = figure_menu(ExportTarget("Unit table", self.units), window.figures.figure_request, self)
         else:
             menu = QMenu(self)
         first = menu.actions()[0] if menu.actions() else None
