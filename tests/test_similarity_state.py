@@ -12,6 +12,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from oracles.simulated_trials import clustered_points, simulate_trials
 from probescope.app.similarity.state import SimilarityState
 from probescope.core.similarity.catalog import Catalog
 from probescope.core.similarity.readers import Judgments
@@ -24,7 +25,6 @@ from probescope.core.similarity.settings import (
     ProposeSettings,
     dims_span,
 )
-from probescope.core.similarity.simulate import clustered_points, simulate_trials
 from probescope.core.similarity.trials import Trials
 from probescope.jobs.inputs import Loaded
 from probescope.jobs.protocol import Job, TaskContext
