@@ -352,7 +352,6 @@ def measure_gallery_stream(n_images: int) -> dict[str, float]:
     from PySide6.QtCore import QEventLoop, QTimer
     from PySide6.QtWidgets import QApplication
 
-    from probescope.app.gallery.stream import STREAM_BATCH
     from probescope.app.gallery.workspace import GalleryWorkspace
     from probescope.app.state import AppState, Loaded
     from probescope.app.workers import WorkerPool, compute_threads, keep_gui_responsive
@@ -361,6 +360,7 @@ def measure_gallery_stream(n_images: int) -> dict[str, float]:
     from probescope.core.demo.sampler import DemoSampler
     from probescope.core.models.loading import load_model
     from probescope.core.scoring.classifiers import classifier_of_model
+    from probescope.core.scoring.settings import WINDOW
 
     torch.set_num_threads(compute_threads())
     app = QApplication.instance() or QApplication([sys.argv[0]])
@@ -397,7 +397,7 @@ def measure_gallery_stream(n_images: int) -> dict[str, float]:
 
     def naive() -> None:  # the same rendering and classification, in the GUI thread
         with torch.inference_mode():
-            for images in sampler.batches(STREAM_BATCH):
+            for images in sampler.batches(WINDOW.batch_size):
                 classifier.classify(images)
         loop.quit()
 
@@ -417,10 +417,11 @@ def measure_gallery_scroll(n_items: int, frames: int = 150) -> dict[str, float]:
     from PySide6.QtWidgets import QApplication
 
     from probescope.app.gallery.scores import GalleryScores
-    from probescope.app.gallery.stream import fit_thumbnail, thumbnail_task
+    from probescope.app.gallery.thumbnails import thumbnail_task
     from probescope.app.workers import WorkerPool
     from probescope.core.demo.sampler import DemoSampler
     from probescope.jobs.protocol import IO
+    from probescope.jobs.scoring_stream import fit_thumbnail
     from probescope.widgets.gallery.grid import GalleryGrid
     from probescope.widgets.images import to_qimage
 

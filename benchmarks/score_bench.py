@@ -23,6 +23,7 @@ import argparse
 import contextlib
 import io
 import math
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -34,6 +35,8 @@ from probescope.core.scoring.distributions import ClassScores
 from probescope.core.scoring.live import LiveInceptionScore
 from probescope.core.scoring.protocol import split_inception_score
 from probescope.core.scoring.report import score_report
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))  # the test oracles live with the tests
 
 
 def timed(fn, repeat: int = 1):
@@ -104,8 +107,9 @@ def bench_pipeline(n_images: int, size: int, batch: int, workers: int) -> None:
     from torch_fidelity.metric_isc import isc_features_to_metric
     from torch_fidelity.utils import create_feature_extractor, get_featuresdict_from_dataset, prepare_input_from_id
 
+    from oracles.inception_weights import random_state_dict
     from probescope.core.scoring.classifiers import load_classifier
-    from probescope.core.scoring.inception_tf import WEIGHTS_FILE_NAME, random_state_dict
+    from probescope.core.scoring.inception_tf import WEIGHTS_FILE_NAME
     from probescope.core.scoring.pipeline import classify_source
     from probescope.core.scoring.sources import open_source
 

@@ -14,7 +14,9 @@ from __future__ import annotations
 
 import argparse
 import itertools
+import sys
 import time
+from pathlib import Path
 
 import numpy as np
 import torch
@@ -23,7 +25,10 @@ from probescope.core.similarity.active import information_gain
 from probescope.core.similarity.agreement import agreement_from_distances, reference_distances
 from probescope.core.similarity.correlation import expected_similarity, spearman, upper_pairs
 from probescope.core.similarity.embedding import FitOptions, fit_ensemble, holdout_masks
-from probescope.core.similarity.simulate import clustered_points, random_references, simulate_trials
+from probescope.core.similarity.simulate import random_references
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))  # the test oracles live with the tests
+from oracles.simulated_trials import clustered_points, simulate_trials  # noqa: E402
 
 
 def naive_information_gain(samples: np.ndarray, query: np.ndarray, refs: np.ndarray, beta: float) -> np.ndarray:

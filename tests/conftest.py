@@ -40,11 +40,11 @@ def small_world(tmp_path_factory):
     import numpy as np
     from PIL import Image
 
+    from oracles.simulated_trials import simulate_trials
     from probescope.core.demo import world
     from probescope.core.demo.dataset import write_demo_dataset
     from probescope.core.demo.model import DemoNet
     from probescope.core.similarity.catalog import Catalog, write_catalog_hdf5
-    from probescope.core.similarity.simulate import simulate_trials
     from probescope.core.similarity.writers import write_psiz_hdf5
 
     root = tmp_path_factory.mktemp("world")

@@ -312,3 +312,41 @@ def test_under_inference_mode_as_the_app_runs_it(demo):
         first, again = ablation.run(groups), ablation.run(groups[::-1])
     np.testing.assert_array_equal(first.p_true_after, plain.p_true_after)
     np.testing.assert_array_equal(again.p_true_after, plain.p_true_after[::-1])
+
+
+def test_the_role_panels_job_keeps_one_layer_ablation_in_its_session(demo):
+    """`jobs.ablation.ablate_job` (what the Role panel submits): the model named by its ModelInfo, the layer's
+    LayerAblation made once per result and mode and reused, one layer at a time; the numbers are the workflow's."""
+    import pickle
+
+    from probescope.jobs.ablation import ablate, ablate_job, layer_ablation, true_classes
+    from probescope.jobs.inputs import OpenRequest, hold_model
+    from probescope.jobs.protocol import Job, TaskContext
+
+    ctx = TaskContext()
+    info = hold_model(ctx.session, OpenRequest("model", "demo"), "cpu", demo.model)
+    groups = [hand_picked([3, 7])]
+
+    def run(key: str) -> AblationResult:
+        job = Job(ablate_job, dict(model=info, key=key, layer=demo.layer, activations=demo.act, dataset=demo.ds,
+                                   store=demo.ds, mode="zero", groups=groups))
+        pickle.dumps(job)  # it can travel to another process
+        steps = job(ctx)
+        try:
+            while True:
+                next(steps)
+        except StopIteration as done:
+            return done.value
+
+    first = run("result A")
+    (held,) = ctx.session.held("ablation")
+    made = ctx.session.get("ablation", held, lambda: None)
+    again = run("result A")
+    assert ctx.session.get("ablation", held, lambda: None) is made  # not built again
+    run("result B")
+    assert ctx.session.held("ablation") == [("result B", "zero")]  # one layer at a time
+    direct = ablate(layer_ablation(demo.model, demo.layer, demo.act, demo.ds,
+                                   true_classes(demo.ds, demo.model.class_names), demo.model.class_names), groups)
+    for result in (first, again):
+        np.testing.assert_array_equal(result.delta_accuracy, direct.delta_accuracy)
+        np.testing.assert_array_equal(result.delta_p_true, direct.delta_p_true)

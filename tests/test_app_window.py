@@ -206,7 +206,7 @@ def test_keyboard_workspaces_items_and_command_palette(qtbot, window, small_worl
     similarity = window.workspaces["similarity"]
     with qtbot.waitSignal(window.pool.finished, timeout=WAIT_MS):
         qtbot.keyClick(window, Qt.Key.Key_BracketRight, Qt.KeyboardModifier.ControlModifier)
-    assert similarity.trial == 1 and "trial 2 of 20" in similarity.view.caption.text()
+    assert similarity.shown.trial == 1 and "trial 2 of 20" in similarity.view.caption.text()
 
     qtbot.keyClick(window, Qt.Key.Key_1, Qt.KeyboardModifier.ControlModifier)
     units = window.workspaces["dissection"].units

@@ -8,20 +8,33 @@ import sys
 
 import pytest
 
-from probescope.core import cache
+from probescope.core import cache, environment
 from probescope.core.errors import InputError
 
 
 def test_cache_dir_follows_environment(tmp_path, monkeypatch):
-    monkeypatch.setenv(cache.ENV_VAR, str(tmp_path / "c"))
+    monkeypatch.setenv(environment.CACHE, str(tmp_path / "c"))
     assert cache.cache_dir() == tmp_path / "c"
     assert (tmp_path / "c").is_dir()
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="the XDG folders are Linux's")
+def test_without_the_variable_the_platform_folders_are_used(tmp_path, monkeypatch):
+    """The cache and the settings file where the platform keeps them: on Linux the XDG folders (the settings file
+    is the one QSettings' user scope wrote before, so saved settings carry over)."""
+    from probescope.app.settings import Settings
+
+    monkeypatch.delenv(environment.CACHE, raising=False)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xc"))
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "xf"))
+    assert cache.cache_dir() == tmp_path / "xc" / "probescope"
+    assert Settings().path == str(tmp_path / "xf" / "probescope" / "probescope.ini")
 
 
 def test_unwritable_cache_dir(tmp_path, monkeypatch):
     blocker = tmp_path / "file"
     blocker.write_text("not a folder")
-    monkeypatch.setenv(cache.ENV_VAR, str(blocker / "cache"))
+    monkeypatch.setenv(environment.CACHE, str(blocker / "cache"))
     with pytest.raises(InputError, match=r"file/cache: cache folder is not writable.*PROBESCOPE_CACHE"):
         cache.cache_dir()
 

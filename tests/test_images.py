@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 from PIL import EpsImagePlugin, Image
 
+from probescope.core import environment
 from probescope.core.data import images
 from probescope.core.data.images import read_rgb, set_max_pixels
 from probescope.core.errors import InputError
@@ -41,7 +42,7 @@ def limit(monkeypatch):
     """The pixel limit as the environment sets it, restored after the test (it is process-wide)."""
     monkeypatch.setattr(images, "_max_pixels", [0])
     monkeypatch.setattr(Image, "MAX_IMAGE_PIXELS", Image.MAX_IMAGE_PIXELS)
-    monkeypatch.delenv(images.MAX_PIXELS_ENV, raising=False)
+    monkeypatch.delenv(environment.MAX_PIXELS, raising=False)
     return monkeypatch
 
 
@@ -126,7 +127,7 @@ def test_oversized_images_are_refused_before_decoding(tmp_path, limit, capsys, s
 
 def test_pixel_limit_is_settable(tmp_path, limit, capsys):
     Image.new("RGB", (10, 10)).save(tmp_path / "a.png")
-    limit.setenv(images.MAX_PIXELS_ENV, "99")
+    limit.setenv(environment.MAX_PIXELS, "99")
     with pytest.raises(InputError, match="a.png: image is 10x10 = 100 pixels, over the limit of 99"):
         read_rgb(tmp_path / "a.png")
     set_max_pixels(100)
@@ -137,7 +138,7 @@ def test_pixel_limit_is_settable(tmp_path, limit, capsys):
     assert main(["score", "--images", str(folder), "--max-pixels", "4000"]) == 2
     assert "over the limit of 4,000" in capsys.readouterr().err
     limit.setattr(images, "_max_pixels", [0])
-    limit.setenv(images.MAX_PIXELS_ENV, "lots")
+    limit.setenv(environment.MAX_PIXELS, "lots")
     with pytest.raises(InputError, match="PROBESCOPE_MAX_PIXELS must be a positive whole number"):
         read_rgb(tmp_path / "a.png")
 

@@ -12,9 +12,9 @@ from probescope.main import main
 
 @pytest.fixture
 def files(small_world, tmp_path):
+    from oracles.simulated_trials import simulate_trials
     from probescope.core.demo.world import SCENES
     from probescope.core.scoring.frechet import GaussianStats
-    from probescope.core.similarity.simulate import simulate_trials
     from probescope.core.similarity.writers import write_trials_csv
 
     GaussianStats(np.zeros(64), np.eye(64)).save(tmp_path / "stats64.npz")

@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 import torch
 
+from oracles.inception_weights import random_state_dict
 from probescope.core.errors import InputError
 from probescope.core.scoring.classifiers import load_classifier
 from probescope.core.scoring.inception_tf import (
@@ -13,7 +14,6 @@ from probescope.core.scoring.inception_tf import (
     N_CLASSES,
     WEIGHTS_FILE_NAME,
     prepare_tf_inception,
-    random_state_dict,
     tf1_resize,
 )
 

@@ -8,8 +8,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from oracles.simulated_trials import clustered_points, simulate_trials
 from probescope.core.similarity.readers import load_judgments
-from probescope.core.similarity.simulate import clustered_points, simulate_trials
 from probescope.core.similarity.writers import write_trials_csv
 from probescope.main import main
 

@@ -11,6 +11,7 @@ import pytest
 import torch
 from scipy.stats import spearmanr
 
+from oracles.simulated_trials import clustered_points, simulate_trials
 from probescope.core.similarity.active import information_gain, nearest_neighbours, propose_trials, query_probability
 from probescope.core.similarity.correlation import (
     embedding_correlation,
@@ -20,7 +21,6 @@ from probescope.core.similarity.correlation import (
     within_ensemble_correlation,
 )
 from probescope.core.similarity.embedding import Ensemble, FitOptions, ensemble_cross_entropy, fit_ensemble
-from probescope.core.similarity.simulate import clustered_points, simulate_trials
 from probescope.core.tasks import Cancelled
 
 FAST = FitOptions(max_epochs=150, patience=20)

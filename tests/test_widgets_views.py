@@ -149,7 +149,7 @@ def test_embedding_view_finds_the_point_under_the_pointer(qtbot):
 def test_trial_list_sorts_by_query_name_and_measures_only_rows_on_screen(qtbot):
     """Sorting by query orders by the name (equal names tie, broken by trial number) as a sort of the names would;
     the columns are sized from the rows on screen, not from a thousand more at every reset."""
-    from probescope.app.similarity.analysis import caption_ranks
+    from probescope.jobs.similarity.trials import caption_ranks
 
     query = np.array([3, 1, 3, 2, 1, 4, 2])
     name_of = {1: "b", 2: "a", 3: "b", 4: "c"}  # stimuli 1 and 3 share a name

@@ -230,7 +230,7 @@ def test_small_things(qtbot, loaded, tmp_path):
     qtbot.waitUntil(lambda: loaded.isActiveWindow(), timeout=WAIT_MS)
     ws.trace.setFocus()
     qtbot.waitUntil(lambda: QApplication.focusWidget() is ws.trace, timeout=WAIT_MS)
-    loaded.export_figure()
+    loaded.figures.export_figure()
     dialog = next(w for w in QApplication.topLevelWidgets() if isinstance(w, ExportDialog) and w.isVisible())
     assert dialog.target.currentText() == "Beam-search trace" and "beam_search_trace" in dialog.path.text()
     dialog.target.setCurrentIndex(0)

@@ -160,6 +160,20 @@ def loaded(qtbot, window, small_world):
     return window
 
 
+def check_tab_titles(window, where: str) -> None:
+    """Stacked panels' tab titles are whole (the bar scrolls instead: at 1280x800 the Dissection's read "Se...")."""
+    from PySide6.QtCore import Qt
+    from PySide6.QtWidgets import QTabBar
+
+    cut = []
+    for ws in window.workspaces.values():
+        for bar in ws.area.findChildren(QTabBar, options=Qt.FindChildOption.FindDirectChildrenOnly):
+            for k in range(bar.count()):
+                if bar.tabRect(k).width() < bar.fontMetrics().horizontalAdvance(bar.tabText(k)):
+                    cut.append(f"{ws.name}: {bar.tabText(k)!r}")
+    assert not cut, f"{where}: {cut}"
+
+
 @pytest.mark.parametrize("size", SIZES, ids=lambda s: f"{s[0]}x{s[1]}")
 def test_no_panel_is_crushed_or_covered_at_the_usual_sizes(qtbot, loaded, size):
     loaded.resize(*size)
@@ -167,6 +181,7 @@ def test_no_panel_is_crushed_or_covered_at_the_usual_sizes(qtbot, loaded, size):
     for ws in loaded.workspaces.values():
         ws.area.reset()
     check_every_panel(loaded, f"{size}")
+    check_tab_titles(loaded, f"{size}")
     loaded.tasks_dock.show()  # it took the Settings fields' height, and they stayed squashed after it closed
     check_every_panel(loaded, f"{size}, Tasks open")
     loaded.tasks_dock.hide()

@@ -28,7 +28,7 @@ WAIT_MS = 60_000
 def gallery(make_workspace):
     ws, _pool, _state = make_workspace(GalleryWorkspace, (1500, 950))
     yield ws
-    ws.stop()
+    ws.run.stop()
 
 
 @pytest.fixture(scope="module")
@@ -50,12 +50,12 @@ def open_samples(qtbot, ws, model, source, label="samples") -> None:
 def engine_report(images: list[np.ndarray], model, splits: int = 10):
     """The engine's batch numbers for `images`: logits of the same classifier (in the stream's batch size, so the
     float32 logits are bit-identical), then score_report."""
-    from probescope.app.gallery.stream import STREAM_BATCH
     from probescope.core.scoring.classifiers import classifier_of_model
+    from probescope.core.scoring.settings import WINDOW
 
     classifier = classifier_of_model(model)
-    logits = np.concatenate([classifier.classify(images[a : a + STREAM_BATCH])
-                             for a in range(0, len(images), STREAM_BATCH)])
+    logits = np.concatenate([classifier.classify(images[a : a + WINDOW.batch_size])
+                             for a in range(0, len(images), WINDOW.batch_size)])
     return score_report(ClassScores(logits, "logits"), splits=splits)
 
 
@@ -110,7 +110,7 @@ def test_turning_diversity_down_makes_is_fall(qtbot, gallery, demo_model):
     open_samples(qtbot, ws, demo_model, DemoSampler(40))
     diverse = ws.scores.live.is_
     ws.controls.diversity.setValue(1)  # total mode collapse from now on
-    ws.reset(start=True)
+    ws.run.reset(start=True)
     qtbot.waitUntil(lambda: ws.scores.n == 40 and not ws.streaming, timeout=WAIT_MS)
     collapsed = ws.scores.live.is_
     assert collapsed < 0.5 * diverse
@@ -119,7 +119,7 @@ def test_turning_diversity_down_makes_is_fall(qtbot, gallery, demo_model):
     # new knobs wait for the next run, and its button starts one
     ws.controls.diversity.setValue(14)
     ws.controls.target.setValue(160)
-    ws.reset(start=True)
+    ws.run.reset(start=True)
     qtbot.waitUntil(lambda: ws.scores.n >= 24, timeout=WAIT_MS)
     ws.controls.diversity.setValue(1)
     assert not ws.score_panel.notice.isHidden() and "apply to the next run" in ws.score_panel.notice.text()

@@ -8,8 +8,6 @@ import numpy as np
 import pytest
 from windows import loaded_model
 
-from probescope.app.gallery.real_data import NONE, ReferenceChoice
-from probescope.app.gallery.stream import STREAM_BATCH
 from probescope.app.gallery.workspace import GalleryWorkspace
 from probescope.core.data.broden import BrodenDataset
 from probescope.core.demo.dataset import write_demo_dataset
@@ -20,7 +18,9 @@ from probescope.core.scoring.extrapolate import fid_infinity
 from probescope.core.scoring.frechet import FrechetReference, frechet_distance, gaussian_stats
 from probescope.core.scoring.kernel import mmd2_unbiased
 from probescope.core.scoring.precision_recall import precision_recall
+from probescope.core.scoring.settings import WINDOW
 from probescope.jobs.inputs import Loaded
+from probescope.jobs.scoring_reference import NONE, ReferenceChoice
 
 WAIT_MS = 60_000
 N = 40
@@ -45,7 +45,8 @@ def streamed_features(model, n: int):
     classifier = classifier_of_model(model)
     sampler = DemoSampler(n)
     images = [sampler.sample(k)[0] for k in range(n)]
-    pairs = [classifier.embed(classifier.prepare(images[a : a + STREAM_BATCH])) for a in range(0, n, STREAM_BATCH)]
+    batch = WINDOW.batch_size
+    pairs = [classifier.embed(classifier.prepare(images[a : a + batch])) for a in range(0, n, batch)]
     return np.concatenate([f for f, _ in pairs]), np.concatenate([lg for _, lg in pairs])
 
 
@@ -132,7 +133,8 @@ def test_a_dataset_opened_while_streaming_becomes_the_reference_of_every_sample(
     ws, pool, state = make_workspace(GalleryWorkspace, (1500, 950))
     state.set(loaded_model(pool, demo_model))
     state.set(Loaded("samples", "demo", "demo", DemoSampler(N)))
-    assert "Waiting for a probing dataset" in ws.real_panel.status.text()
+    # (the loaded model's classifier is made by a job in the compute thread, where the model is held)
+    qtbot.waitUntil(lambda: "Waiting for a probing dataset" in ws.real_panel.status.text(), timeout=WAIT_MS)
     qtbot.waitUntil(lambda: ws.scores.n >= 8, timeout=WAIT_MS)
     state.set(Loaded("dataset", "real", "real", real_dataset))
     wait_for_final_readout(qtbot, ws, N)

@@ -10,7 +10,6 @@ import pytest
 from PySide6.QtCore import Qt
 
 from probescope.app.export import export_widget
-from probescope.app.similarity import analysis as data
 from probescope.app.similarity.workspace import SimilarityWorkspace
 from probescope.core.similarity.agreement import triplet_agreement
 from probescope.core.similarity.correlation import embedding_correlation
@@ -18,6 +17,9 @@ from probescope.core.similarity.embedding import FitOptions
 from probescope.core.similarity.quality import apply_quality_control
 from probescope.core.similarity.sources import model_features
 from probescope.jobs.inputs import OpenRequest
+from probescope.jobs.similarity import embedding as fits
+from probescope.jobs.similarity import scores as scoring
+from probescope.jobs.similarity import trials as data
 from probescope.widgets.similarity.tables import AGREE
 
 pytestmark = pytest.mark.usefixtures("isolated_cache")
@@ -42,7 +44,7 @@ def test_grid_shows_the_trial_as_the_participant_saw_it(qtbot, env):
     assert judgments.simulated and "SIMULATED" in ws.header.text() and "SIMULATED" in ws.view.caption.text()
     ws.trials.trial_list.select_trial(7)
     idle(qtbot, ws, pool)
-    t = ws.trial
+    t = ws.shown.trial
     assert t == 7
     trials = judgments.trials
     refs = [int(r) for r in trials.references[t]]
@@ -67,9 +69,9 @@ def test_grid_shows_the_trial_as_the_participant_saw_it(qtbot, env):
 
 def test_model_view_matches_the_engine_and_the_demo_layer_adds_a_row(qtbot, env, open_input):
     ws, pool, state = env
-    assert [s.kind for s in ws.scores] == ["embedding"] and ws.models.table.rowCount() == 1
+    assert [s.kind for s in ws.shown.scores] == ["embedding"] and ws.models.table.rowCount() == 1
     open_input(pool, state, OpenRequest("model", "demo"))
-    qtbot.waitUntil(lambda: len(ws.scores) == 2, timeout=WAIT_MS)
+    qtbot.waitUntil(lambda: len(ws.shown.scores) == 2, timeout=WAIT_MS)
     idle(qtbot, ws, pool)
     name = "demo · layer4"
     assert ws.models.table.rowCount() == 2 and ws.models.table.item(1, 0).text() == name
@@ -83,7 +85,7 @@ def test_model_view_matches_the_engine_and_the_demo_layer_adds_a_row(qtbot, env,
         assert shown == pytest.approx(triplet_agreement(kept, features, metric).accuracy, abs=1e-9)
     stimuli = np.nonzero(judgments.catalog.mirror_of < 0)[0]
     for kind, shown in (("dot", row.spearman_dot), ("cosine", row.spearman_cosine)):
-        assert shown == pytest.approx(embedding_correlation(ws.ensemble, features, kind, stimuli=stimuli).value,
+        assert shown == pytest.approx(embedding_correlation(ws.shown.ensemble, features, kind, stimuli=stimuli).value,
                                       abs=1e-9)
     assert ws.models.table.item(1, 3).text() == f"{row.cosine:.4f}"
 
@@ -123,23 +125,23 @@ def triplet_distance(features: np.ndarray, q: int, r: int, metric: str) -> float
 def test_filters_change_the_counts(qtbot, env):
     ws, pool, state = env
     judgments = state.judgments
-    report = ws.trialset.report
-    assert report.kept == len(ws.trialset.kept) and ws.quality.catch_plot.values[0] > 0
+    report = ws.shown.trialset.report
+    assert report.kept == len(ws.shown.trialset.kept) and ws.quality.catch_plot.values[0] > 0
     assert sum(ws.quality.grades_plot.values) == sum(report.sessions.values())
     before = ws.models.table.rows[0]
     ws.quality.catch.setChecked(False)
-    qtbot.waitUntil(lambda: ws.trialset.filters.catch is False, timeout=WAIT_MS)
+    qtbot.waitUntil(lambda: ws.shown.trialset.filters.catch is False, timeout=WAIT_MS)
     idle(qtbot, ws, pool)
     _, expected = apply_quality_control(judgments.trials, judgments.catalog.mirror_of, judgments.session_grade,
                                         catch=False)
-    assert ws.trialset.report.kept == expected.kept > report.kept
+    assert ws.shown.trialset.report.kept == expected.kept > report.kept
     assert f"{expected.kept} of {len(judgments.trials)} trials kept" in ws.quality.counts.text()
     assert ws.models.table.rows[0].cosine != before.cosine  # the table is recomputed on the new trial set
     # the list's own filters
     ws.trials.catch_filter.setCurrentText("catch trials")
     assert ws.trials.trial_list.list_model.rowCount() == report.catch_trials
     ws.trials.kept_only.setChecked(True)
-    kept_catch = int((ws.trialset.kept_mask & (ws.trialset.catch_position >= 0)).sum())
+    kept_catch = int((ws.shown.trialset.kept_mask & (ws.shown.trialset.catch_position >= 0)).sum())
     assert ws.trials.trial_list.list_model.rowCount() == kept_catch
     assert f"{kept_catch} of {len(judgments.trials)} trials listed" == ws.trials.count.text()
 
@@ -149,34 +151,34 @@ def test_keys_sorting_and_clicking_a_reference(qtbot, env):
     trials = state.judgments.trials
     ws.trials.trial_list.select_row(0)
     idle(qtbot, ws, pool)
-    first = ws.trial
+    first = ws.shown.trial
     ws.trials.trial_list.setFocus()
     qtbot.keyClick(ws.trials.trial_list, Qt.Key.Key_Down)
     idle(qtbot, ws, pool)
-    assert ws.trial == int(ws.trials.trial_list.list_model.rows[1]) != first
+    assert ws.shown.trial == int(ws.trials.trial_list.list_model.rows[1]) != first
     ws.step(1)
     idle(qtbot, ws, pool)
-    assert ws.trial == int(ws.trials.trial_list.list_model.rows[2])
+    assert ws.shown.trial == int(ws.trials.trial_list.list_model.rows[2])
     ws.trials.trial_list.sortByColumn(AGREE, Qt.SortOrder.DescendingOrder)
     correct = ws.current_agreement().per_trial_correct[ws.trials.trial_list.list_model.rows]
     assert (np.diff(correct) <= 0).all()
 
     # clicking a reference lists the trials where it is the query
-    reference = int(trials.references[ws.trial, 0])
+    reference = int(trials.references[ws.shown.trial, 0])
     qtbot.mouseClick(ws.view.grid._cells[0], Qt.MouseButton.LeftButton)
     idle(qtbot, ws, pool)
     rows = ws.trials.trial_list.list_model.rows
-    assert ws.query_filter == reference and (trials.query[rows] == reference).all()
+    assert ws.shown.query_filter == reference and (trials.query[rows] == reference).all()
     assert len(rows) == int((trials.query == reference).sum())
     if len(rows):
-        assert trials.query[ws.trial] == reference
+        assert trials.query[ws.shown.trial] == reference
     ws.trials.query_button.click()
     assert ws.trials.trial_list.list_model.rowCount() == len(trials)
 
 
 def test_quick_embedding_is_cached_and_shown(qtbot, env):
     ws, pool, state = env
-    assert ws.ensemble.dims == data.QUICK_DIMS and ws.ensemble.n_members == data.QUICK_MEMBERS
+    assert ws.shown.ensemble.dims == fits.QUICK_DIMS and ws.shown.ensemble.n_members == fits.QUICK_MEMBERS
     assert ws.embedding.view.highlighted() == 9  # the shown trial's query and eight references
     assert "within-ensemble correlation" in ws.embedding.info.text()
     assert "coarse-grained loss" in ws.embedding.info.text()
@@ -187,7 +189,7 @@ def test_quick_embedding_is_cached_and_shown(qtbot, env):
     other.refresh()
     qtbot.waitUntil(lambda: other.is_initial_work_done and not pool.active(), timeout=WAIT_MS)
     assert "read from the cache" in other.embedding.info.text()
-    np.testing.assert_array_equal(other.ensemble.loc, ws.ensemble.loc)
+    np.testing.assert_array_equal(other.shown.ensemble.loc, ws.shown.ensemble.loc)
     # hovering a point brings its thumbnail
     ws.embedding.view._hover = 5
     ws._hovered(5)
@@ -196,23 +198,23 @@ def test_quick_embedding_is_cached_and_shown(qtbot, env):
 
 def test_refit_runs_and_cancels(qtbot, env, monkeypatch):
     ws, pool, state = env
-    monkeypatch.setattr(data, "FitOptions", lambda: FitOptions(max_epochs=10, eval_every=5))
+    monkeypatch.setattr(fits, "FitOptions", lambda: FitOptions(max_epochs=10, eval_every=5))
     ws.embedding.dims_min.setValue(2)
     ws.embedding.dims_max.setValue(3)
     ws.embedding.members.setValue(2)
     ws.embedding.refit_button.click()
     assert not ws.embedding.refit_button.isEnabled() and ws.embedding.cancel_button.isEnabled()
-    qtbot.waitUntil(lambda: len(ws.history) == 2, timeout=WAIT_MS)
+    qtbot.waitUntil(lambda: len(ws.shown.history) == 2, timeout=WAIT_MS)
     idle(qtbot, ws, pool)
-    assert ws.ensemble.dims in (2, 3) and ws.ensemble.n_members == 2
-    assert sorted(ws.history[-1].dims_loss) == [2, 3] and ws.history[-1].consecutive is not None
+    assert ws.shown.ensemble.dims in (2, 3) and ws.shown.ensemble.n_members == 2
+    assert sorted(ws.shown.history[-1].dims_loss) == [2, 3] and ws.shown.history[-1].consecutive is not None
     assert ws.embedding.refit_button.isEnabled()
-    monkeypatch.setattr(data, "FitOptions", lambda: FitOptions(max_epochs=100_000, patience=10**9))
+    monkeypatch.setattr(fits, "FitOptions", lambda: FitOptions(max_epochs=100_000, patience=10**9))
     ws.embedding.refit_button.click()
     qtbot.waitUntil(lambda: pool.is_running(ws.task_key("judgments:refit")), timeout=WAIT_MS)
     ws.embedding.cancel_button.click()
     idle(qtbot, ws, pool)
-    assert len(ws.history) == 2 and ws.embedding.refit_button.isEnabled()
+    assert len(ws.shown.history) == 2 and ws.embedding.refit_button.isEnabled()
 
 
 def test_propose_shows_candidates_and_saves(qtbot, env, tmp_path):
@@ -241,7 +243,7 @@ def test_every_view_exports(qtbot, env, tmp_path):
             out = export_widget(target.widget, tmp_path / f"{k}.{suffix}", width=600 if suffix == "png" else None)
             assert out.stat().st_size > 500, (target.name, suffix)
     text = ws.models.save(tmp_path / "models.csv").read_text()
-    assert text.splitlines()[1].startswith(data.EMBEDDING_ROW)
+    assert text.splitlines()[1].startswith(scoring.EMBEDDING_ROW)
 
 
 def test_trial_sheet_shows_the_listed_trials(qtbot, env):
@@ -260,7 +262,7 @@ def test_trial_sheet_shows_the_listed_trials(qtbot, env):
 
 def test_list_filter_by_grade_class_against_the_session_grades(qtbot, env):
     ws, pool, state = env
-    ts = ws.trialset
+    ts = ws.shown.trialset
     for name, inside in (("premium", lambda g: g > 0.875), ("satisfactory", lambda g: 0.5 <= g <= 0.875),
                          ("unsatisfactory", lambda g: g < 0.5)):
         ws.trials.grade_filter.setCurrentText(name)

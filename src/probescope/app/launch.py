@@ -14,7 +14,7 @@ import os
 import sys
 from pathlib import Path
 
-from probescope.core import bounds
+from probescope.core import bounds, environment
 from probescope.jobs.arguments import BoundedArg, NumbersArg, add_trust_arguments, device_arg, trust_from_args
 
 WORKSPACE_NAMES = ("dissection", "gallery", "similarity")
@@ -96,7 +96,7 @@ def limit_blas_threads() -> None:
     and the GUI thread; BLAS threads spinning on cores those need cost more than they give (measured on 2 busy
     cores: a 128 x 128 eigh took 22-31 ms with 2 threads, 1.8 ms with 1). The user's own setting wins."""
     cores = os.cpu_count() or 2
-    os.environ.setdefault("OPENBLAS_NUM_THREADS", str(max(1, (cores - 1) // 2)))
+    environment.default(environment.BLAS_THREADS, str(max(1, (cores - 1) // 2)))
 
 
 def run(args: argparse.Namespace) -> int:
@@ -105,7 +105,7 @@ def run(args: argparse.Namespace) -> int:
     to_open = requests(args)
     trust = trust_from_args(args)
     if args.screenshot is not None:
-        os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
+        environment.default(environment.QT_PLATFORM, "offscreen")
     from probescope.app import splash
 
     launch = splash.start() if args.screenshot is None else None  # on screen while torch loads

@@ -11,32 +11,29 @@ trusted, the hash is remembered in the settings and the same task runs again. No
 
 from __future__ import annotations
 
-import time
-from collections import deque
-from dataclasses import astuple, replace
 from pathlib import Path
 
-from PySide6.QtCore import Qt, QTimer, Signal
+from PySide6.QtCore import Qt, Signal
 from PySide6.QtGui import QAction, QCloseEvent, QDragEnterEvent, QDropEvent, QGuiApplication
-from PySide6.QtWidgets import QApplication, QDockWidget, QFileDialog, QMainWindow, QTabWidget, QVBoxLayout, QWidget
+from PySide6.QtWidgets import QApplication, QDockWidget, QMainWindow, QTabWidget, QVBoxLayout, QWidget
 
-from probescope.app.activity import Activity, ActivityRow
-from probescope.app.export import ExportTarget, Preset, copy_to_clipboard, export_preset, figure_colours, format_of
-from probescope.app.export_dialog import FILTERS, ExportDialog, default_folder, file_name
+from probescope.app.figure_actions import FigureActions, target_of
 from probescope.app.figure_menu import install_figure_menu
 from probescope.app.help import GuideWindow, ShortcutsDialog
 from probescope.app.menus import Menus
 from probescope.app.open_dialogs import ask_request
-from probescope.app.settings import RecentItem, Settings, TrustedFile
+from probescope.app.settings import RecentItem, Settings
 from probescope.app.source_bar import SourceBar
 from probescope.app.state import AppState
+from probescope.app.task_monitor import TaskMonitor
 from probescope.app.theme import apply_theme
-from probescope.app.trust_dialog import TrustDialog
+from probescope.app.trust_gate import TrustGate
+from probescope.app.window_layout import WindowLayout
 from probescope.app.workers import TaskHandle, WorkerPool
 from probescope.app.workspace import Workspace
 from probescope.app.workspaces import WORKSPACES
 from probescope.core.errors import InputError
-from probescope.core.trust import NO_TRUST, Trust, UntrustedFile
+from probescope.core.trust import NO_TRUST, Trust
 from probescope.jobs.inputs import (
     DEMO,
     KINDS,
@@ -53,9 +50,6 @@ from probescope.widgets.notification import Notification
 from probescope.widgets.task_panel import TaskPanel
 from probescope.widgets.task_progress import TaskProgress
 
-PROGRESS_MS = 100  # the status bar's progress and the Tasks panel are redrawn at most this often
-RECENT_TASKS = 8  # finished tasks the Tasks panel keeps listed
-RECENT_AFTER_S = 1.0  # a finished task is listed when it ran this long (not every thumbnail and overlay)
 
 class MainWindow(QMainWindow):
     """`opened(Loaded)` after an open succeeds; `open_failed(OpenRequest, TaskError)` after it fails.
@@ -76,10 +70,10 @@ class MainWindow(QMainWindow):
         self.state = AppState(self)
         self.state.device = self.device
         self.pool = WorkerPool(parent=self)
-        self.session_trust = trust
-        self.ask_trust = ask_trust
-        self._asking: dict[str, list[TaskHandle]] = {}  # tasks waiting for the answer about a file, by its hash
-        self._update_trust()
+        self.trust = TrustGate(self, self.pool, settings, trust, ask_trust, self.statusBar().showMessage,
+                               self.notify)  # before any task: they load with its trust
+        self.figures = FigureActions(self, settings, self.current_workspace, self.statusBar().showMessage,
+                                     self.notify)
         self._palette: CommandPalette | None = None
         self._guide: GuideWindow | None = None
         self._opened: dict[str, OpenRequest] = {}  # what each loaded input was opened from
@@ -100,7 +94,7 @@ class MainWindow(QMainWindow):
             for view in workspace.export_targets()[1:]:  # right click: the view's figure menu
                 if view.widget.contextMenuPolicy() != Qt.ContextMenuPolicy.CustomContextMenu:  # (or its own)
                     install_figure_menu(view.widget, lambda w=workspace, v=view.widget: target_of(w, v),
-                                        self.figure_request)
+                                        self.figures.figure_request)
         self.tabs.currentChanged.connect(self._workspace_shown)
         self._workspace_shown()
         self.notification = Notification()
@@ -113,38 +107,22 @@ class MainWindow(QMainWindow):
 
         self.progress = TaskProgress()
         self.statusBar().addPermanentWidget(self.progress)
-        self.progress.cancel_requested.connect(self._cancel_shown_task)
         self.progress.details_requested.connect(lambda: self.tasks_dock.show())
-        self._shown_task: TaskHandle | None = None
-        self.activity = Activity()
-        self._recent: deque[ActivityRow] = deque(maxlen=RECENT_TASKS)  # newest first; stage: how it ended
-        self._started_at: dict[int, float] = {}
-        self._failures: dict[int, str] = {}
         self.tasks = TaskPanel()
         self.tasks_dock = QDockWidget("Tasks", self)
         self.tasks_dock.setObjectName("window/tasks")
         self.tasks_dock.setWidget(self.tasks)
         self.addDockWidget(Qt.DockWidgetArea.BottomDockWidgetArea, self.tasks_dock)
         self.tasks_dock.hide()  # opened from the status bar's Tasks button or View > Tasks
-        self.tasks.cancel_requested.connect(self._cancel_task)
-        self._tick = QTimer(self)  # rates and times left move on while a task says nothing new
-        self._tick.setInterval(1000)
-        self._tick.timeout.connect(self._update_progress)
-        # Progress is redrawn at most every PROGRESS_MS, not at every event of every task: hundreds of overlay and
-        # thumbnail tasks starting and ending at once redrew the task table hundreds of times (1.4 s at a stretch)
-        self._progress_due = QTimer(self)
-        self._progress_due.setSingleShot(True)
-        self._progress_due.setInterval(PROGRESS_MS)
-        self._progress_due.timeout.connect(self._update_progress)
-        self.pool.started.connect(self._progress_changed)
-        self.pool.progress.connect(self._progress_changed)
-        self.pool.finished.connect(self._progress_changed)
+        self.monitor = TaskMonitor(self.pool, self.progress, self.tasks, self.statusBar().showMessage, self)
         self.pool.failed.connect(self._task_failed)
-        self.pool.started.connect(lambda handle: self._started_at.setdefault(handle.id, time.monotonic()))
 
         self.menus = Menus(self)
-        self._restore_settings()
-        self._note_unused_settings()
+        self.arrangement = WindowLayout(self, settings, self.workspaces)
+        self.arrangement.restore(self.set_workspace)
+        unused = self.arrangement.unused_settings()
+        if unused is not None:
+            self.notify(*unused)
         QGuiApplication.styleHints().colorSchemeChanged.connect(self._system_scheme_changed)
 
     # -- opening --------------------------------------------------------------------------------------------------
@@ -214,132 +192,14 @@ class MainWindow(QMainWindow):
             raise InputError(f"unknown workspace {name!r} (choose one of {', '.join(self.workspaces)})")
         self.tabs.setCurrentWidget(self.workspaces[name])
 
-    # -- export ---------------------------------------------------------------------------------------------------
-    def export_figure(self, view: ExportTarget | None = None) -> None:
-        """The export dialog, on `view` or else on the view that has the keyboard focus (the panel in use)."""
-        targets = self.current_workspace().export_targets()
-        focus = view.widget if view is not None else QApplication.focusWidget()
-        current = next((k for k, target in reversed(list(enumerate(targets)))
-                        if focus is not None and (focus is target.widget or target.widget.isAncestorOf(focus))), 0)
-        dialog = ExportDialog(targets, self.settings, self, current)
-        dialog.exported.connect(lambda path: self.statusBar().showMessage(f"Exported {path}", 5000))
-        dialog.failed.connect(self.notify)
-        dialog.show()
-
-    def figure_request(self, view: ExportTarget, preset: Preset | None, copy: bool) -> None:
-        """A view's figure menu: the export dialog, a paper preset (asks where), or the clipboard."""
-        defaults = self.settings.export_defaults()
-        if copy:
-            with figure_colours(defaults.follow_theme):
-                copy_to_clipboard(view.widget, margin_free=defaults.margin_free)
-            self.statusBar().showMessage(f"Copied {view.name} to the clipboard", 5000)
-        elif preset is None:
-            self.export_figure(view)
-        else:
-            name = file_name(view, preset, defaults.format)
-            path, _ = QFileDialog.getSaveFileName(self, f"Export {view.name} for a {preset.name.lower()}",
-                                                  str(default_folder(defaults) / name), FILTERS)
-            if path:
-                try:
-                    export_preset(view.widget, path, preset, margin_free=defaults.margin_free,
-                                  follow_theme=defaults.follow_theme)
-                except (InputError, OSError) as exc:
-                    self.notify(str(exc))
-                    return
-                self.settings.set_export_defaults(replace(defaults, format=format_of(path),
-                                                          folder=str(Path(path).parent)))
-                self.statusBar().showMessage(f"Exported {path}", 5000)
-
-    def copy_figure(self) -> None:
-        self.figure_request(self.current_workspace().export_targets()[0], None, True)
-
     # -- notifications and progress ---------------------------------------------------------------------------------
     def notify(self, message: str, details: str = "") -> None:
         self.notification.show_message(message, details)
 
     def _task_failed(self, handle: TaskHandle, error: TaskError) -> None:
-        self._failures[handle.id] = error.message
-        if error.untrusted is not None and self.ask_trust:
-            refused = error.untrusted
-            waiting = self._asking.setdefault(refused.sha256, [])
-            waiting.append(handle)
-            if len(waiting) == 1:  # the first task stopped at this file asks; the others wait for its answer
-                QTimer.singleShot(0, lambda: self._ask_trust(refused))
-            return
-        self.notify(error.message, error.details)
-
-    # -- trust ----------------------------------------------------------------------------------------------------
-    def _update_trust(self) -> None:
-        """What tasks may load from now on: the session's trust and every hash trusted in the settings."""
-        self.pool.trust = Trust(self.session_trust.hashes | self.settings.trusted_hashes(),
-                                self.session_trust.everything)
-
-    def _ask_trust(self, refused: UntrustedFile) -> None:
-        """Ask about `refused`; trusted, remember its hash and run the tasks that stopped at it again."""
-        earlier = self.settings.trusted_at(str(refused.path))
-        changed_from = earlier.sha256 if earlier is not None and earlier.sha256 != refused.sha256 else None
-        trusted = TrustDialog(refused, changed_from, self).exec() == TrustDialog.DialogCode.Accepted
-        waiting = self._asking.pop(refused.sha256, [])
-        if not trusted:
-            self.notify(f"Not opened: {refused.path} was not trusted to run code")
-            return
-        self.settings.trust_file(TrustedFile(refused.sha256, str(refused.path), refused.kind))
-        self._update_trust()
-        for handle in waiting:
-            if not self.pool.is_shut_down:
-                self.pool.resubmit(handle)
-
-    def forget_trusted_files(self) -> None:
-        self.settings.forget_trusted_files()
-        self._update_trust()
-        self.statusBar().showMessage("Trusted files forgotten: files that run code are asked about again", 5000)
-
-    def _progress_changed(self, *args) -> None:
-        if args and isinstance(args[0], TaskHandle) and args[0].done:
-            self._remember(args[0])
-            self.activity.forget(args[0].id)
-        if not self._progress_due.isActive():
-            self._progress_due.start()
-
-    def _remember(self, handle: TaskHandle) -> None:
-        """A finished task that ran long enough to be seen stays in the Tasks panel, saying how it ended."""
-        started = self._started_at.pop(handle.id, None)
-        failure = self._failures.pop(handle.id, None)
-        if started is None or time.monotonic() - started < RECENT_AFTER_S:
-            return
-        row = self.activity.row(handle.id, handle.name, handle.progress)
-        ended = "cancelled" if handle.cancelled else f"failed: {failure}" if failure is not None else "done"
-        fraction = 1.0 if ended == "done" else row.fraction
-        self._recent.appendleft(ActivityRow(row.key, row.name, ended, fraction, row.done, "", ""))
-
-    def _update_progress(self) -> None:
-        active = [h for h in self.pool.active() if not h.cancelled]
-        rows = [self.activity.row(h.id, h.name, h.progress) for h in active]
-        self.tasks.show_rows([astuple(r) for r in rows], [astuple(r) for r in self._recent])
-        if not active:
-            self._shown_task = None
-            self.progress.clear()
-            self._tick.stop()
-            return
-        if not self._tick.isActive():
-            self._tick.start()
-        handle, row = active[-1], rows[-1]
-        self._shown_task = handle
-        left = f" · {row.left} left" if row.left else ""
-        self.progress.show_progress(row.stage + left, row.fraction, len(active))
-
-    def _cancel_task(self, key: int) -> None:
-        for handle in self.pool.active():
-            if handle.id == key:
-                handle.cancel()
-                self.statusBar().showMessage(f"Cancelled {handle.name}", 3000)
-        self._update_progress()
-
-    def _cancel_shown_task(self) -> None:
-        if self._shown_task is not None:
-            self._shown_task.cancel()
-            self.statusBar().showMessage(f"Cancelled {self._shown_task.name}", 3000)
-            self._update_progress()
+        self.monitor.failed(handle, error.message)
+        if not self.trust.stopped(handle, error):
+            self.notify(error.message, error.details)
 
     # -- menus, settings ---------------------------------------------------------------------------------------------
     def command_actions(self) -> list[QAction]:
@@ -384,49 +244,13 @@ class MainWindow(QMainWindow):
             if executor_for(request) == COMPUTE:
                 self.open(request)
 
-    def _restore_settings(self) -> None:
-        geometry = self.settings.geometry()
-        restored = geometry is not None and self.restoreGeometry(geometry)
-        if geometry is not None and not restored:
-            self.settings.note("window/geometry", bytes(geometry.data()), "not a window geometry Qt can restore; the "
-                               "window fits the screen")
-        if not restored:
-            self.fit_screen()
-        for workspace in self.workspaces.values():
-            workspace.area.restore(self.settings.panel_layout(workspace.name))
-        last = self.settings.last_workspace(list(self.workspaces))
-        if last is not None:
-            self.set_workspace(last)
-
-    def _note_unused_settings(self) -> None:
-        """Saved values that were not used (the wrong type, a device this machine lacks), as one notification."""
-        notes = self.settings.check_all(list(self.workspaces))
-        if notes:
-            more = f" (and {len(notes) - 1} more: see Details)" if len(notes) > 1 else ""
-            self.notify(notes[0] + more, "\n".join(notes))
-
-    def fit_screen(self) -> None:
-        """The first window: 90% of the screen's available area, centred (the views are made for room)."""
-        screen = self.screen() or QGuiApplication.primaryScreen()
-        available = screen.availableGeometry()
-        size = available.size() * 0.9
-        self.resize(size)
-        self.move(available.center() - self.rect().center())
-
     def reset_layout(self) -> None:
         """Every panel of the current workspace back where it started, shown."""
         self.current_workspace().area.reset()
 
-    def save_settings(self) -> None:
-        self.settings.set_geometry(self.saveGeometry())
-        for workspace in self.workspaces.values():
-            self.settings.set_panel_layout(workspace.name, workspace.area.saveState())
-        self.settings.set_last_workspace(self.current_workspace().name)
-        self.settings.sync()
-
     # -- events ---------------------------------------------------------------------------------------------------
     def closeEvent(self, event: QCloseEvent) -> None:  # noqa: N802
-        self.save_settings()
+        self.arrangement.save(self.current_workspace().name)
         self.pool.shutdown()
         super().closeEvent(event)
 
@@ -439,7 +263,3 @@ class MainWindow(QMainWindow):
             self.open_path(url.toLocalFile())
         event.acceptProposedAction()
 
-
-def target_of(workspace: Workspace, widget: QWidget) -> ExportTarget:
-    """The export target of `workspace` that is `widget`, as it is now (what it shows names its file)."""
-    return next(t for t in workspace.export_targets() if t.widget is widget)

@@ -34,10 +34,10 @@ class Menus:
         self.add(file_menu, "Open Demo &World", w.open_demo_world)
         self.recent: QMenu = file_menu.addMenu("Open &Recent")
         self.fill_recent()
-        self.add(file_menu, "Forget Trusted Files", w.forget_trusted_files)
+        self.add(file_menu, "Forget Trusted Files", w.trust.forget)
         file_menu.addSeparator()
-        self.add(file_menu, "&Export Figure…", lambda: w.export_figure(), "Ctrl+E")  # (not the checked flag)
-        self.add(file_menu, "&Copy Figure to Clipboard", w.copy_figure, "Ctrl+Shift+C")
+        self.add(file_menu, "&Export Figure…", lambda: w.figures.export_figure(), "Ctrl+E")  # (not the checked flag)
+        self.add(file_menu, "&Copy Figure to Clipboard", w.figures.copy_figure, "Ctrl+Shift+C")
         self.add(file_menu, "Export Dissection &tally.csv…",
                  lambda: w.workspaces["dissection"].export_results_dialog("tally"))
         self.add(file_menu, "Export Dissection Results (&JSON)…",

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from PySide6.QtCore import QByteArray, QEvent, QObject, Qt, QTimer
 from PySide6.QtGui import QAction
-from PySide6.QtWidgets import QDockWidget, QMainWindow, QScrollArea, QTabWidget, QWidget
+from PySide6.QtWidgets import QDockWidget, QMainWindow, QScrollArea, QTabBar, QTabWidget, QWidget
 
 MIN_PANEL = (120, 80)  # explicit: a panel may be made narrower than its layout's wish (small windows), never hidden
 LEAST_SHARE = 0.5  # a panel keeps at least this part of its default share, or the default shares are applied
@@ -149,6 +149,7 @@ class PanelArea(QMainWindow):
         restored, and a smaller window cannot give them all (the beam trace came back 10 px wide): where a panel
         with a default share, or the central view, got less than half of its share, the default shares are applied
         again (the arrangement itself, which panel is where, is kept)."""
+        self._whole_tab_titles()
         shares = [(self.panels[key], orientation, share) for (key, orientation), share in self.proportions.items()
                   if not self.panels[key].isFloating() and self.panels[key].isVisible()]
         across = [share for _dock, orientation, share in shares if orientation == Qt.Orientation.Horizontal]
@@ -162,6 +163,13 @@ class PanelArea(QMainWindow):
             if size < LEAST_SHARE * share * total:
                 self._apply_proportions()
                 return
+
+    def _whole_tab_titles(self) -> None:
+        """Stacked panels' tabs keep their whole titles and the bar scrolls: elided at 1280x800, the Dissection's
+        six tabs read "Beam...", "L...", "Uni...", "Se...", "B..."."""
+        for bar in self.findChildren(QTabBar, options=Qt.FindChildOption.FindDirectChildrenOnly):
+            bar.setElideMode(Qt.TextElideMode.ElideNone)
+            bar.setUsesScrollButtons(True)
 
     def _apply_proportions(self) -> None:
         for orientation, total in ((Qt.Orientation.Horizontal, self.width()), (Qt.Orientation.Vertical, self.height())):

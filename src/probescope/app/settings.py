@@ -23,6 +23,7 @@ from PySide6.QtCore import QByteArray, QSettings
 
 from probescope.app.export import FORMATS, PRESETS
 from probescope.core.bounds import Bound
+from probescope.core.environment import settings_file
 from probescope.core.errors import InputError
 
 RECENT_LIMIT = 10
@@ -70,9 +71,8 @@ class Settings:
 
     def __init__(self, path: str | Path | None = None):
         if path is None:
-            self._qs = QSettings(QSettings.Format.IniFormat, QSettings.Scope.UserScope, "probescope", "probescope")
-        else:
-            self._qs = QSettings(str(path), QSettings.Format.IniFormat)
+            path = settings_file()
+        self._qs = QSettings(str(path), QSettings.Format.IniFormat)
         self.notes: list[str] = []
 
     @property

@@ -7,16 +7,17 @@ builds the window. It closes when the main process closes its end of the pipe: t
 
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
+
+from probescope.core.environment import splash_wanted
 
 CLOSE_AFTER_MS = 180_000  # the splash never outlives a launch that hangs
 
 
 def start() -> subprocess.Popen | None:
     """Start the splash for a window launch (not offscreen); None when it cannot show."""
-    if os.environ.get("QT_QPA_PLATFORM", "") == "offscreen" or os.environ.get("PROBESCOPE_NO_SPLASH"):
+    if not splash_wanted():
         return None
     try:
         return subprocess.Popen([sys.executable, "-m", "probescope.app.splash"], stdin=subprocess.PIPE,

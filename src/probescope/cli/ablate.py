@@ -49,56 +49,17 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--out", type=Path, required=True, help="output folder")
 
 
-def _groups(args: argparse.Namespace, n_units: int, dissection) -> list:
-    from probescope.cli.dissect import layer_units
-    from probescope.core.ablation.groups import concept_units, each_unit, hand_picked, specialised_units
-    from probescope.core.errors import InputError
-
-    if args.units is not None:
-        return [hand_picked(layer_units(args.units, n_units))]
-    if args.each:
-        return each_unit(range(n_units))
-    if dissection.n_units != n_units:
-        raise InputError(f"the dissection has {dissection.n_units} units; the layer has {n_units}")
-    if args.specialised:
-        return [specialised_units(dissection)]
-    concepts = [c.strip() for c in args.concept.split(",") if c.strip()]
-    if not concepts:
-        raise InputError("--concept: no concept named")
-    return [concept_units(dissection, c, args.min_iou) for c in concepts]
-
-
-def _dissection(args: argparse.Namespace, model, layer: str):
-    """The dissection the groups are read from (None when none is needed), checked to be of this model's layer."""
-    from probescope.core.dissection.results import DissectionResult
-    from probescope.core.errors import InputError
-
-    if not (args.concept or args.specialised):
-        return None
-    if args.dissection is None:
-        raise InputError("--concept and --specialised read the units' explanations: give --dissection "
-                         "DIR/dissection.json (from `probescope dissect`)")
-    path = args.dissection / "dissection.json" if args.dissection.is_dir() else args.dissection
-    result = DissectionResult.load(path)
-    if result.model.get("layer") not in (None, layer):
-        raise InputError(f"dissects layer {result.model['layer']!r}, not {layer!r}", path)
-    if result.model.get("source_key") not in (None, model.source_key):
-        raise InputError(f"dissects another model ({result.model.get('name', '?')}), not {model.name}", path)
-    return result
-
-
 def run(args: argparse.Namespace) -> int:
     import sys
 
     from probescope.cli.progress import stderr_progress
-    from probescope.core.ablation.ablate import LayerAblation, labelled_images
-    from probescope.core.ablation.groups import top_units
     from probescope.core.cache import cache_dir
     from probescope.core.data.activations import extract_activations
-    from probescope.core.dissection.correlation import read_label_map, scene_truth
+    from probescope.core.dissection.correlation import read_label_map
     from probescope.core.dissection.inputs import model_identity, open_dataset
     from probescope.core.errors import InputError
     from probescope.core.models.loading import load_model
+    from probescope.jobs.ablation import ablate, ablation_groups, layer_ablation, read_dissection, true_classes
 
     progress = stderr_progress()
     if args.top_units and not args.each:
@@ -110,25 +71,27 @@ def run(args: argparse.Namespace) -> int:
         raise InputError(f"{model.name}: no default layer; name one with --layer (see `probescope info`)")
     if not model.class_names:
         raise InputError(f"{model.name} does not name its classes: give --class-names (one per line)")
-    truth = scene_truth(dataset, model.class_names, read_label_map(args.label_map) if args.label_map else None,
-                        overrides_source=args.label_map)
-    labelled_images(truth)
-    dissection = _dissection(args, model, layer)
+    truth = true_classes(dataset, model.class_names, read_label_map(args.label_map) if args.label_map else None,
+                         args.label_map)
+    dissection = None
+    if args.concept or args.specialised:
+        if args.dissection is None:
+            raise InputError("--concept and --specialised read the units' explanations: give --dissection "
+                             "DIR/dissection.json (from `probescope dissect`)")
+        dissection = read_dissection(args.dissection, model, layer)
     activations = extract_activations(model, layer, dataset, cache_dir(), device=args.device, progress=progress)
     print(file=sys.stderr)  # end the progress line
     n_units = int(activations.shape[1])
     bounds.UNITS.check(args.top_units, "--top-units", high=n_units, because=f"the layer has {n_units} units")
-    groups = _groups(args, n_units, dissection)
-    ablation = LayerAblation(model, layer, activations, dataset, truth, model.class_names, mode=args.mode,
-                             path=args.path, batch_size=args.batch_size,
-                             model_info=model_identity(model, args.model, layer), dataset_info=dataset_info)
+    groups = ablation_groups(n_units, units=args.units, each=args.each, specialised=args.specialised,
+                             concepts=[c.strip() for c in args.concept.split(",") if c.strip()] if args.concept
+                             else (), dissection=dissection, min_iou=args.min_iou)
+    ablation = layer_ablation(model, layer, activations, dataset, truth, model.class_names, mode=args.mode,
+                              path=args.path, batch_size=args.batch_size,
+                              model_info=model_identity(model, args.model, layer), dataset_info=dataset_info)
     print(f"{len(ablation.labelled)} of {len(truth)} images have a true label among the model's classes; "
           f"{ablation.path}: {ablation.path_note}", file=sys.stderr)
-    result = ablation.run(groups, progress=progress)
-    if args.top_units:
-        top = [top_units(result, name, args.top_units) for name in result.classes
-               if result.ranking(result.class_row(name), axis="groups")]
-        result = result.joined(ablation.run(top, progress=progress))
+    result = ablate(ablation, groups, top=args.top_units, progress=progress)
     args.out.mkdir(parents=True, exist_ok=True)
     result.write_csv(args.out / "ablation.csv")
     result.save(args.out / "ablation.json")
@@ -142,4 +105,3 @@ def run(args: argparse.Namespace) -> int:
     print(f"wrote {args.out / 'ablation.csv'} ({len(result.groups)} groups x {len(result.classes)} classes)",
           file=sys.stderr)
     return 0
-

@@ -2,25 +2,20 @@
 
 from __future__ import annotations
 
-import os
 import tempfile
 from pathlib import Path
 
+from probescope.core.environment import CACHE, cache_folder
 from probescope.core.errors import InputError
-
-ENV_VAR = "PROBESCOPE_CACHE"
 
 
 def cache_dir(create: bool = True) -> Path:
-    """The user cache folder: $PROBESCOPE_CACHE, else $XDG_CACHE_HOME/probescope, else ~/.cache/probescope.
+    """The user cache folder: $PROBESCOPE_CACHE, else the platform's (on Linux $XDG_CACHE_HOME/probescope, else
+    ~/.cache/probescope).
 
     Raises InputError when it cannot be created or written, naming the folder and how to choose another.
     """
-    if os.environ.get(ENV_VAR):
-        path = Path(os.environ[ENV_VAR])
-    else:
-        base = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
-        path = Path(base) / "probescope"
+    path = cache_folder()
     if create:
         ensure_writable(path)
     return path
@@ -33,6 +28,6 @@ def ensure_writable(path: Path) -> Path:
         with tempfile.TemporaryFile(dir=path):
             pass
     except OSError as exc:
-        raise InputError(f"cache folder is not writable ({exc.strerror or exc}); set {ENV_VAR} to another folder",
+        raise InputError(f"cache folder is not writable ({exc.strerror or exc}); set {CACHE} to another folder",
                          path) from None
     return path

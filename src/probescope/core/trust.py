@@ -42,9 +42,6 @@ class Trust:
     def allows(self, sha256: str) -> bool:
         return self.everything or sha256 in self.hashes
 
-    def with_hash(self, sha256: str) -> Trust:
-        return Trust(self.hashes | {sha256}, self.everything)
-
     @staticmethod
     def of_files(paths: list[str | Path], everything: bool = False) -> Trust:
         """Trust the current content of each named file (the command line's `--trust FILE`)."""

@@ -4,12 +4,12 @@ Removing the selected unit (zero or mean ablation, Bau et al. 2020) shows which 
 probability of the true class on the labelled probing images; the layer view ablates every unit and shows units x
 classes, the units ordered by their explanation's concept; a table selection is ablated as one group. The network
 after the layer runs on the cached activations (`core.ablation`), so a unit costs a tail pass, not a forward; the
-ablation of a layer is built once per result and kept in the compute thread.
+ablation of a layer is built once per result and kept in the session of the process that runs it
+(`jobs.ablation`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from html import escape
 
 import numpy as np
@@ -19,40 +19,21 @@ from PySide6.QtWidgets import QComboBox, QHBoxLayout, QLabel, QPushButton, QVBox
 
 from probescope.app.workers import WorkerPool
 from probescope.core.ablation.results import AblationResult
+from probescope.jobs.ablation import ablate_job
 from probescope.jobs.dissection import rows as r
 from probescope.jobs.dissection.layer_data import LayerData
 from probescope.jobs.inputs import ModelInfo
-from probescope.jobs.protocol import COMPUTE, Progress, TaskContext, TaskError
+from probescope.jobs.protocol import COMPUTE, Job, TaskError
 from probescope.widgets.plot_frame import titled_plot
 from probescope.widgets.plots_bars import ClassBars
 
 TOP = 8  # classes in the unit's bars
-_ABLATIONS: dict[tuple, object] = {}  # (result key, mode) -> LayerAblation, used in the compute thread only
 
 
-def ablation_of(d: LayerData, model: ModelInfo, mode: str, ctx: TaskContext) -> Iterator[Progress]:
-    """The layer's LayerAblation for this result and mode (built once: it checks the tail with a forward pass)."""
-    from probescope.core.ablation.ablate import LayerAblation
-    from probescope.core.dissection.correlation import scene_truth
-    from probescope.core.errors import InputError
-    from probescope.jobs.inputs import model_of
-
-    key = (d.key, mode)
-    if key not in _ABLATIONS:
-        if not getattr(model, "class_names", None):
-            raise InputError(f"{model.name} names no classes: ablation measures each class's accuracy")
-        yield Progress(None, f"preparing the ablation of {d.layer}")
-        truth = scene_truth(d.store, model.class_names)
-        _ABLATIONS.clear()  # one layer at a time: each holds its activations' means and a batch buffer
-        _ABLATIONS[key] = LayerAblation(model_of(ctx, model), d.layer, d.activations, d.dataset, truth,
-                                        list(model.class_names), mode=mode)
-    return _ABLATIONS[key]
-
-
-def ablate_task(d: LayerData, model, mode: str, groups: list, ctx: TaskContext) -> Iterator[Progress]:
-    """The AblationResult of `groups` (core.ablation UnitGroups) at the layer of `d`."""
-    ablation = yield from ablation_of(d, model, mode, ctx)
-    return ablation.run(groups, ctx.progress, ctx.cancelled)
+def ablation_job(d: LayerData, model: ModelInfo, mode: str, groups: list) -> Job:
+    """The Job that ablates `groups` (core.ablation UnitGroups) at the layer of `d` (the workflow's, jobs.ablation)."""
+    return Job(ablate_job, dict(model=model, key=d.key, layer=d.layer, activations=d.activations, dataset=d.dataset,
+                                store=d.store, mode=mode, groups=groups))
 
 
 def concept_order(d: LayerData) -> list[int]:
@@ -150,7 +131,7 @@ class RolePanel(QWidget):
             self.results[key] = result
             self._show(result)
 
-        self.pool.submit(lambda ctx: ablate_task(d, model, mode, [group], ctx), name=f"ablate {group.name}",
+        self.pool.submit(ablation_job(d, model, mode, [group]), name=f"ablate {group.name}",
                          key=self._key("role"), executor=COMPUTE, on_result=done, on_error=self._failed)
 
     def _show(self, result: AblationResult) -> None:
@@ -206,7 +187,7 @@ class RolePanel(QWidget):
             self.results[key] = result
             done(result)
 
-        self.pool.submit(lambda ctx: ablate_task(d, model, mode, each_unit(order), ctx),
+        self.pool.submit(ablation_job(d, model, mode, each_unit(order)),
                          name=f"ablate every unit of {d.layer}", key=self._key("role"), executor=COMPUTE,
                          on_result=keep, on_error=self._failed)
 

@@ -59,8 +59,8 @@ class UnitPresenter(QObject):
         ws = self.ws
         units = ws.units.selected_units()
         window = ws.window()
-        if hasattr(window, "figure_request"):
-            menu = figure_menu(ExportTarget("Unit table", ws.units), window.figure_request, ws)
+        if hasattr(window, "figures"):
+            menu = figure_menu(ExportTarget("Unit table", ws.units), window.figures.figure_request, ws)
         else:
             menu = QMenu(ws)
         first = menu.actions()[0] if menu.actions() else None
@@ -128,5 +128,5 @@ class UnitPresenter(QObject):
 
     def export_card(self, preset) -> None:
         window = self.ws.window()
-        if hasattr(window, "figure_request"):
-            window.figure_request(ExportTarget("Unit card", self.ws.card, self.subject()), preset, False)
+        if hasattr(window, "figures"):
+            window.figures.figure_request(ExportTarget("Unit card", self.ws.card, self.subject()), preset, False)

@@ -19,6 +19,7 @@ from probescope.app.gallery.scores import FILTER_KEYS, SORT_KEYS
 from probescope.core.demo.sampler import DemoSampler
 from probescope.core.demo.world import SCENES
 from probescope.core.scoring.examples import DESCRIPTIONS
+from probescope.jobs.inputs import DEMO_SAMPLES
 from probescope.widgets.controls import spin_box
 
 CLASSIFIERS = (
@@ -56,7 +57,7 @@ class GalleryControls:
         self.fidelity.setFixedWidth(110)
         self.fidelity.setToolTip("How recognisable each drawn image is (blur, noise, intruders below 1)")
         self.fidelity_value = QLabel("1.00")
-        self.target = spin_box(10, 1_000_000, 1000, "The demo stream stops after this many images")
+        self.target = spin_box(10, 1_000_000, DEMO_SAMPLES, "The demo stream stops after this many images")
         self.target.setSingleStep(1000)
         self.sort = QComboBox()
         for key, label in SORT_KEYS.items():

@@ -14,10 +14,11 @@ import numpy as np
 from PySide6.QtCore import QObject
 from PySide6.QtGui import QImage
 
-from probescope.app.gallery.stream import image_task, random_access, thumbnail_task
+from probescope.app.gallery.thumbnails import image_task, thumbnail_task
 from probescope.app.workers import WorkerPool
 from probescope.core.demo.sampler import DemoSampler
 from probescope.jobs.protocol import IO
+from probescope.jobs.scoring_stream import random_access
 
 
 class SampleImages(QObject):

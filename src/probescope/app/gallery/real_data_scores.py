@@ -15,10 +15,11 @@ from collections.abc import Callable
 
 from PySide6.QtCore import QObject, QTimer
 
-from probescope.app.gallery.real_data import DATASET, NONE, ReferenceChoice, load_reference_task, readout_task
 from probescope.app.gallery.real_data_panel import RealDataPanel, headline
 from probescope.core.scoring.live_scores import LiveScores, Readout
-from probescope.jobs.protocol import COMPUTE, IO, TaskError
+from probescope.jobs.protocol import COMPUTE, IO, Job, TaskError
+from probescope.jobs.scoring_reference import DATASET, NONE, ReferenceChoice, load_reference_scores, read_scores
+from probescope.jobs.scoring_stream import ClassifierInfo
 
 SLOW_EVERY_S = 2.0  # slow readings while streaming: at most this often, and at most a fifth of the time
 LIVE_PRC_WORK = 2e10  # N (N + M) d up to which precision/recall is read while streaming (about a second)
@@ -33,7 +34,7 @@ class RealDataScores(QObject):
         self.pool, self.task_key, self.panel = pool, task_key, panel
         self._pause, self._resume, self._on_headline = pause, resume, on_headline
         self.choice = ReferenceChoice(DATASET)
-        self.classifier = None
+        self.classifier: ClassifierInfo | None = None
         self.dataset = None
         self.reference = None
         self.live: LiveScores | None = None
@@ -50,9 +51,9 @@ class RealDataScores(QObject):
     # -- inputs ---------------------------------------------------------------------------------------------------
     @property
     def has_features(self) -> bool:
-        return self.classifier is not None and self.classifier.embedder is not None
+        return self.classifier is not None and self.classifier.has_features
 
-    def use(self, classifier, dataset) -> None:
+    def use(self, classifier: ClassifierInfo | None, dataset) -> None:
         """A new run by `classifier` (None: no classifier, e.g. a worked example): fresh scores against the
         reference, which is (re)loaded when the classifier or dataset changed."""
         self.classifier, self.dataset = classifier, dataset
@@ -82,8 +83,7 @@ class RealDataScores(QObject):
     def _wanted(self) -> tuple:
         """What the loaded reference must match: the choice, the classifier's identity (weights, preprocessing,
         feature layer) and, for the probing dataset's images, which dataset is loaded."""
-        classifier = self.classifier.key or id(self.classifier)
-        return (self.choice, classifier, id(self.dataset) if self.choice.spec == DATASET else None)
+        return (self.choice, self.classifier.identity, id(self.dataset) if self.choice.spec == DATASET else None)
 
     def _load(self, kept: bool) -> None:
         if self.choice.spec == DATASET and self.dataset is None:  # (the demo world opens its inputs in parallel)
@@ -99,7 +99,6 @@ class RealDataScores(QObject):
         if features is None:
             self._new_scores(None)
         choice, dataset, classifier = self.choice, self.dataset, self.classifier
-        names = classifier.class_names
         self.panel.show_status(f"Loading {choice.label} as {classifier.name} sees it…")
 
         def loaded(result) -> None:
@@ -118,9 +117,10 @@ class RealDataScores(QObject):
             if was_streaming:
                 self._resume()
 
-        self.pool.submit(lambda ctx: load_reference_task(choice, dataset, classifier, features, names, ctx),
-                         name=f"reference set: {choice.label}", key=self.task_key("reference"), executor=COMPUTE,
-                         on_result=loaded, on_error=failed)
+        job = Job(load_reference_scores, dict(choice=choice, dataset=dataset, classifier=classifier.choice,
+                                              kept=features))
+        self.pool.submit(job, name=f"reference set: {choice.label}", key=self.task_key("reference"),
+                         executor=COMPUTE, on_result=loaded, on_error=failed)
 
     def _rebuild_without_reference(self, features) -> LiveScores:
         live = LiveScores(None, class_names=self.classifier.class_names)
@@ -212,9 +212,9 @@ class RealDataScores(QObject):
 
         if slow:
             self._slow_time = started
-        self.pool.submit(lambda ctx: readout_task(frozen, slow, prc, ctx), name="scores against real data",
-                         key=self.task_key(f"scores:real-{'slow' if slow else 'fast'}"), executor=IO,
-                         on_result=done)
+        job = Job(read_scores, dict(frozen=frozen, fits=slow, prc=prc), compute=False)
+        self.pool.submit(job, name="scores against real data", executor=IO, on_result=done,
+                         key=self.task_key(f"scores:real-{'slow' if slow else 'fast'}"))
 
     @property
     def has_reference(self) -> bool:

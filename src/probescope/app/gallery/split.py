@@ -1,5 +1,6 @@
-"""The Inception Score's split protocol beside the live score: torch-fidelity's (10 splits, a fixed shuffle seed),
-recomputed in the I/O pool from the probability rows kept so far, at most every SPLIT_EVERY_S while streaming."""
+"""The Inception Score's split protocol beside the live score: torch-fidelity's (10 splits, a fixed shuffle seed:
+the ScoreSettings defaults), recomputed in the I/O pool from the probability rows kept so far, at most every
+SPLIT_EVERY_S while streaming."""
 
 from __future__ import annotations
 
@@ -9,8 +10,10 @@ from collections.abc import Callable
 from probescope.app.gallery.panels import ScorePanel
 from probescope.app.gallery.scores import GalleryScores
 from probescope.app.workers import WorkerPool
-from probescope.core.scoring.protocol import DEFAULT_SEED, DEFAULT_SPLITS, SplitScore, splittable
-from probescope.jobs.protocol import IO
+from probescope.core.scoring.protocol import SplitScore, splittable
+from probescope.core.scoring.settings import WINDOW
+from probescope.jobs.protocol import IO, Job
+from probescope.jobs.scoring_stream import split_score
 
 SPLIT_EVERY_S = 0.5
 
@@ -36,24 +39,19 @@ class SplitProtocol:
 
     def update(self, scores: GalleryScores, final: bool) -> None:
         """Recompute when N changed (throttled while streaming, `final` = not streaming)."""
-        n = scores.n
-        if not splittable(n, DEFAULT_SPLITS):
+        n, splits = scores.n, WINDOW.splits
+        if not splittable(n, splits):
             self.result = None
-            self.panel.show_split(None, self.classifier_label(), DEFAULT_SPLITS, n)
+            self.panel.show_split(None, self.classifier_label(), splits, n)
             return
         if n == self.n or self.pool.is_shut_down or (not final and time.monotonic() - self._time < SPLIT_EVERY_S):
             return
         self.n, self._time = n, time.monotonic()
         rows = scores.live.probabilities()  # rows never change once written: safe to read in a worker
 
-        def task(ctx):
-            from probescope.core.scoring.distributions import ClassScores
-            from probescope.core.scoring.protocol import split_inception_score
-
-            return split_inception_score(ClassScores(rows, "probs"), DEFAULT_SPLITS, True, DEFAULT_SEED)
-
         def done(split: SplitScore) -> None:
             self.result = split
-            self.panel.show_split(split, self.classifier_label(), DEFAULT_SPLITS, n)
+            self.panel.show_split(split, self.classifier_label(), splits, n)
 
-        self.pool.submit(task, name="split protocol", key=self.key, executor=IO, on_result=done)
+        job = Job(split_score, dict(rows=rows, settings=WINDOW), compute=False)
+        self.pool.submit(job, name="split protocol", key=self.key, executor=IO, on_result=done)

@@ -1,55 +1,51 @@
 """The psychological embedding of the judgments on show: the first quick fit (cached on disk, so a second launch
 shows it at once), refits with progress and cancel, the convergence measures of every fit, and stimulus thumbnails
-on hover. `fitted(ensemble)` follows each fit."""
+on hover."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
 
-from PySide6.QtCore import QObject, Signal
-
-from probescope.app.similarity import analysis as data
-from probescope.app.similarity import jobs
 from probescope.app.similarity.panels import EmbeddingPanel
+from probescope.app.similarity.state import SimilarityState
 from probescope.app.similarity.stimuli import stimulus_images
 from probescope.app.workers import WorkerPool
-from probescope.jobs.protocol import COMPUTE, IO
+from probescope.jobs.protocol import COMPUTE, IO, Job
+from probescope.jobs.similarity.embedding import Convergence, projection_2d
+from probescope.jobs.similarity.tasks import quick_embedding_job, refit_job
+from probescope.jobs.similarity.trials import TrialSet, stimulus_name
 
 
-class EmbeddingFits(QObject):
-    fitted = Signal(object)
+class EmbeddingFits:
+    """Fits land in the workspace's state (`state.fitted`: its history, then its ensemble, whose event follows)."""
 
-    def __init__(self, pool: WorkerPool, key: Callable[[str], str], panel: EmbeddingPanel,
-                 parent: QObject | None = None):
-        super().__init__(parent)
-        self.pool, self._key, self.panel = pool, key, panel
-        self.ensemble = None
-        self.coarse = None  # the coarse-grained trials the loss is measured on
-        self.history: list[data.Convergence] = []
+    def __init__(self, pool: WorkerPool, key: Callable[[str], str], panel: EmbeddingPanel, state: SimilarityState):
+        self.pool, self._key, self.panel, self.state = pool, key, panel, state
         panel.cancel_button.clicked.connect(lambda: pool.cancel(key("refit")))
+        panel.refit_requested.connect(self.refit)
 
-    def reset(self) -> None:
-        self.ensemble = self.coarse = None
-        self.history = []
-
-    def start(self, trialset: data.TrialSet, loaded) -> None:
+    def start(self, trialset: TrialSet, loaded) -> None:
         """The quick fit of `loaded` judgments (read from the cache after the first launch)."""
         from probescope.core.cache import cache_dir
 
         judgments, spec = loaded.value, loaded.spec
 
         def done(result) -> None:
-            ensemble, cached, self.coarse, coarse_name, measures = result
+            ensemble, cached, self.state.coarse, coarse_name, measures = result
             how = "quick fit, read from the cache" if cached else "quick fit"
             self._set(ensemble, measures, f"{how}: {ensemble.dims}-D, {ensemble.n_members} members", coarse_name,
                       judgments)
 
-        self.pool.submit(lambda ctx: jobs.quick_embedding_task(trialset, judgments, spec, cache_dir(), ctx),
+        job = Job(quick_embedding_job, dict(trialset=trialset, judgments=judgments, spec=spec, cache=cache_dir()))
+        self.pool.submit(job,
                          name="quick embedding", key=self._key("embedding"), executor=COMPUTE, on_result=done)
 
-    def refit(self, trialset: data.TrialSet, judgments, dims: list[int], n_members: int, warm: bool) -> None:
+    def refit(self, dims: list[int], n_members: int, warm: bool) -> None:
         """A full fit over `dims` (dimensionality chosen by held-out loss), warm-started from the current one."""
-        coarse, previous = self.coarse, self.ensemble
+        trialset, judgments = self.state.trialset, self.state.judgments
+        if trialset is None:
+            return
+        coarse, previous = self.state.coarse, self.state.ensemble
 
         def done(result) -> None:
             fit, measures = result
@@ -57,8 +53,9 @@ class EmbeddingFits(QObject):
             self._set(fit.ensemble, measures, chosen, self.panel.coarse_name, judgments)
 
         self.panel.set_running(True)
-        self.pool.submit(lambda ctx: jobs.refit_task(trialset, judgments, dims, n_members, previous, warm, coarse,
-                                                     ctx),
+        job = Job(refit_job, dict(trialset=trialset, judgments=judgments, dims=dims, n_members=n_members,
+                                  previous=previous, warm=warm, coarse=coarse))
+        self.pool.submit(job,
                          name="refit embedding", key=self._key("refit"), executor=COMPUTE, on_result=done)
 
     def hover(self, judgments, index: int) -> None:
@@ -67,11 +64,9 @@ class EmbeddingFits(QObject):
                          key=self._key("hover"), executor=IO,
                          on_result=lambda item: self.panel.view.set_thumbnail(index, *item))
 
-    def _set(self, ensemble, measures: data.Convergence, how: str, coarse_name: str, judgments) -> None:
-        self.ensemble = ensemble
-        self.history.append(measures)
-        xy, projection = data.projection_2d(ensemble)
+    def _set(self, ensemble, measures: Convergence, how: str, coarse_name: str, judgments) -> None:
+        xy, projection = projection_2d(ensemble)
         note = " — SIMULATED judgments" if judgments.simulated else ""
-        self.panel.show_embedding(xy, f"{how}; {projection}{note}", self.history, coarse_name,
-                                  lambda k: data.stimulus_name(judgments, k))
-        self.fitted.emit(ensemble)
+        self.panel.show_embedding(xy, f"{how}; {projection}{note}", [*self.state.history, measures], coarse_name,
+                                  lambda k: stimulus_name(judgments, k))
+        self.state.fitted(ensemble, measures)

@@ -26,8 +26,20 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from probescope.app.similarity import analysis as data
 from probescope.core.similarity.quality import PREMIUM, SATISFACTORY
+from probescope.core.similarity.settings import (
+    WINDOW_COUNTS,
+    WINDOW_DIMS,
+    WINDOW_MEMBERS,
+    WINDOW_PROPOSAL,
+    EmbeddingSettings,
+    Filters,
+    dims_span,
+)
+from probescope.jobs.similarity.embedding import Convergence
+from probescope.jobs.similarity.propose import save_proposal
+from probescope.jobs.similarity.scores import Scores
+from probescope.jobs.similarity.trials import TrialSet
 from probescope.widgets.controls import spin_box
 from probescope.widgets.plots_line import LinePlot
 from probescope.widgets.similarity.plots import BarChart, EmbeddingView
@@ -80,7 +92,7 @@ class ModelsPanel(QWidget):
         write_text(path, self.table.csv_text())
         return Path(path)
 
-    def show_scores(self, scores: list[data.Scores]) -> None:
+    def show_scores(self, scores: list[Scores]) -> None:
         rows = []
         for s in scores:
             rows.append(ModelRow(s.name, s.accuracy["l1"], s.accuracy["l2"], s.accuracy["cosine"],
@@ -101,9 +113,11 @@ class EmbeddingPanel(QWidget):
         self.info.setWordWrap(True)
         self.dims_plot = BarChart("Held-out loss by dimensions", "nats per trial", "dimensions")
         self.convergence_plot = LinePlot("Convergence across fits", "value", "fit")
-        self.dims_min = spin_box(1, 64, 2)
-        self.dims_max = spin_box(1, 64, 10)
-        self.members = spin_box(1, 9, 3)
+        refit = EmbeddingSettings()  # the command line's defaults, in the window's ranges
+        low, high = dims_span(refit.dims)
+        self.dims_min = spin_box(int(WINDOW_DIMS.low), int(WINDOW_DIMS.high), low)
+        self.dims_max = spin_box(int(WINDOW_DIMS.low), int(WINDOW_DIMS.high), high)
+        self.members = spin_box(int(WINDOW_MEMBERS.low), int(WINDOW_MEMBERS.high), refit.ensemble)
         self.warm = QCheckBox("resume current fit")
         self.warm.setToolTip("warm-start from the current embedding: its two best members resume, the worst restarts; "
                              "only its dimensionality is fitted")
@@ -151,7 +165,7 @@ class EmbeddingPanel(QWidget):
         if running:
             self.info.setText("Refitting the embedding (progress in the status bar)…")
 
-    def show_embedding(self, xy: np.ndarray, how: str, history: list[data.Convergence], coarse_name: str,
+    def show_embedding(self, xy: np.ndarray, how: str, history: list[Convergence], coarse_name: str,
                        name_of: Callable[[int], str] | None = None) -> None:
         self.coarse_name = coarse_name
         self.view.set_points(xy, "Psychological embedding (hover a point for its image)", name_of=name_of)
@@ -204,13 +218,13 @@ class QualityPanel(QWidget):
         layout.addWidget(self.counts)
         layout.addLayout(plots, 1)
 
-    def filters(self) -> data.Filters:
-        return data.Filters(self.catch.isChecked(), self.grade.isChecked(), self.rt.isChecked())
+    def filters(self) -> Filters:
+        return Filters(self.catch.isChecked(), self.grade.isChecked(), self.rt.isChecked())
 
     def _changed(self) -> None:
         self.filters_changed.emit(self.filters())
 
-    def show_report(self, trialset: data.TrialSet, simulated: bool) -> None:
+    def show_report(self, trialset: TrialSet, simulated: bool) -> None:
         report = trialset.report
         dropped = report.dropped
         self.counts.setText(
@@ -241,8 +255,9 @@ class ActivePanel(QWidget):
 
     def __init__(self, parent: QWidget | None = None):
         super().__init__(parent)
-        self.queries = spin_box(1, 100_000, 20)
-        self.n_candidates = spin_box(1, 100_000, 200)
+        counts = int(WINDOW_COUNTS.low), int(WINDOW_COUNTS.high)
+        self.queries = spin_box(*counts, WINDOW_PROPOSAL.queries)
+        self.n_candidates = spin_box(*counts, WINDOW_PROPOSAL.candidates)
         self.propose_button = QPushButton("Propose")
         self.propose_button.setEnabled(False)
         self.cancel_button = QPushButton("Cancel")
@@ -289,7 +304,7 @@ class ActivePanel(QWidget):
 
     def save(self, path: str | Path) -> Path:
         """The proposed trials as a trials CSV (probescope's judgments format, unanswered)."""
-        data.save_proposal(path, self.proposal)
+        save_proposal(path, self.proposal)
         self.status.setText(f"Saved {len(self.proposal.trials)} trials to {path}")
         return Path(path)
 

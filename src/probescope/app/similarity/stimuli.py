@@ -6,9 +6,9 @@ from __future__ import annotations
 import numpy as np
 from PySide6.QtGui import QImage
 
-from probescope.app.similarity.analysis import stimulus_name
 from probescope.core.similarity.sources import CatalogImages
 from probescope.jobs.protocol import TaskContext
+from probescope.jobs.similarity.trials import stimulus_name
 from probescope.widgets.images import to_qimage
 
 

@@ -8,7 +8,8 @@ import numpy as np
 from PySide6.QtCore import QEvent, Qt
 from PySide6.QtWidgets import QComboBox, QHBoxLayout, QLabel, QScrollArea, QVBoxLayout, QWidget
 
-from probescope.app.similarity import analysis as data
+from probescope.jobs.similarity.scores import Scores
+from probescope.jobs.similarity.trials import TrialSet, model_ranks, wrong_triplets
 from probescope.widgets.ink import InkLabel, inked
 from probescope.widgets.similarity.trial_grid import ModelView, TrialGrid
 
@@ -20,7 +21,7 @@ class TrialView(QWidget):
 
     def __init__(self, parent: QWidget | None = None):
         super().__init__(parent)
-        self._shown: tuple[data.Scores | None, data.TrialSet | None, int] | None = None  # what the model view shows
+        self._shown: tuple[Scores | None, TrialSet | None, int] | None = None  # what the model view shows
         self.model = QComboBox()
         self.model.setMinimumContentsLength(16)
         self.distance = QComboBox()
@@ -61,7 +62,7 @@ class TrialView(QWidget):
         self.model.setCurrentIndex(index if index >= 0 else len(names) - 1)
         self.model.blockSignals(False)
 
-    def describe(self, ts: data.TrialSet, t: int, label: str, simulated: bool) -> None:
+    def describe(self, ts: TrialSet, t: int, label: str, simulated: bool) -> None:
         """The caption: which trial, its session and grade, catch result, response time, kept or dropped."""
         grade = ts.session_grade[t]
         parts = [f"{label}: trial {t + 1} of {len(ts.trials)}", f"session {ts.trials.session[t]}"
@@ -81,7 +82,7 @@ class TrialView(QWidget):
         if event.type() == QEvent.Type.PaletteChange and self._shown is not None:
             self.show_model_view(*self._shown)
 
-    def show_model_view(self, scores: data.Scores | None, ts: data.TrialSet | None, t: int) -> None:
+    def show_model_view(self, scores: Scores | None, ts: TrialSet | None, t: int) -> None:
         """The selected model's ranks and disagreements over trial `t` (nothing when there is no model or trial)."""
         self._shown = (scores, ts, t)
         if scores is None or t < 0 or ts is None:
@@ -93,8 +94,8 @@ class TrialView(QWidget):
         distance = scores.distances[metric][t]
         n_ref = int(trials.n_reference[t])
         agreement = scores.agreement[metric]
-        wrong = data.wrong_triplets(trials, t, distance)
-        view = ModelView(scores.name, tuple(data.model_ranks(distance, n_ref)), tuple(distance[:n_ref].tolist()),
+        wrong = wrong_triplets(trials, t, distance)
+        view = ModelView(scores.name, tuple(model_ranks(distance, n_ref)), tuple(distance[:n_ref].tolist()),
                          tuple(wrong), int(agreement.per_trial_correct[t]), int(agreement.per_trial_total[t]))
         self.grid.set_model_view(view)
         how = "expected similarity" if scores.kind == "embedding" else f"{metric} distance"

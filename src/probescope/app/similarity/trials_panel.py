@@ -6,7 +6,7 @@ from __future__ import annotations
 from PySide6.QtCore import Signal
 from PySide6.QtWidgets import QCheckBox, QComboBox, QFormLayout, QHBoxLayout, QLabel, QPushButton, QVBoxLayout, QWidget
 
-from probescope.app.similarity import analysis as data
+from probescope.jobs.similarity.trials import CATCH_CLASSES, GRADE_CLASSES, ListFilter
 from probescope.widgets.controls import spin_box
 from probescope.widgets.similarity.tables import TrialList
 
@@ -22,9 +22,9 @@ class TrialsPanel(QWidget):
     def __init__(self, parent: QWidget | None = None):
         super().__init__(parent)
         self.grade_filter = QComboBox()
-        self.grade_filter.addItems([ALL, *data.GRADE_CLASSES])
+        self.grade_filter.addItems([ALL, *GRADE_CLASSES])
         self.catch_filter = QComboBox()
-        self.catch_filter.addItems([ALL, *data.CATCH_CLASSES])
+        self.catch_filter.addItems([ALL, *CATCH_CLASSES])
         self.class_filter = QComboBox()
         self.class_filter.addItem(ALL)
         self.agree_min = spin_box(0, 99, 0)
@@ -72,10 +72,10 @@ class TrialsPanel(QWidget):
         self.class_filter.addItems([ALL, *classes])
         self.class_filter.blockSignals(False)
 
-    def rule(self, query: int, with_agreement: bool) -> data.ListFilter:
+    def rule(self, query: int, with_agreement: bool) -> ListFilter:
         """The list's filters; `query` the one query stimulus listed (-1: any)."""
         cls = self.class_filter.currentText()
-        return data.ListFilter(
+        return ListFilter(
             grade=self.grade_filter.currentText(), catch=self.catch_filter.currentText(),
             query_class="" if cls == ALL else cls, kept_only=self.kept_only.isChecked(), query=query,
             agreement=(self.agree_min.value(), self.agree_max.value()) if with_agreement else None)

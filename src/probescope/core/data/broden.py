@@ -96,7 +96,6 @@ class BrodenDataset:
         self._known = np.zeros(max(labels, default=0) + 1, dtype=bool)
         self._known[list(labels)] = True
         self._known[0] = True
-        self._by_name = {label.name: label for label in labels.values()}
         pixel, image = set(), set()
         for row in rows:
             for category, entries in row.cells:
@@ -210,6 +209,3 @@ class BrodenDataset:
             bad = sorted(set(np.unique(labels).tolist()) - set(self.labels) - {0})
             raise InputError(f"label number(s) {', '.join(map(str, bad[:5]))} not in label.csv", path)
         return labels
-
-    def label_by_name(self, name: str) -> Label:
-        return self._by_name[name]

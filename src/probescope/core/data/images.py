@@ -15,7 +15,6 @@ pixels scaled, not clipped.
 
 from __future__ import annotations
 
-import os
 import warnings
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -24,12 +23,12 @@ from pathlib import Path
 import numpy as np
 from PIL import Image, UnidentifiedImageError
 
+from probescope.core.environment import MAX_PIXELS, max_pixels_text
 from probescope.core.errors import InputError
 from probescope.core.files import readable_file, stat_problem
 
 IMAGE_FORMATS = ("PNG", "JPEG", "BMP", "WEBP", "TIFF")
 LABEL_FORMATS = ("PNG",)  # Broden label maps: lossless, exact 8-bit values
-MAX_PIXELS_ENV = "PROBESCOPE_MAX_PIXELS"
 DEFAULT_MAX_PIXELS = 50_000_000
 _SIXTEEN_BIT = ("I;16", "I;16B", "I;16L", "I;16N")
 
@@ -38,11 +37,11 @@ warnings.filterwarnings("ignore", category=Image.DecompressionBombWarning)
 
 
 def _limit_from_environment() -> int:
-    text = os.environ.get(MAX_PIXELS_ENV, "").strip().replace("_", "")
+    text = max_pixels_text().replace("_", "")
     if not text:
         return DEFAULT_MAX_PIXELS
     if not text.isdigit() or int(text) < 1:
-        raise InputError(f"{MAX_PIXELS_ENV} must be a positive whole number of pixels, got {text!r}")
+        raise InputError(f"{MAX_PIXELS} must be a positive whole number of pixels, got {text!r}")
     return int(text)
 
 
@@ -82,7 +81,7 @@ def open_image(path: str | Path, formats: tuple[str, ...] = IMAGE_FORMATS,
         raise InputError(f"{what} does not decode: not a {_names(formats)} file (other formats are not opened)",
                          path) from None
     except Image.DecompressionBombError:
-        raise InputError(f"{what} is over the limit of {limit:,} pixels (raise it with {MAX_PIXELS_ENV} or "
+        raise InputError(f"{what} is over the limit of {limit:,} pixels (raise it with {MAX_PIXELS} or "
                          "--max-pixels)", path) from None
     except (OSError, ValueError, SyntaxError) as exc:
         if isinstance(exc, OSError) and exc.errno is not None:  # the file changed since it was checked
@@ -92,7 +91,7 @@ def open_image(path: str | Path, formats: tuple[str, ...] = IMAGE_FORMATS,
         width, height = image.size
         if width * height > limit:
             raise InputError(f"{what} is {width}x{height} = {width * height:,} pixels, over the limit of {limit:,} "
-                             f"(raise it with {MAX_PIXELS_ENV} or --max-pixels)", path)
+                             f"(raise it with {MAX_PIXELS} or --max-pixels)", path)
         yield image
 
 

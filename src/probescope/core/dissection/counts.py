@@ -162,11 +162,6 @@ class DatasetCounts:
             self._scope = CategoryScope(self.store)
         return self._scope
 
-    @property
-    def held_bytes(self) -> int:
-        """Memory held by the cached region sets and records."""
-        return self._sets.held + self._records.held
-
     def region_set(self, f: Formula) -> RegionSet:
         """The regions where `f` holds, over the whole dataset (its mask, exactly)."""
         s = self._sets.get(f)

@@ -18,4 +18,5 @@ reference        reference sets (folder, array, Broden dataset, mu/sigma file) a
 growing          rows kept batch by batch for estimators that look back at every sample
 live_scores      LiveScores: every score above, updated one batch at a time (the gallery's state)
 distances        DistanceReport: the command line's FID/KID/PRC/coverage/infinite-N summary
+settings         ScoreSettings: every default, bound and help of scoring (the command line's options)
 """

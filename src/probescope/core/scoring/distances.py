@@ -13,13 +13,13 @@ from probescope.core.scoring.coverage import ClassCoverage, class_coverage
 from probescope.core.scoring.distributions import ClassScores
 from probescope.core.scoring.frechet import gaussian_stats
 from probescope.core.scoring.kernel import (
-    DEFAULT_SEED,
     DEFAULT_SUBSET_SIZE,
     DEFAULT_SUBSETS,
     KernelDistance,
     kernel_inception_distance,
 )
 from probescope.core.scoring.precision_recall import DEFAULT_K, PrecisionRecall, precision_recall
+from probescope.core.scoring.protocol import DEFAULT_SEED
 from probescope.core.scoring.reference import ReferenceSet
 from probescope.core.scoring.report import shown
 

@@ -19,10 +19,10 @@ import numpy as np
 
 from probescope.core.errors import InputError
 from probescope.core.scoring.frechet import as_features
+from probescope.core.scoring.protocol import DEFAULT_SEED
 
 DEFAULT_SUBSETS = 100
 DEFAULT_SUBSET_SIZE = 1000
-DEFAULT_SEED = 2020
 DEGREE = 3
 COEF0 = 1.0
 

@@ -32,6 +32,7 @@ from probescope.core.scoring.growing import GrowingRows
 from probescope.core.scoring.kernel import RunningKernelDistance
 from probescope.core.scoring.live import LiveInceptionScore
 from probescope.core.scoring.precision_recall import DEFAULT_K, PrecisionRecall, precision_recall
+from probescope.core.scoring.protocol import DEFAULT_SEED
 from probescope.core.scoring.reference import ReferenceSet
 
 LIVE_KID_REFERENCE = 2000  # reference samples in the running KID's pool (a fixed random subset when there are more)
@@ -67,7 +68,7 @@ class LiveScores:
         prc_k: int = DEFAULT_K,
         kid_reference_size: int = LIVE_KID_REFERENCE,
         kid_sample_size: int = LIVE_KID_SAMPLES,
-        seed: int = extrapolate.DEFAULT_SEED,
+        seed: int = DEFAULT_SEED,
     ):
         self.reference = reference
         self.class_names = tuple(class_names) if class_names is not None else None

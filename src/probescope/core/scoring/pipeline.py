@@ -18,11 +18,9 @@ import torch
 from probescope.core.errors import InputError
 from probescope.core.scoring.classifiers import Classifier
 from probescope.core.scoring.live import LiveInceptionScore
+from probescope.core.scoring.settings import DEFAULT_BATCH_SIZE, DEFAULT_WORKERS
 from probescope.core.scoring.sources import SampleSource
 from probescope.core.tasks import CancelCheck, ProgressCallback, check_cancel, report
-
-DEFAULT_BATCH_SIZE = 64
-DEFAULT_WORKERS = 2
 
 T = TypeVar("T")
 

@@ -23,6 +23,7 @@ from probescope.core.errors import InputError
 from probescope.core.scoring.classifiers import Classifier
 from probescope.core.scoring.frechet import FrechetReference, GaussianStats, RunningGaussian, read_npz
 from probescope.core.scoring.precision_recall import knn_radii_of
+from probescope.core.scoring.settings import DEFAULT_BATCH_SIZE, DEFAULT_WORKERS
 from probescope.core.scoring.sources import (
     DEFAULT_EXTENSIONS,
     ArraySource,
@@ -220,8 +221,8 @@ def load_reference(
     classifier: Classifier | None,
     *,
     extensions: tuple[str, ...] = DEFAULT_EXTENSIONS,
-    batch_size: int = 64,
-    workers: int = 2,
+    batch_size: int = DEFAULT_BATCH_SIZE,
+    workers: int = DEFAULT_WORKERS,
     progress: ProgressCallback | None = None,
     cancel: CancelCheck | None = None,
 ) -> ReferenceSet:

@@ -24,13 +24,14 @@ from probescope.core.errors import InputError
 from probescope.core.similarity.correlation import expected_similarity
 from probescope.core.similarity.embedding import Ensemble, torch_threads
 from probescope.core.similarity.luce import OutcomeModel, log_similarity
+from probescope.core.similarity.settings import DEFAULT_SEED
 from probescope.core.similarity.trials import Trials
 from probescope.core.tasks import CancelCheck, ProgressCallback, check_cancel
 
 
 def information_gain(
     ensemble: Ensemble, query: np.ndarray, references: np.ndarray, n_select: int = 2, *, n_samples: int = 32,
-    seed: int = 0, chunk: int = 512, device: str = "cpu", cancel: CancelCheck | None = None,
+    seed: int = DEFAULT_SEED, chunk: int = 512, device: str = "cpu", cancel: CancelCheck | None = None,
 ) -> np.ndarray:
     """(m,) expected information gain (nats) of each candidate trial (query (m,), references (m, r))."""
     gen = torch.Generator().manual_seed(seed)
@@ -77,7 +78,7 @@ class Proposal:
 
 
 def nearest_neighbours(
-    ensemble: Ensemble, queries: np.ndarray, pool: np.ndarray, k: int, *, seed: int = 0, n_samples: int = 8,
+    ensemble: Ensemble, queries: np.ndarray, pool: np.ndarray, k: int, *, seed: int = DEFAULT_SEED, n_samples: int = 8,
 ) -> tuple[np.ndarray, np.ndarray]:
     """The k stimuli of `pool` most similar to each query by ensemble-average expected similarity, the query
     itself excluded: (indices into pool (q, k), their similarities), a block of queries at a time."""
@@ -115,7 +116,7 @@ def propose_trials(
     query_counts: np.ndarray | None = None,
     eligible: np.ndarray | None = None,
     n_samples: int = 32,
-    seed: int = 0,
+    seed: int = DEFAULT_SEED,
     progress: ProgressCallback | None = None,
     cancel: CancelCheck | None = None,
     device: str = "cpu",

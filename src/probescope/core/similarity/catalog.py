@@ -12,7 +12,6 @@ Image paths are relative to a root folder the user gives (default: the catalog's
 from __future__ import annotations
 
 import csv
-import dataclasses
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -42,11 +41,6 @@ class Catalog:
 
     def image_path(self, i: int) -> Path:
         return self.root / self.paths[i]
-
-    def with_root(self, root: str | Path | None) -> Catalog:
-        if root is None:
-            return self
-        return dataclasses.replace(self, root=Path(root))
 
 
 def _decode(values: np.ndarray) -> list[str]:

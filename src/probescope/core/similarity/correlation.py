@@ -15,9 +15,9 @@ import torch
 
 from probescope.core.similarity.agreement import pairwise_rows, row_cosine
 from probescope.core.similarity.embedding import Ensemble
+from probescope.core.similarity.settings import DEFAULT_MAX_PAIRS, DEFAULT_SEED
 
 MODEL_SIMILARITIES = ("cosine", "dot")
-DEFAULT_MAX_PAIRS = 1_000_000
 
 
 @dataclass(frozen=True)
@@ -28,7 +28,8 @@ class Correlation:
     method: str  # 'spearman' or 'pearson'
 
 
-def upper_pairs(n: int, max_pairs: int = DEFAULT_MAX_PAIRS, seed: int = 0) -> tuple[np.ndarray, np.ndarray, bool]:
+def upper_pairs(n: int, max_pairs: int = DEFAULT_MAX_PAIRS,
+                seed: int = DEFAULT_SEED) -> tuple[np.ndarray, np.ndarray, bool]:
     """All pairs i < j when there are at most `max_pairs`, else `max_pairs` pairs drawn uniformly (seeded)."""
     total = n * (n - 1) // 2
     if total <= max_pairs:
@@ -42,7 +43,7 @@ def upper_pairs(n: int, max_pairs: int = DEFAULT_MAX_PAIRS, seed: int = 0) -> tu
 
 def expected_similarity(
     ensemble: Ensemble, i: np.ndarray, j: np.ndarray, *, members: list[int] | None = None, n_samples: int = 32,
-    seed: int = 0, chunk: int = 65536,
+    seed: int = DEFAULT_SEED, chunk: int = 65536,
 ) -> np.ndarray:
     """E_q[exp(-beta ||z_i - z_j||)] for each pair, averaged over `members` (default all): (P,) or per member.
 
@@ -88,7 +89,7 @@ def spearman(a: np.ndarray, b: np.ndarray) -> float:
 
 def embedding_correlation(
     ensemble: Ensemble, features: np.ndarray, kind: str = "cosine", *, stimuli: np.ndarray | None = None,
-    max_pairs: int = DEFAULT_MAX_PAIRS, seed: int = 0, n_samples: int = 32,
+    max_pairs: int = DEFAULT_MAX_PAIRS, seed: int = DEFAULT_SEED, n_samples: int = 32,
 ) -> Correlation:
     """Spearman between the ensemble's expected similarity and the model's (dot or cosine) over upper-triangle pairs.
 
@@ -109,8 +110,8 @@ def _stimulus_pairs(n: int, stimuli: np.ndarray | None, max_pairs: int, seed: in
 
 
 def within_ensemble_correlation(
-    ensemble: Ensemble, *, stimuli: np.ndarray | None = None, max_pairs: int = DEFAULT_MAX_PAIRS, seed: int = 0,
-    n_samples: int = 32,
+    ensemble: Ensemble, *, stimuli: np.ndarray | None = None, max_pairs: int = DEFAULT_MAX_PAIRS,
+    seed: int = DEFAULT_SEED, n_samples: int = 32,
 ) -> Correlation:
     """Mean pairwise Pearson correlation of the members' expected similarity matrices (upper triangles), over
     `stimuli` (default all)."""
@@ -122,7 +123,7 @@ def within_ensemble_correlation(
 
 def consecutive_correlation(
     previous: Ensemble, current: Ensemble, *, stimuli: np.ndarray | None = None,
-    max_pairs: int = DEFAULT_MAX_PAIRS, seed: int = 0, n_samples: int = 32,
+    max_pairs: int = DEFAULT_MAX_PAIRS, seed: int = DEFAULT_SEED, n_samples: int = 32,
 ) -> Correlation:
     """Pearson correlation of two fits' ensemble-average expected similarity over `stimuli` (default: all that
     both hold)."""

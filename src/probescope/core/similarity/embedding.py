@@ -22,6 +22,7 @@ import torch
 
 from probescope.core.errors import InputError
 from probescope.core.similarity.luce import BETA, log_similarity, observed_log_likelihood
+from probescope.core.similarity.settings import DEFAULT_SEED, MAX_EPOCHS
 from probescope.core.similarity.trials import PAD, Trials
 from probescope.core.tasks import CancelCheck, ProgressCallback, check_cancel
 
@@ -30,7 +31,7 @@ from probescope.core.tasks import CancelCheck, ProgressCallback, check_cancel
 class FitOptions:
     """Optimiser settings; the defaults fit 1,000 stimuli / 25,000 trials in well under 5 minutes on a CPU core."""
 
-    max_epochs: int = 300
+    max_epochs: int = MAX_EPOCHS
     batch_size: int = 0  # 0: about 8 batches per epoch, at least 256 trials
     learning_rate: float = 0.02
     n_samples: int = 1  # Monte-Carlo samples per training step
@@ -175,7 +176,7 @@ def fit_member(
     dims: int,
     *,
     init: MemberState | None = None,
-    seed: int = 0,
+    seed: int = DEFAULT_SEED,
     options: FitOptions = FitOptions(),
     progress: Callable[[float], None] | None = None,
     cancel: CancelCheck | None = None,
@@ -272,7 +273,7 @@ def fit_ensemble(
     *,
     n_members: int = 3,
     previous: Ensemble | None = None,
-    seed: int = 0,
+    seed: int = DEFAULT_SEED,
     options: FitOptions = FitOptions(),
     progress: ProgressCallback | None = None,
     cancel: CancelCheck | None = None,
@@ -358,7 +359,7 @@ def _fit_ensemble(
     return FitResult(ensemble, dims_loss, tuple(inits[k] is not None for k in range(n_members)))
 
 
-def ensemble_cross_entropy(ensemble: Ensemble, trials: Trials, n_samples: int = 16, seed: int = 0,
+def ensemble_cross_entropy(ensemble: Ensemble, trials: Trials, n_samples: int = 16, seed: int = DEFAULT_SEED,
                            source: str | Path | None = None) -> float:
     """Cross-entropy of the ensemble's pooled predictive distribution on `trials` (weighted mean, nats per trial;
     `source` the trials' file, named when they use stimuli the ensemble lacks).

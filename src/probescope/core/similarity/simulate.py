@@ -9,7 +9,6 @@ import numpy as np
 import torch
 
 from probescope.core.similarity.luce import BETA, OutcomeModel, log_similarity
-from probescope.core.similarity.trials import Trials
 
 
 def random_references(rng: np.random.Generator, query: np.ndarray, pool: np.ndarray, r: int) -> np.ndarray:
@@ -33,20 +32,3 @@ def sample_outcomes(
     u = rng.random((len(query), 1)) * cum[:, -1:]
     outcome = np.minimum((cum < u).sum(axis=1), cum.shape[1] - 1)
     return model.table.numpy()[outcome]
-
-
-def simulate_trials(
-    z: np.ndarray, n_trials: int, rng: np.random.Generator, r: int = 8, c: int = 2, beta: float = BETA
-) -> Trials:
-    """Random queries and references over all stimuli of `z`, answered by the Luce model."""
-    n = len(z)
-    query = rng.integers(0, n, n_trials)
-    refs = random_references(rng, query, np.arange(n), r)
-    return Trials.make(query, refs, sample_outcomes(z, query, refs, c, rng, beta))
-
-
-def clustered_points(n: int, dims: int, n_clusters: int, rng: np.random.Generator, spread: float = 0.6,
-                     noise: float = 0.12) -> np.ndarray:
-    """Planted structure: n points around n_clusters centres (distances on the scale beta = 10 resolves)."""
-    centres = rng.normal(0, spread, (n_clusters, dims))
-    return centres[rng.integers(0, n_clusters, n)] + rng.normal(0, noise, (n, dims))

@@ -158,11 +158,6 @@ class GalleryModel(QAbstractListModel):
                 self._kept[image] = qimage
             QPixmapCache.insert(self.key(image), QPixmap.fromImage(qimage))
 
-    def forget_thumbnails(self) -> None:
-        """Images changed (a new source): old thumbnails must never show again."""
-        self._generation += 1
-        self._kept.clear()
-
 
 class GalleryDelegate(QStyledItemDelegate):
     """Paints a cell: thumbnail, index and badge, and one small bar per top class.
@@ -347,10 +342,6 @@ class GalleryGrid(SteppingListView):
 
     def resizeEvent(self, event) -> None:  # noqa: N802
         super().resizeEvent(event)
-        self._want_timer.start()
-
-    def request_thumbnails(self) -> None:
-        """Ask for missing visible thumbnails soon (e.g. after the images changed)."""
         self._want_timer.start()
 
 

@@ -1,5 +1,5 @@
-"""Worker side of the gallery's scores against real data (FID, KID, precision/recall, coverage): which reference
-set, loading it, and reading every score from a frozen copy of the live statistics.
+"""The gallery's scores against real data (FID, KID, precision/recall, coverage) as jobs: which reference set,
+loading it, and reading every score from a frozen copy of the live statistics.
 
 The GUI thread owns the `LiveScores` and adds each streamed batch's features and logits to it (O(batch x d^2)).
 Reading the scores costs more (FID an eigenvalue problem of the reference's rank, precision/recall all pairwise
@@ -18,6 +18,7 @@ from probescope.core.errors import InputError
 from probescope.core.scoring.live_scores import LiveScores, Readout
 from probescope.core.scoring.reference import ReferenceSet
 from probescope.jobs.protocol import Progress, TaskContext
+from probescope.jobs.scoring_stream import ClassifierChoice
 
 DATASET = "dataset"  # the loaded probing dataset's images (the demo world's by default: FID offline)
 NONE = "none"
@@ -39,12 +40,17 @@ class ReferenceChoice:
         return self.spec
 
 
-def load_reference_task(choice: ReferenceChoice, dataset, classifier, kept: tuple[np.ndarray, np.ndarray] | None,
-                        class_names, ctx: TaskContext) -> Iterator[Progress]:
+def load_reference_scores(ctx: TaskContext, choice: ReferenceChoice, dataset, classifier: ClassifierChoice,
+                          kept: tuple[np.ndarray, np.ndarray] | None) -> Iterator[Progress]:
     """The reference set as `classifier` sees it (cached per classifier and image content), its covariance factored,
-    and a `LiveScores` against it holding the `kept` (features, logits) scored so far. Compute thread: it runs the
-    classifier over the reference images when they are not cached yet."""
+    and a `LiveScores` against it holding the `kept` (features, logits) scored so far. Compute: it runs the
+    classifier over the reference images when they are not cached yet. `dataset` is the loaded probing dataset
+    (a BrodenDataset: its folder and index), whose images are the reference with the choice DATASET."""
     from probescope.core.scoring.reference import BrodenImageSource, load_reference
+    from probescope.jobs.scoring_stream import classifier_of
+
+    model = classifier_of(ctx, classifier)
+    class_names = model.class_names
 
     reference: ReferenceSet | None = None
     if choice.spec == DATASET:
@@ -55,7 +61,7 @@ def load_reference_task(choice: ReferenceChoice, dataset, classifier, kept: tupl
         spec = choice.spec
     if choice.spec != NONE:
         yield Progress(None, f"reference set: {choice.label}")
-        reference = load_reference(spec, classifier, progress=ctx.progress, cancel=ctx.cancelled)
+        reference = load_reference(spec, model, progress=ctx.progress, cancel=ctx.cancelled)
         reference.frechet  # noqa: B018  (factor the reference covariance here, not in the GUI thread)
     live = LiveScores(reference, class_names=class_names)
     if kept is not None and len(kept[0]):
@@ -67,7 +73,7 @@ def load_reference_task(choice: ReferenceChoice, dataset, classifier, kept: tupl
     return reference, live
 
 
-def readout_task(frozen: LiveScores, fits: bool, prc: bool, ctx: TaskContext) -> Readout:
+def read_scores(ctx: TaskContext, frozen: LiveScores, fits: bool, prc: bool) -> Readout:
     """Every score of a snapshot (I/O pool); see `LiveScores.readout` for what `fits` and `prc` add."""
     ctx.check()
     return frozen.readout(distances=frozen.reference is not None, fits=fits, prc=prc)

@@ -1,0 +1,157 @@
+"""The gallery's scoring run: start, pause and resume the stream of the opened samples through the classifier (a
+`jobs.scoring_stream` job in the compute thread), and take its batches into the scores.
+
+A paused or superseded stream simply stops delivering: the scores never hold a batch the gallery did not receive,
+and resuming starts a new stream at the next unscored image. A demo run keeps the knobs it started with.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import TYPE_CHECKING
+
+from PySide6.QtCore import QObject, QTimer
+
+from probescope.core.demo.sampler import DemoSampler
+from probescope.jobs.protocol import COMPUTE, TaskError
+from probescope.jobs.scoring_stream import DemoRun, hold_samples, stream_job
+from probescope.widgets.images import to_qimage
+
+if TYPE_CHECKING:
+    from probescope.app.gallery.workspace import GalleryWorkspace
+
+UPDATE_MS = 40  # the live IS redraws at most this often (25 Hz), at least once per arriving batch
+
+
+class ScoringRun(QObject):
+    """The stream of the gallery `ws` shows: `reset`, `start`, `stop`; the play button follows `state.streaming`."""
+
+    def __init__(self, ws: GalleryWorkspace):
+        super().__init__(ws)
+        self.ws, self.state = ws, ws.gallery
+        self._update_timer = QTimer(self)
+        self._update_timer.setSingleShot(True)
+        self._update_timer.setInterval(UPDATE_MS)
+        self._update_timer.timeout.connect(ws.update_views)
+        self.state.events.streaming.connect(lambda _on: self.show_play())
+
+    def clear(self) -> None:
+        """Forget every score (and stop)."""
+        ws = self.ws
+        self.stop()
+        self.state.scores.reset()
+        ws.splits.reset()
+        ws.images.forget()  # pending reads and the split protocol belonged to the old scores
+        ws.grid.thumbnails.clear()
+        ws.detail.clear()
+
+    def reset(self, start: bool = False) -> None:
+        """Forget every score; with `start` (or while streaming) stream the opened samples again from image 0."""
+        ws, state = self.ws, self.state
+        was_streaming = state.streaming
+        self.clear()
+        source = ws.samples_source
+        if not state.shows_samples or source is None:
+            ws.update_views()
+            return
+        if state.classifier is not None:  # (the worked example may have replaced the class names)
+            ws.classifiers.use(state.classifier)
+            ws.real.use(state.classifier, ws.reference_dataset())  # (before the stream: it may load it)
+        ws.grid.thumbnails.has_images = True
+        ws.images.use(source)
+        demo = isinstance(source, DemoSampler)
+        ws.controls.enable(demo=demo, stream=True)
+        state.run = DemoRun(ws.controls.target.value(), *ws.controls.knobs(), source.seed) if demo else None
+        self.show_run()
+        ws.update_views()
+        if start or was_streaming:
+            self.start()
+
+    def start(self) -> None:
+        """Stream from the next unscored image (start, or resume after a pause)."""
+        ws, state = self.ws, self.state
+        source = ws.samples_source
+        if state.classifier is None or source is None or not state.shows_samples:
+            return
+        start = state.scores.n
+        if state.run is not None:  # (N may have changed since: the run goes on to the new N)
+            samples = state.run = replace(state.run, n=ws.controls.target.value())
+            length = samples.n
+        else:
+            samples = hold_samples(ws.pool.session, ws.state.get("samples").spec, source)
+            length = source.length
+        if length is not None and start >= length:  # all scored: Start begins again
+            self.reset(start=True)
+            return
+        state.streaming = True
+        ws.pool.submit(stream_job(samples, state.classifier.choice, start, ws.images.keep_thumbnails),
+                       name="score samples", key=ws.task_key("stream"), executor=COMPUTE, on_partial=self._on_batch,
+                       on_result=self._on_end, on_error=self._on_error)
+
+    def stop(self) -> None:
+        """Pause: the stream stops after its current batch; nothing it scored is lost."""
+        self.ws.pool.cancel(self.ws.task_key("stream"))
+        self._stopped()
+
+    def _stopped(self) -> None:
+        self.state.streaming = False
+        self.show_play()  # (Start or Resume: it depends on how many are scored)
+
+    def show_play(self) -> None:
+        ws = self.ws
+        source = ws.samples_source
+        length = ws.controls.target.value() if isinstance(source, DemoSampler) else getattr(source, "length", None)
+        play = ws.controls.play
+        play.blockSignals(True)
+        play.setChecked(self.state.streaming)
+        play.setText(self.state.play_label(length))
+        play.blockSignals(False)
+
+    def pause_for_reference(self) -> bool:
+        """Pause while the scores so far are read against a new reference; True when it was streaming."""
+        was_streaming = self.state.streaming
+        self.stop()
+        return was_streaming
+
+    def play_toggled(self, on: bool) -> None:
+        if on:
+            self.start()
+        else:
+            self.stop()
+            self.ws.mark_initial_work_done()
+
+    def show_run(self) -> None:
+        """What this run scores, and a run with other knobs offered when they differ (they apply to the next run)."""
+        ws, source = self.ws, self.ws.samples_source
+        name = None if source is None else getattr(source, "name", "the opened samples")
+        ws.score_panel.show_run(self.state.run_text(name, ws.controls.target.value()))
+        self.state.knobs_changed(ws.controls.knobs())
+
+    def target_changed(self) -> None:
+        if self.state.streaming and self.state.scores.n < self.ws.controls.target.value():  # go on, longer
+            self.stop()
+            self.start()
+
+    def _on_batch(self, batch) -> None:
+        ws, scores = self.ws, self.state.scores
+        if batch.start != scores.n:  # a batch of a stream that was replaced
+            return
+        scores.add_logits(batch.logits)
+        ws.real.add(batch.features, batch.logits)
+        if batch.sampler is not None:
+            ws.images.drawn(batch.start, batch.sampler)
+        if batch.thumbnails:
+            ws.grid.thumbnails.add_thumbnails({batch.start + i: to_qimage(im) for i, im in enumerate(batch.thumbnails)},
+                                              keep=ws.images.keep_thumbnails)
+        if not self._update_timer.isActive():
+            self._update_timer.start()
+
+    def _on_end(self, _n: int) -> None:
+        self._stopped()
+        self.ws.update_views()
+        self.ws.mark_initial_work_done()
+
+    def _on_error(self, _error: TaskError) -> None:
+        self._stopped()
+        self.ws.mark_initial_work_done()
+

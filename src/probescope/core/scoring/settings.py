@@ -1,0 +1,93 @@
+"""The settings of scoring a sample set, in one place: every default, range and help text of the protocol and of
+the run (splits, seed, batch size, resize, KID subsets, precision/recall's k, the infinite-N fits, the data-copying
+cells). `probescope score`'s options and the gallery read them from `ScoreSettings`; the engines' own defaults
+(torch-fidelity's and the papers') are the defaults here, so no number is typed twice.
+
+Each field's `help` is the text of its option (the field name with dashes: `--kid-subsets`); its `bound` is what
+the number can mean (probescope.core.bounds). `batch_size` and `workers` change speed, never a score.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, fields, replace
+
+from probescope.core.bounds import (
+    BATCH,
+    FIT_POINTS,
+    IMAGE_SIDE,
+    KID_SUBSET_SIZE,
+    KID_SUBSETS,
+    NEIGHBOURS,
+    SEED,
+    SPLITS,
+    WORKERS,
+    Bound,
+)
+from probescope.core.scoring import extrapolate
+from probescope.core.scoring.copying import DEFAULT_CELLS, MAX_CELLS
+from probescope.core.scoring.kernel import DEFAULT_SUBSET_SIZE, DEFAULT_SUBSETS
+from probescope.core.scoring.precision_recall import DEFAULT_K
+from probescope.core.scoring.protocol import DEFAULT_SEED, DEFAULT_SPLITS
+
+DEFAULT_BATCH_SIZE = 64
+DEFAULT_WORKERS = 2
+
+
+def _help(text: str, bound: Bound | None = None) -> dict[str, object]:
+    """A field's metadata: its option's help (argparse's %(default)s is the field's default) and its Bound."""
+    return {"help": text} if bound is None else {"help": text, "bound": bound}
+
+
+@dataclass(frozen=True)
+class ScoreSettings:
+    """How a sample set is scored: the split protocol (torch-fidelity's: 10 splits, RandomState(2020)), the batches,
+    and the protocols of the scores against real images."""
+
+    splits: int = field(default=DEFAULT_SPLITS, metadata=_help("number of splits (default %(default)s)", SPLITS))
+    seed: int = field(default=DEFAULT_SEED, metadata=_help(
+        "shuffle seed of the split protocol (default %(default)s)", SEED))
+    shuffle: bool = field(default=True, metadata=_help("cut splits in input order"))  # the option is --no-shuffle
+    resize: int | None = field(default=None, metadata=_help(
+        "stretch every image to NxN before a model classifier (antialiased bilinear); default: the classifier's own "
+        "rule (the Inception classifiers resize to 299 themselves, as torch-fidelity; other models see native "
+        "sizes, one size at a time)", IMAGE_SIDE))
+    batch_size: int = field(default=DEFAULT_BATCH_SIZE, metadata=_help(
+        "images per classifier batch (default %(default)s; the scores do not depend on it)", BATCH))
+    workers: int = field(default=DEFAULT_WORKERS, metadata=_help("decode/prefetch threads (default %(default)s)",
+                                                                 WORKERS))
+    kid_subsets: int = field(default=DEFAULT_SUBSETS, metadata=_help("KID subsets (default %(default)s)",
+                                                                     KID_SUBSETS))
+    kid_subset_size: int = field(default=DEFAULT_SUBSET_SIZE, metadata=_help(
+        "samples per KID subset (default %(default)s)", KID_SUBSET_SIZE))
+    prc_k: int = field(default=DEFAULT_K, metadata=_help(
+        "nearest neighbours of precision/recall (default %(default)s)", NEIGHBOURS))
+    inf_points: int = field(default=extrapolate.DEFAULT_POINTS, metadata=_help(
+        "subset sizes of the infinite-N fits (default %(default)s)", FIT_POINTS))
+    inf_smallest: int = field(default=extrapolate.DEFAULT_SMALLEST, metadata=_help(
+        "smallest subset of the infinite-N fits (default %(default)s; at most N/2 is used)", KID_SUBSET_SIZE))
+    copy_cells: int = field(default=DEFAULT_CELLS, metadata=_help(
+        f"k-means cells of the data-copying test, 1-{MAX_CELLS} (default %(default)s)", Bound(1, MAX_CELLS)))
+
+    def __post_init__(self) -> None:
+        for f in fields(self):
+            value = getattr(self, f.name)
+            if "bound" in f.metadata and value is not None:
+                f.metadata["bound"].check(value, f.name)
+
+    def distances(self, *, kid: bool = False, prc: bool = False, infinite: bool = False):
+        """The DistanceSettings of these protocols, with the scores asked for."""
+        from probescope.core.scoring.distances import DistanceSettings
+
+        return DistanceSettings(kid=kid, prc=prc, infinite=infinite, kid_subsets=self.kid_subsets,
+                                kid_subset_size=self.kid_subset_size, prc_k=self.prc_k, inf_points=self.inf_points,
+                                inf_smallest=self.inf_smallest, seed=self.seed)
+
+
+def setting_field(name: str):
+    """The dataclass field of setting `name` (its default and metadata)."""
+    return next(f for f in fields(ScoreSettings) if f.name == name)
+
+
+# The window's run: the same protocol, in batches of 4 so the live numbers move at least 10 times a second with the
+# demo classifier (the scores do not depend on the batch size), read in the compute thread (see jobs/scoring.py).
+WINDOW = replace(ScoreSettings(), batch_size=4, workers=1)

@@ -1,0 +1,237 @@
+"""Score a sample set: the one workflow behind `probescope score` and the gallery.
+
+Images go through the classifier batch by batch (`score_batches`); each batch is a `Partial(ScoredBatch)`, so the
+gallery shows the live Inception Score while the stream runs and the command line gathers them into one array
+(`classify`). `score_images` is the whole command-line run: the reference and held-out sets, the images, the split
+protocol's report, the distances to real images and the per-sample table; `score_rows` the same for probabilities
+or logits given. Every setting comes from `ScoreSettings`. Each function is a task (probescope.jobs.protocol): it
+yields `Progress` (a stage with `fraction` None) and `Partial`, returns its result, and stops when cancelled.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from probescope.core.errors import InputError
+from probescope.core.scoring.settings import ScoreSettings
+from probescope.core.scoring.sources import DEFAULT_EXTENSIONS, SampleSource
+from probescope.jobs.protocol import Partial, Progress, TaskContext
+
+INCEPTION_OUTPUTS = 1008  # the widest logits (the TF Inception's), for the memory check of a classifier without names
+INCEPTION_FEATURES = 2048  # the widest features (its pool)
+
+
+@dataclass(frozen=True)
+class ScoredBatch:
+    """Images start.. start+len(logits) of a stream: their logits, their features from the same forward pass (None
+    when not asked for or the classifier gives none), the demo sampler that drew them (demo streams) and their
+    thumbnails (uint8 arrays, made where the images were read)."""
+
+    start: int
+    logits: np.ndarray
+    features: np.ndarray | None = None
+    sampler: Any = None
+    thumbnails: tuple[np.ndarray, ...] = ()
+
+
+def score_batches(ctx: TaskContext, source: SampleSource, classifier, settings: ScoreSettings, *,
+                  features: bool = True, start: int = 0, prefetch: bool = True) -> Iterator[Partial | Progress]:
+    """Classify `source` (image `start` on) in `settings.batch_size` batches, each a `Partial(ScoredBatch)` with
+    the features beside the logits when asked and given (one forward pass). Returns the images scored in all.
+
+    With `prefetch`, `settings.workers` threads read and prepare the next batches while the network runs (the
+    engine's pipeline); without, each batch is read inline, which on the CPU beats prefetching: a prefetch thread
+    that renders or decodes in Python competes with the compute and GUI threads for the GIL (measured on 2 busy
+    cores: 95 ms GUI stalls with a prefetch thread, 3 ms without, and higher throughput as well).
+    """
+    from probescope.core.scoring.pipeline import classify_batches, embed_batches
+
+    embed = features and classifier.embedder is not None
+    if not prefetch:
+        batches = _inline(ctx, source, classifier, settings.batch_size, embed, start)
+    elif embed:
+        batches = embed_batches(source, classifier, settings.batch_size, workers=settings.workers,
+                                progress=ctx.progress, cancel=ctx.cancelled)
+    else:
+        batches = ((None, logits) for logits in classify_batches(
+            source, classifier, settings.batch_size, workers=settings.workers, progress=ctx.progress,
+            cancel=ctx.cancelled))
+    with contextlib.closing(batches):  # a cancelled stream shuts a prefetch thread down at once
+        for batch_features, logits in batches:
+            sampler = source.sampler_of(start) if hasattr(source, "sampler_of") else None
+            thumbs = source.thumbnails_of(start) if hasattr(source, "thumbnails_of") else ()
+            yield Partial(ScoredBatch(start, logits, batch_features, sampler, thumbs))
+            start += len(logits)
+    return start
+
+
+def _inline(ctx: TaskContext, source: SampleSource, classifier, batch_size: int, embed: bool,
+            start: int) -> Iterator[tuple[np.ndarray | None, np.ndarray]]:
+    """(features or None, logits) of one batch after the other, read and classified in the calling thread."""
+    total, done = source.length, start
+    for task in source.batch_tasks(batch_size):
+        ctx.check()
+        prepared = classifier.prepare(task())
+        yield classifier.embed(prepared) if embed else (None, classifier.logits(prepared))
+        done += len(prepared)
+        ctx.progress(done / total if total else 0.0, f"{done}{f'/{total}' if total else ''} images")
+
+
+def classify(ctx: TaskContext, source: SampleSource, classifier, settings: ScoreSettings,
+             features: bool) -> Iterator[Progress]:
+    """Every image's (features or None, logits), float32, from one pass of `score_batches` over `source`."""
+    parts: list[ScoredBatch] = []
+    for item in score_batches(ctx, source, classifier, settings, features=features):
+        if isinstance(item, Partial):
+            parts.append(item.value)
+        else:
+            yield item
+    if not parts:
+        raise InputError(f"{source.name}: no images to score")
+    logits = np.concatenate([b.logits for b in parts])
+    if not features:
+        return None, logits
+    return np.concatenate([b.features for b in parts]), logits
+
+
+@dataclass(frozen=True)
+class ScoreAsk:
+    """What a run computes and writes beside the Inception Score (the command line's options): `fid` and
+    `held_out` are reference specs (see core.scoring.reference), the others paths or switches."""
+
+    fid: str | None = None
+    held_out: str | None = None
+    kid: bool = False
+    prc: bool = False
+    fid_inf: bool = False
+    bits: bool = False
+    extensions: tuple[str, ...] = DEFAULT_EXTENSIONS
+    save_logits: str | None = None
+    save_stats: str | None = None
+    per_image: str | None = None
+
+
+@dataclass
+class ScoreResult:
+    """A run's report: `header` (where the scores come from), the split protocol's report, the distances to real
+    images, and what the per-sample table and the data-copying test add (`per_sample` for JSON, `lines` for text)."""
+
+    header: dict[str, object]
+    report: Any
+    distances: Any = None
+    per_sample: dict[str, object] = field(default_factory=dict)
+    lines: list[str] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, object]:
+        distances = self.distances.to_dict() if self.distances is not None else {}
+        return {**self.header, **self.report.to_dict(), **distances, **self.per_sample}
+
+    def text(self) -> list[str]:
+        out = [f"{key.replace('_', ' ')}: {value}" for key, value in self.header.items()]
+        out.append(self.report.summary())
+        if self.distances is not None:
+            out.append(self.distances.summary())
+        return out + self.lines
+
+
+def score_images(ctx: TaskContext, source: SampleSource, classifier, settings: ScoreSettings,
+                 ask: ScoreAsk) -> Iterator[Progress]:
+    """The whole run over images: reference sets, the images through `classifier`, then `score_rows`'s report."""
+    from probescope.core import bounds
+    from probescope.core.atomic import save_npy
+    from probescope.core.scoring.distributions import ClassScores
+
+    if source.length is not None:  # the logits (and features) of every image are kept: they must fit
+        outputs = len(classifier.class_names or ()) or INCEPTION_OUTPUTS
+        width = INCEPTION_FEATURES if ask.fid or ask.save_stats or ask.fid_inf else 0
+        bounds.check_fits(4.0 * source.length * (outputs + width), f"{source.length} images' outputs")
+    reference = held_out = None
+    if ask.fid:
+        reference = yield from _reference(ctx, ask.fid, classifier, settings, ask, "reference")
+        if ask.held_out:
+            held_out = yield from _reference(ctx, ask.held_out, classifier, settings, ask, "held-out images")
+    yield Progress(None, f"scoring {source.describe()} with {classifier.name}")
+    features, logits = yield from classify(ctx, source, classifier, settings, bool(ask.fid or ask.save_stats))
+    if ask.save_logits:
+        save_npy(ask.save_logits, logits)
+    if ask.save_stats:
+        from probescope.core.scoring.frechet import gaussian_stats
+
+        gaussian_stats(features).save(ask.save_stats)
+    header = dict(source=source.describe(), lossy_inputs=source.lossy, classifier=classifier.name,
+                  classifier_note=classifier.note, comparable_with_published=classifier.comparable)
+    return (yield from score_rows(ctx, ClassScores(logits, "logits", source.name), settings, ask,
+                                  classifier.class_names, header, features, reference, held_out))
+
+
+def _reference(ctx: TaskContext, spec: str, classifier, settings: ScoreSettings, ask: ScoreAsk,
+               what: str) -> Iterator[Progress]:
+    from probescope.core.scoring.reference import load_reference
+
+    yield Progress(None, f"{what} {spec} through {classifier.name}")
+    return load_reference(spec, classifier, extensions=ask.extensions, batch_size=settings.batch_size,
+                          workers=settings.workers, progress=ctx.progress, cancel=ctx.cancelled)
+
+
+def score_rows(ctx: TaskContext, scores, settings: ScoreSettings, ask: ScoreAsk, class_names=None,
+               header: dict[str, object] | None = None, features: np.ndarray | None = None, reference=None,
+               held_out=None) -> Iterator[Progress]:
+    """The report of `scores` (a ClassScores): the split protocol, the distances to `reference` (and IS_inf with
+    `ask.fid_inf`), the per-sample table and the data-copying test against `held_out`."""
+    from probescope.core.scoring.distances import distance_report
+    from probescope.core.scoring.report import score_report
+
+    unit = "bits" if ask.bits else "nats"
+    report = score_report(scores, settings.splits, settings.shuffle, settings.seed, unit=unit,
+                          class_names=class_names)
+    if ask.per_image and reference is not None and reference.features is not None:
+        yield Progress(None, "reference radii")
+        # precision/recall's radii and the copy flag's, from one pass over the reference (then cached)
+        reference.radii_of((settings.prc_k, 1), progress=ctx.progress, cancel=ctx.cancelled)
+    distances = None
+    if reference is not None or ask.fid_inf:
+        distances = distance_report(features, scores, reference,
+                                    settings.distances(kid=ask.kid, prc=ask.prc, infinite=ask.fid_inf), class_names)
+    result = ScoreResult(dict(header or {}), report, distances)
+    if ask.per_image:
+        _per_image(ctx, result, settings, ask, features, reference)
+    if held_out is not None:
+        from probescope.core.scoring.copying import data_copying
+        from probescope.core.scoring.report import shown
+
+        copying = data_copying(reference.require_features("the data-copying test"),
+                               held_out.require_features("the data-copying test"), features, settings.copy_cells,
+                               seed=settings.seed, progress=ctx.progress, cancel=ctx.cancelled)
+        result.per_sample.update(copying.to_dict())
+        result.lines.append(f"data-copying C_T: {shown(copying.statistic, 2)}   ({copying.cells_used} of "
+                            f"{copying.cells} cells; << 0: samples closer to the training set than held-out images, "
+                            "copying; >> 0: farther, underfitting)")
+    return result
+
+
+def _per_image(ctx: TaskContext, result: ScoreResult, settings: ScoreSettings, ask: ScoreAsk, features,
+               reference) -> None:
+    """Write the per-sample table: each sample's KL and, where the reference has features, its realism and nearest
+    reference images."""
+    from probescope.core.scoring.per_image import write_per_image
+    from probescope.core.scoring.realism import sample_neighbours
+
+    kl = result.report.contributions
+    neighbours = None
+    if reference is not None and reference.features is not None:
+        radii = reference.radii_of((settings.prc_k, 1))
+        neighbours = sample_neighbours(features, reference.features, settings.prc_k,
+                                       real_radii=radii[settings.prc_k], real_nn1=radii[1], progress=ctx.progress,
+                                       cancel=ctx.cancelled)
+        result.per_sample["possible_copies"] = neighbours.copies
+    write_per_image(ask.per_image, kl, neighbours, settings.prc_k)
+    result.per_sample["per_image"] = str(ask.per_image)
+    result.lines.append(f"per-image table: {ask.per_image}" + (
+        " (kl only: realism and the nearest images need a reference's features, --fid REF)" if neighbours is None
+        else f" ({neighbours.copies} of {len(kl)} samples closer to a reference image than its nearest other "
+        "reference image: possible copies)"))
