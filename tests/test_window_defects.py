@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-from PySide6.QtCore import QPoint, Qt
+from PySide6.QtCore import QPoint, Qt, QTimer
 from PySide6.QtGui import QColor, QGuiApplication, QImage
 from PySide6.QtWidgets import QApplication, QLabel
 from windows import WAIT_MS, open_all, world_requests
@@ -346,3 +346,31 @@ def test_the_default_arrangement_is_made_at_the_size_the_workspace_gets(qtbot, s
         assert models.height() < embedding.height()
     finally:
         window.close()
+
+
+def test_the_unit_cards_preset_buttons_and_the_tables_menu_reach_the_windows_figures(qtbot, loaded, tmp_path,
+                                                                                   monkeypatch):
+    """The unit card's paper-preset buttons write the figure, and the unit table's right-click menu offers the
+    figure entries (both asked the window for a method it no longer had, and did nothing, when figures moved)."""
+    from PySide6.QtWidgets import QFileDialog, QPushButton
+
+    ws = loaded.workspaces["dissection"]
+    out = tmp_path / "card.png"
+    monkeypatch.setattr(QFileDialog, "getSaveFileName", staticmethod(lambda *a, **k: (str(out), "")))
+    ws.area.raise_panel("card")
+    button = next(b for b in ws.area.panels["card"].findChildren(QPushButton) if "column" in b.text().lower())
+    button.click()
+    assert out.is_file() and out.stat().st_size > 0
+    shown = []
+
+    def read_and_close() -> None:
+        popup = QApplication.activePopupWidget()
+        if popup is None:
+            QTimer.singleShot(50, read_and_close)
+            return
+        shown.append([action.text() for action in popup.actions()])
+        popup.close()
+
+    QTimer.singleShot(50, read_and_close)
+    ws.selected.table_menu(ws.units.viewport().rect().center())  # (a modal popup until it is closed)
+    assert shown and shown[0][0].startswith("Ablate") and any(t.startswith("Export Unit table") for t in shown[0])
