@@ -68,3 +68,11 @@ def torch_here(ctx: TaskContext) -> tuple[bool, bool]:
     import torch
 
     return "torch" in sys.modules, torch.is_inference_mode_enabled()
+
+
+def refuse(ctx: TaskContext, path: str):
+    """Stop at a file that would run code, as a loader does."""
+    from probescope.core.trust import UntrustedFile
+
+    yield Progress(0.5, "hashing")
+    raise UntrustedFile(Path(path), "ab" * 32, "pickle checkpoint")

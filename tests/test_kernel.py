@@ -68,6 +68,9 @@ def test_jobs_run_in_the_kernel_and_everything_else_here(qtbot, make_pool):
     assert closure == os.getpid()  # tasks that are not Jobs run in this process as before
     _, _, errors = run(qtbot, pool, Job(kernel_jobs.count, {"n": "three"}), name="bad count")
     assert errors[0].message.startswith("bad count failed: TypeError")  # a failure in the kernel, told as here
+    _, _, errors = run(qtbot, pool, Job(kernel_jobs.refuse, {"path": "/data/ckpt.pth"}), name="open model")
+    assert errors[0].input_error and errors[0].message.startswith("/data/ckpt.pth: refusing to load")
+    assert errors[0].untrusted.sha256 == "ab" * 32 and errors[0].untrusted.path == Path("/data/ckpt.pth")
     assert pool.kernel.restarts == 0
 
 
@@ -203,3 +206,26 @@ print(got[0], "torch" in sys.modules)
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(Path(__file__).parent), *sys.path])}
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=120)
     assert done.stdout.split() == ["(True,", "True)", "False"], done.stderr
+
+
+def test_the_window_stays_up_and_says_what_happened_when_its_kernel_is_killed(qtbot, settings_path, tmp_path):
+    from probescope.app.main_window import MainWindow
+    from probescope.app.settings import Settings
+
+    window = MainWindow(Settings(settings_path), device="cpu", kernel="local")
+    window.pool.kernel.config = KernelConfig(torch=False)  # before its first Job starts it: fast starts
+    qtbot.addWidget(window)
+    window.show()
+    gate, results = tmp_path / "go", []
+    with qtbot.waitSignal(window.pool.started, timeout=WAIT_MS):
+        window.pool.submit(Job(kernel_jobs.wait_for, {"path": str(gate)}), name="dissect layer4", key="dissection:layer",
+                           on_result=results.append)
+    with qtbot.waitSignal(window.pool.notice, timeout=WAIT_MS):
+        os.kill(window.pool.kernel.pid, signal.SIGKILL)
+    assert window.isVisible() and window.notification.isVisible()
+    assert window.notification.message.text().startswith("The compute kernel was killed (SIGKILL")
+    if os.environ.get("PROBESCOPE_KERNEL_SHOT"):  # a picture of the window just after the kill, for the record
+        window.grab().save(os.environ["PROBESCOPE_KERNEL_SHOT"])
+    gate.write_text("")
+    qtbot.waitUntil(lambda: results == ["done"], timeout=WAIT_MS)
+    window.close()

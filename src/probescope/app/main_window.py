@@ -67,14 +67,14 @@ class MainWindow(QMainWindow):
     open_failed = Signal(object, object)
 
     def __init__(self, settings: Settings, device: str | None = None, parent: QWidget | None = None, *,
-                 trust: Trust = NO_TRUST, ask_trust: bool = True):
+                 trust: Trust = NO_TRUST, ask_trust: bool = True, kernel: str = "thread"):
         super().__init__(parent)
         self.setWindowTitle("probescope")
         self.setAcceptDrops(True)
         self.settings = settings
         self.device = device or settings.device()
         self.state = AppState(self)
-        self.pool = WorkerPool(parent=self)
+        self.pool = WorkerPool(parent=self, kernel=kernel)  # `kernel`: where compute Jobs run (workers.KERNELS)
         self.session_trust = trust
         self.ask_trust = ask_trust
         self._asking: dict[str, list[TaskHandle]] = {}  # tasks waiting for the answer about a file, by its hash
@@ -139,6 +139,7 @@ class MainWindow(QMainWindow):
         self.pool.progress.connect(self._progress_changed)
         self.pool.finished.connect(self._progress_changed)
         self.pool.failed.connect(self._task_failed)
+        self.pool.notice.connect(self.notify)  # the compute kernel died and was restarted: what happened, one line
         self.pool.started.connect(lambda handle: self._started_at.setdefault(handle.id, time.monotonic()))
 
         self.menus = Menus(self)

@@ -27,11 +27,11 @@ from typing import Any
 from PySide6.QtCore import QObject, QRunnable, QThread, QThreadPool, Signal
 
 from probescope.core.trust import NO_TRUST, Trust
+from probescope.jobs.kernel import KERNELS
 from probescope.jobs.protocol import COMPUTE, IO, Job, Progress, Task, TaskContext, TaskError, describe_error
 from probescope.jobs.runner import ComputeQueue, compute_threads, in_group, run_task
 from probescope.jobs.session import Session
 
-KERNELS = ("thread", "local")  # where compute Jobs run: this process's compute thread, or the kernel process
 __all__ = ["KERNELS", "TaskHandle", "WorkerPool", "compute_threads", "keep_gui_responsive"]
 
 
