@@ -218,8 +218,8 @@ def test_the_window_stays_up_and_says_what_happened_when_its_kernel_is_killed(qt
     window.show()
     gate, results = tmp_path / "go", []
     with qtbot.waitSignal(window.pool.started, timeout=WAIT_MS):
-        window.pool.submit(Job(kernel_jobs.wait_for, {"path": str(gate)}), name="dissect layer4", key="dissection:layer",
-                           on_result=results.append)
+        window.pool.submit(Job(kernel_jobs.wait_for, {"path": str(gate)}), name="dissect layer4",
+                           key="dissection:layer", on_result=results.append)
     with qtbot.waitSignal(window.pool.notice, timeout=WAIT_MS):
         os.kill(window.pool.kernel.pid, signal.SIGKILL)
     assert window.isVisible() and window.notification.isVisible()
