@@ -81,14 +81,16 @@ class Undecodable(Exception):
 
 
 class Channel:
-    """One end of the connection: `send` from any thread, `receive` from one."""
+    """One end of the connection: `send` from any thread, `receive` from one. Traffic is counted in `sent` and
+    `received` (pass them to count over several channels: one kernel after another)."""
 
-    def __init__(self, conn: Any) -> None:
+    def __init__(self, conn: Any, sent: defaultdict[str, Traffic] | None = None,
+                 received: defaultdict[str, Traffic] | None = None) -> None:
         self.conn = conn
         self._lock = threading.Lock()
         self._numbers = itertools.count()
-        self.sent: defaultdict[str, Traffic] = defaultdict(Traffic)
-        self.received: defaultdict[str, Traffic] = defaultdict(Traffic)
+        self.sent = defaultdict(Traffic) if sent is None else sent
+        self.received = defaultdict(Traffic) if received is None else received
 
     def send(self, message: tuple[str, int, Any]) -> None:
         """Send (kind, task id, payload); raises what pickling the payload raises, having sent nothing."""
