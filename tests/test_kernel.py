@@ -229,3 +229,14 @@ def test_the_window_stays_up_and_says_what_happened_when_its_kernel_is_killed(qt
     gate.write_text("")
     qtbot.waitUntil(lambda: results == ["done"], timeout=WAIT_MS)
     window.close()
+
+
+def test_a_kernel_that_cannot_start_fails_the_tasks_and_says_so(qtbot, make_pool):
+    """No room to map its threads' stacks: the kernel exits before it is ready, twice; the task fails, not hangs."""
+    pool = make_pool(memory_room=0)
+    notices = []
+    pool.notice.connect(notices.append)
+    _, _, errors = run(qtbot, pool, Job(kernel_jobs.count, {"n": 1}), name="unit 7")
+    assert errors[0].message.startswith("unit 7 failed: the compute kernel could not start (it exited (status 1")
+    assert notices == ["The compute kernel exited (status 1); restarted it and running 1 interrupted task again.",
+                       errors[0].message.replace("unit 7 failed: the", "The") + "."]

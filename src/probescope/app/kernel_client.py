@@ -12,9 +12,11 @@ This module and what it imports stay free of torch: the window needs no torch to
 
 from __future__ import annotations
 
+import atexit
 import multiprocessing
 import signal
 import time
+import weakref
 from collections import defaultdict
 from dataclasses import dataclass
 from typing import Any
@@ -29,6 +31,8 @@ from probescope.jobs.protocol import Job, TaskError, describe_error
 
 CANCEL_DEADLINE_S = 0.08  # then killed: its cancel has taken effect within 100 ms (measured: benchmarks/kernel_bench)
 RUNS = 2  # times a task may be running when the kernel dies before it fails
+STARTS = 2  # kernels in a row that may die before they are ready before the waiting tasks fail
+_RUNNING: weakref.WeakSet[KernelClient] = weakref.WeakSet()  # clients whose kernel may be running, stopped at exit
 
 
 @dataclass
@@ -93,6 +97,7 @@ class KernelClient(QObject):
         self._channel: Channel | None = None
         self._reader: _Reader | None = None
         self._cause = ""  # why the kernel is going down, when this side knows before it is gone
+        self._failed_starts = 0
         self._ready = False  # the kernel running now has started (a cancel's deadline counts from then)
         self._deadlines: list[int] = []  # tasks cancelled before it had
         self._started_at = 0.0
@@ -151,15 +156,19 @@ class KernelClient(QObject):
             self._process.join()
         self._reader.wait()
         sweep(self._process.pid)
+        _RUNNING.discard(self)
 
     # -- the kernel process ---------------------------------------------------------------------------------------
     def _start(self) -> None:
         context = multiprocessing.get_context("spawn")
         ours, theirs = context.Pipe()
         self._started_at = time.monotonic()
-        self._process = context.Process(target=main, args=(theirs, self.config), name="probescope-kernel",
-                                        daemon=True)
+        # not a daemon: its jobs may start processes of their own (a dissection's workers); stopped at exit instead
+        self._process = context.Process(target=main, args=(theirs, self.config), name="probescope-kernel")
         self._process.start()
+        if not _RUNNING:
+            atexit.register(_stop_at_exit)  # after multiprocessing's own, so it runs first
+        _RUNNING.add(self)
         theirs.close()  # the kernel's end: held only by the kernel, so its death ends the connection
         self._channel = Channel(ours, self.sent, self.received)
         self._ready = False
@@ -199,6 +208,7 @@ class KernelClient(QObject):
         kind, task_id, payload = message
         if kind == "ready":
             self._ready = True
+            self._failed_starts = 0
             for waiting in self._deadlines:
                 self._start_deadline(waiting)
             self._deadlines.clear()
@@ -229,6 +239,16 @@ class KernelClient(QObject):
             return
         cause = self._cause or _exit_cause(process.exitcode)
         self._cause = ""
+        self._failed_starts += not self._ready
+        if self._failed_starts >= STARTS:  # it cannot start (broken install, no memory): the tasks fail, said so
+            failed = [(task_id, "error", TaskError(f"{sent.name} failed: the compute kernel could not start (it "
+                                                   f"{cause})", cause, False)) for task_id, sent in self._sent.items()]
+            self._sent.clear()
+            self._process = None  # the next Job tries again
+            self._failed_starts = 0
+            self.notice.emit(f"The compute kernel could not start (it {cause}).")
+            self._end(failed)
+            return
         running = [sent.name for sent in self._sent.values() if sent.started and not sent.cancelled]
         ends: list[tuple[int, str, Any]] = []
         for task_id, sent in list(self._sent.items()):
@@ -249,8 +269,22 @@ class KernelClient(QObject):
         line += "; restarted it" + (f" and running {again} interrupted task{'s' * (again != 1)} again" if again
                                     else "") + "."
         self.notice.emit(line)
+        self._end(ends)
+
+    def _end(self, ends: list[tuple[int, str, Any]]) -> None:
         for task_id, kind, payload in ends:
             self.event.emit(task_id, kind, payload)
+
+
+def _stop_at_exit() -> None:
+    """At the window's exit (the pool not shut down): each kernel still running is told to stop, then killed."""
+    for client in list(_RUNNING):
+        process = client._process  # noqa: SLF001
+        if process is not None and process.is_alive():
+            client._send(("stop", 0, None))  # noqa: SLF001
+            process.join(2)
+            if process.is_alive():
+                process.kill()
 
 
 def _exit_cause(code: int | None) -> str:
