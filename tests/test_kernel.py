@@ -240,3 +240,20 @@ def test_a_kernel_that_cannot_start_fails_the_tasks_and_says_so(qtbot, make_pool
     assert errors[0].message.startswith("unit 7 failed: the compute kernel could not start (it exited (status 1")
     assert notices == ["The compute kernel exited (status 1); restarted it and running 1 interrupted task again.",
                        errors[0].message.replace("unit 7 failed: the", "The") + "."]
+
+
+def test_the_window_opens_every_input_with_a_kernel(qtbot, settings_path, small_world):
+    """The model opens in the kernel (a Job), which holds it; the workspaces' tasks that are not Jobs yet find it
+    in their own process by its request, so the window works with either kernel while they are converted."""
+    from windows import open_all, world_requests
+
+    from probescope.app.main_window import MainWindow
+    from probescope.app.settings import Settings
+
+    window = MainWindow(Settings(settings_path), device="cpu", kernel="local")
+    qtbot.addWidget(window)
+    window.show()
+    open_all(qtbot, window, world_requests(small_world))
+    assert window.state.layer == "layer4" and window.pool.kernel.received["result"].messages == 1
+    assert not window.notification.isVisible()
+    window.close()
