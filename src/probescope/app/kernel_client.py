@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import atexit
 import multiprocessing
+import multiprocessing.util  # its exit handler (which joins child processes) registered before this module's
 import signal
 import time
 import weakref
@@ -166,8 +167,6 @@ class KernelClient(QObject):
         # not a daemon: its jobs may start processes of their own (a dissection's workers); stopped at exit instead
         self._process = context.Process(target=main, args=(theirs, self.config), name="probescope-kernel")
         self._process.start()
-        if not _RUNNING:
-            atexit.register(_stop_at_exit)  # after multiprocessing's own, so it runs first
         _RUNNING.add(self)
         theirs.close()  # the kernel's end: held only by the kernel, so its death ends the connection
         self._channel = Channel(ours, self.sent, self.received)
@@ -276,6 +275,7 @@ class KernelClient(QObject):
             self.event.emit(task_id, kind, payload)
 
 
+@atexit.register  # after multiprocessing's exit handler, so it runs before it
 def _stop_at_exit() -> None:
     """At the window's exit (the pool not shut down): each kernel still running is told to stop, then killed."""
     for client in list(_RUNNING):
