@@ -76,3 +76,14 @@ def refuse(ctx: TaskContext, path: str):
 
     yield Progress(0.5, "hashing")
     raise UntrustedFile(Path(path), "ab" * 32, "pickle checkpoint")
+
+
+def exit_once(ctx: TaskContext, marker: str):
+    """A library that calls sys.exit on its first run (it would end the kernel's compute thread)."""
+    import sys
+
+    yield Progress(0.1, "calling a library")
+    if not Path(marker).exists():
+        Path(marker).write_text("ran")
+        sys.exit(3)
+    return "survived"

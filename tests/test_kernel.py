@@ -167,6 +167,16 @@ def test_out_of_memory_in_the_kernel_restarts_it(qtbot, make_pool, tmp_path):
                        "running 1 interrupted task again."]
 
 
+def test_a_job_that_exits_restarts_the_kernel_instead_of_ending_its_compute_thread(qtbot, make_pool, tmp_path):
+    pool = make_pool()
+    notices = []
+    pool.notice.connect(notices.append)
+    value, _, errors = run(qtbot, pool, Job(kernel_jobs.exit_once, {"marker": str(tmp_path / "m")}), name="fit")
+    assert value == "survived" and errors == []
+    assert notices == ["The compute kernel stopped at a SystemExit while running fit; restarted it and running 1 "
+                       "interrupted task again."]
+
+
 def test_cancel_inside_a_long_c_call_restarts_the_kernel_and_says_so(qtbot, make_pool, tmp_path):
     pool = make_pool()
     notices, results = [], []

@@ -29,6 +29,7 @@ from probescope.jobs.runner import ComputeQueue, compute_threads, run_task
 from probescope.jobs.session import Session
 
 EXIT_OUT_OF_MEMORY = 75  # the kernel's exit status after a Job ran out of memory
+EXIT_FAULT = 70  # and after a Job raised what ends a thread (SystemExit)
 ENDS = ("result", "error", "cancelled")
 
 
@@ -136,6 +137,9 @@ class _Kernel:
         except MemoryError:
             self._send("fault", task.id, "ran out of memory")
             os._exit(EXIT_OUT_OF_MEMORY)
+        except BaseException as exc:  # noqa: BLE001  (SystemExit: the thread would end, leaving a deaf kernel)
+            self._send("fault", task.id, f"stopped at a {type(exc).__name__}")
+            os._exit(EXIT_FAULT)
 
     def _emit(self, task: _Task, kind: str, payload: Any) -> None:
         if kind in ENDS:
