@@ -54,8 +54,8 @@ class _Reader(QThread):
 
     message = Signal(object)
 
-    def __init__(self, channel: Channel, ended: set[int]) -> None:
-        super().__init__()
+    def __init__(self, channel: Channel, ended: set[int], parent: QObject) -> None:
+        super().__init__(parent)
         self.setObjectName("probescope-kernel-reader")
         self._channel = channel
         self._ended = ended
@@ -172,7 +172,7 @@ class KernelClient(QObject):
         self._channel = Channel(ours, self.sent, self.received)
         self._ready = False
         self._ended.clear()
-        self._reader = _Reader(self._channel, self._ended)
+        self._reader = _Reader(self._channel, self._ended, self)
         self._reader.message.connect(self._on_message)
         self._reader.start()
         if self._foreground:
@@ -233,6 +233,7 @@ class KernelClient(QObject):
         process = self._process
         process.join(5)
         self._reader.wait()
+        self._reader.deleteLater()  # a new kernel gets a new reader
         sweep(process.pid)  # what it sent and this side never read
         if self._closed:
             return

@@ -109,8 +109,8 @@ def run_named(name: str, work: Callable[[], None]) -> None:
 
 
 class _ComputeThread(QThread):
-    def __init__(self, loop: Callable[[], None]) -> None:
-        super().__init__()
+    def __init__(self, loop: Callable[[], None], parent: QObject) -> None:
+        super().__init__(parent)
         self.setObjectName("probescope-compute")
         self._loop = loop
 
@@ -152,7 +152,9 @@ class WorkerPool(QObject):
         self._bridge.event.connect(self._deliver)
         self._queue: ComputeQueue[TaskHandle] = ComputeQueue(lambda handle: handle.key)
         self._compute: _ComputeThread | None = None  # started with the first compute task run in this process
-        self._io = QThreadPool()
+        # the Qt threads are the pool's children: destroyed with it in the GUI thread, never by a garbage
+        # collection that happens to run in one of them
+        self._io = QThreadPool(self)
         self._io.setMaxThreadCount(io_threads)
         self._active: dict[int, TaskHandle] = {}
         self._by_key: dict[str, TaskHandle] = {}
@@ -201,7 +203,7 @@ class WorkerPool(QObject):
             self.kernel.submit(handle.id, task, name=name, executor=executor, key=key, trust=handle.context.trust)
         elif executor == COMPUTE:
             if self._compute is None:
-                self._compute = _ComputeThread(self._compute_loop)
+                self._compute = _ComputeThread(self._compute_loop, self)
                 self._compute.start()
             self._queue.put(handle)
         else:
