@@ -264,14 +264,11 @@ class WorkerPool(QObject):
         import torch
 
         with torch.inference_mode():
-            while (handle := self._queue.take()) is not None:
-                self._run(handle)
+            self._queue.serve(self._run)
 
     def _step_aside(self, handle: TaskHandle) -> None:
-        """Between two steps of a compute task outside the foreground: run the foreground's queued tasks first."""
-        if handle.executor == COMPUTE and not self._queue.in_foreground(handle):
-            while (first := self._queue.take(foreground_only=True)) is not None:
-                self._run(first)
+        if handle.executor == COMPUTE:
+            self._queue.step_aside(handle, self._run)
 
     def _emit(self, handle: TaskHandle, kind: str, payload: Any = None) -> None:
         self._bridge.event.emit(handle, kind, payload)

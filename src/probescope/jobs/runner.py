@@ -109,3 +109,14 @@ class ComputeQueue(Generic[T]):
                     self._items.remove(item)
                     return item
             return None if foreground_only else self._items.popleft()
+
+    def serve(self, run: Callable[[T], None]) -> None:
+        """The compute thread's loop: run each item taken, until None is."""
+        while (item := self.take()) is not None:
+            run(item)
+
+    def step_aside(self, item: T, run: Callable[[T], None]) -> None:
+        """Between two steps of `item`, a compute task outside the foreground: run the foreground's queued ones."""
+        if not self.in_foreground(item):
+            while (first := self.take(foreground_only=True)) is not None:
+                run(first)

@@ -114,21 +114,16 @@ class _Kernel:
 
     def _compute_loop(self) -> None:
         if not self.config.torch:
-            self._take_and_run()
+            self.queue.serve(self._run)
             return
         import torch
 
         with torch.inference_mode():
-            self._take_and_run()
-
-    def _take_and_run(self) -> None:
-        while (task := self.queue.take()) is not None:
-            self._run(task)
+            self.queue.serve(self._run)
 
     def _step_aside(self, task: _Task) -> None:
-        if task.executor == COMPUTE and not self.queue.in_foreground(task):
-            while (first := self.queue.take(foreground_only=True)) is not None:
-                self._run(first)
+        if task.executor == COMPUTE:
+            self.queue.step_aside(task, self._run)
 
     def _run(self, task: _Task) -> None:
         try:
