@@ -77,6 +77,16 @@ def test_size_option(capsys):
         assert err.startswith("probescope gui: error: argument --size: ") and err.count("\n") == 1
 
 
+def test_kernel_option(capsys):
+    """--kernel thread (the default: in this process) or local (a kernel process); anything else refused."""
+    from probescope.main import build_parser
+
+    assert build_parser().parse_args(["gui"]).kernel == "thread"
+    assert build_parser().parse_args(["gui", "--kernel", "local"]).kernel == "local"
+    assert main(["gui", "--kernel", "ray"]) == 2
+    assert capsys.readouterr().err.startswith("probescope gui: error: argument --kernel: invalid choice: 'ray'")
+
+
 def test_screenshot_of_a_panel_and_a_unit(qtbot, small_world, tmp_path, capsys):
     """--panel brings a panel to the front and --unit shows a unit first (the guide's Role figure)."""
     out = tmp_path / "role.png"

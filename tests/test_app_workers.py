@@ -12,9 +12,10 @@ from probescope.core.errors import InputError
 from probescope.jobs.protocol import COMPUTE, IO, Partial, Progress
 
 
-@pytest.fixture
-def pool(qtbot):
-    p = WorkerPool(io_threads=2)
+@pytest.fixture(params=["thread", "local"])
+def pool(qtbot, request):
+    """Both kernels: with 'local', tasks that are not Jobs (all of these) still run in this process, as before."""
+    p = WorkerPool(io_threads=2, kernel=request.param)
     yield p
     p.shutdown()
 

@@ -16,6 +16,7 @@ from pathlib import Path
 
 from probescope.core import bounds, environment
 from probescope.jobs.arguments import BoundedArg, NumbersArg, add_trust_arguments, device_arg, trust_from_args
+from probescope.jobs.kernel import KERNELS
 
 WORKSPACE_NAMES = ("dissection", "gallery", "similarity")
 PRESET_KEYS = ("column", "page", "screen")  # probescope.app.export.PRESETS (not imported here: it loads Qt)
@@ -43,6 +44,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="how a psiz .hdf5 judgments file numbers its stimuli, when neither it nor a catalog tells")
     parser.add_argument("--device", type=device_arg,
                         help="compute device (cpu, cuda, cuda:1, mps); default: the saved setting")
+    parser.add_argument("--kernel", choices=KERNELS, default="thread",
+                        help="where the computation runs: 'thread' (in this process) or 'local' (a compute kernel "
+                             "process of its own: a crash or a long computation there leaves the window responsive; "
+                             "tasks that are not yet kernel jobs still run in this process); default: thread")
     parser.add_argument("--theme", choices=("system", "light", "dark"), help="colour theme for this run")
     parser.add_argument("--screenshot", metavar="OUT.png|svg|pdf", type=Path,
                         help="render the window to OUT (PNG, or SVG/PDF vectors) once the workspace has loaded, "
@@ -129,7 +134,7 @@ def run(args: argparse.Namespace) -> int:
         return _screenshot(app, args, size, to_open, trust)
     settings = Settings(args.settings)
     apply_theme(app, args.theme or settings.theme())
-    window = MainWindow(settings, device=args.device, trust=trust)
+    window = MainWindow(settings, device=args.device, trust=trust, kernel=args.kernel)
     _print_notes(settings)
     keep_gui_responsive()
     if args.workspace:
@@ -205,7 +210,8 @@ def _screenshot(app, args: argparse.Namespace, size: tuple[int, int], to_open: l
     with tempfile.TemporaryDirectory(prefix="probescope-screenshot-") as tmp:
         settings = Settings(args.settings or Path(tmp) / "settings.ini")
         apply_theme(app, args.theme or "light")
-        window = MainWindow(settings, device=args.device, trust=trust, ask_trust=False)  # nobody to ask
+        window = MainWindow(settings, device=args.device, trust=trust, ask_trust=False,  # nobody to ask
+                            kernel=args.kernel)
         _print_notes(settings)
         keep_gui_responsive()
         window.resize(*size)

@@ -61,7 +61,7 @@ class MainWindow(QMainWindow):
     open_failed = Signal(object, object)
 
     def __init__(self, settings: Settings, device: str | None = None, parent: QWidget | None = None, *,
-                 trust: Trust = NO_TRUST, ask_trust: bool = True):
+                 trust: Trust = NO_TRUST, ask_trust: bool = True, kernel: str = "thread"):
         super().__init__(parent)
         self.setWindowTitle("probescope")
         self.setAcceptDrops(True)
@@ -69,7 +69,7 @@ class MainWindow(QMainWindow):
         self.device = device or settings.device()
         self.state = AppState(self)
         self.state.device = self.device
-        self.pool = WorkerPool(parent=self)
+        self.pool = WorkerPool(parent=self, kernel=kernel)  # `kernel`: where compute Jobs run (workers.KERNELS)
         self.trust = TrustGate(self, self.pool, settings, trust, ask_trust, self.statusBar().showMessage,
                                self.notify)  # before any task: they load with its trust
         self.figures = FigureActions(self, settings, self.current_workspace, self.statusBar().showMessage,
@@ -116,6 +116,7 @@ class MainWindow(QMainWindow):
         self.tasks_dock.hide()  # opened from the status bar's Tasks button or View > Tasks
         self.monitor = TaskMonitor(self.pool, self.progress, self.tasks, self.statusBar().showMessage, self)
         self.pool.failed.connect(self._task_failed)
+        self.pool.notice.connect(self.notify)  # the compute kernel died and was restarted: what happened, one line
 
         self.menus = Menus(self)
         self.arrangement = WindowLayout(self, settings, self.workspaces)

@@ -11,33 +11,27 @@ not in the GUI thread); torch work is serialised because there is one such threa
 first there (`foreground`): its queued tasks run before the others, and a running task of another workspace steps
 aside for them at its next yield (on a fresh launch the Gallery's sample stream and the Similarity fits otherwise
 held the thread while the Dissection's first units waited).
+
+Where the computation runs is the pool's `kernel`: 'thread' (every task in this process, in the threads above) or
+'local' (compute Jobs go to the compute kernel, a process of their own: `app.kernel_client`; every other task still
+runs here). Either way the callbacks, keys, cancel groups and foreground behave the same. The threads are QThreads.
 """
 
 from __future__ import annotations
 
 import itertools
-import os
 import threading
-from collections import deque
-from collections.abc import Callable, Iterator
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Callable
 from typing import Any
 
-from PySide6.QtCore import QObject, Signal
+from PySide6.QtCore import QObject, QRunnable, QThread, QThreadPool, Signal
 
-from probescope.core.tasks import Cancelled
 from probescope.core.trust import NO_TRUST, Trust
-from probescope.jobs.protocol import COMPUTE, IO, Partial, Progress, Task, TaskContext, TaskError, describe_error
+from probescope.jobs.kernel import KERNELS
+from probescope.jobs.protocol import COMPUTE, IO, Job, Progress, Task, TaskContext, TaskError, describe_error
+from probescope.jobs.runner import ComputeQueue, in_group, run_task
+from probescope.jobs.runner import compute_threads as compute_threads  # where the app and benchmarks find it
 from probescope.jobs.session import Session
-
-
-def compute_threads() -> int:
-    """Threads torch may use inside the compute thread: all cores but one, which stays free for the GUI thread.
-
-    Set once, early (`torch.set_num_threads(compute_threads())`), before the first torch operation.
-    """
-    return max(1, (os.cpu_count() or 2) - 1)
-
 
 GUI_SWITCH_INTERVAL_S = 0.001  # the GIL switch interval in the GUI process (Python's default: 5 ms)
 
@@ -80,8 +74,12 @@ class TaskHandle:
         self.on_error = on_error
         self.progress: Progress | None = None
         self.done = False
+        self.on_cancel: Callable[[], None] | None = None  # set when the task runs in the kernel: tells it
 
     def cancel(self) -> None:
+        if not self.context.cancelled() and self.on_cancel is not None:
+            self.context.cancel()
+            self.on_cancel()
         self.context.cancel()
 
     @property
@@ -98,34 +96,89 @@ class _Bridge(QObject):
     event = Signal(object, str, object)
 
 
+def run_named(name: str, work: Callable[[], None]) -> None:
+    """Run `work` in a Qt thread as Python thread `name`. Python keeps a stand-in Thread for each foreign thread
+    that ran Python code until the interpreter exits; it is forgotten here when the work is done, so a thread
+    that has ended is not listed as alive (`threading.enumerate`)."""
+    threading.current_thread().name = name
+    try:
+        work()
+    finally:
+        with threading._active_limbo_lock:  # noqa: SLF001  (the one way to forget a foreign thread's stand-in)
+            threading._active.pop(threading.get_ident(), None)  # noqa: SLF001
+
+
+class _ComputeThread(QThread):
+    def __init__(self, loop: Callable[[], None], parent: QObject) -> None:
+        super().__init__(parent)
+        self.setObjectName("probescope-compute")
+        self._loop = loop
+
+    def run(self) -> None:
+        run_named("probescope-compute", self._loop)
+
+
+class _IoRun(QRunnable):
+    def __init__(self, run: Callable[[TaskHandle], None], handle: TaskHandle) -> None:
+        super().__init__()
+        self._run, self._handle = run, handle
+
+    def run(self) -> None:
+        run_named("probescope-io", lambda: self._run(self._handle))
+
+
 class WorkerPool(QObject):
-    """The compute thread and the decode pool, with latest-request-wins bookkeeping per key.
+    """The compute thread and the decode pool (or the compute kernel), with latest-request-wins bookkeeping per key.
 
     Signals (GUI thread): `started(handle)`, `progress(handle, Progress)`, `failed(handle, TaskError)`,
-    `finished(handle)` (every task ends with exactly one `finished`, whether done, failed or cancelled).
+    `finished(handle)` (every task ends with exactly one `finished`, whether done, failed or cancelled), and
+    `notice(line)` when the compute kernel died or was restarted (what happened, in one line).
     `trust` (set by the window) is handed to every task submitted after it is set, in its TaskContext.
+    `kernel`: where compute Jobs run (KERNELS); `kernel_config` is the kernel process's (tests make small ones).
     """
 
     started = Signal(object)
     progress = Signal(object, object)
     failed = Signal(object, object)
     finished = Signal(object)
+    notice = Signal(str)
 
-    def __init__(self, io_threads: int = 2, parent: QObject | None = None):
+    def __init__(self, io_threads: int = 2, parent: QObject | None = None, *, kernel: str = "thread",
+                 kernel_config: Any = None):
         super().__init__(parent)
+        if kernel not in KERNELS:
+            raise ValueError(f"unknown kernel {kernel!r} (expected one of {', '.join(KERNELS)})")
         self._bridge = _Bridge()
         self._bridge.event.connect(self._deliver)
-        self._queue: deque[TaskHandle | None] = deque()  # the compute thread's, None ends it
-        self._queued = threading.Condition()
-        self.foreground = ""  # the key group whose compute tasks go first (the window sets the workspace on screen)
-        self._compute = threading.Thread(target=self._compute_loop, name="probescope-compute", daemon=True)
-        self._compute.start()
-        self._io = ThreadPoolExecutor(max_workers=io_threads, thread_name_prefix="probescope-io")
+        self._queue: ComputeQueue[TaskHandle] = ComputeQueue(lambda handle: handle.key)
+        self._compute: _ComputeThread | None = None  # started with the first compute task run in this process
+        # the Qt threads are the pool's children: destroyed with it in the GUI thread, never by a garbage
+        # collection that happens to run in one of them
+        self._io = QThreadPool(self)
+        self._io.setMaxThreadCount(io_threads)
         self._active: dict[int, TaskHandle] = {}
         self._by_key: dict[str, TaskHandle] = {}
         self._closed = False
         self.trust: Trust = NO_TRUST
         self.session = Session()  # what the pool's tasks have loaded (Jobs name their inputs; see jobs.session)
+        self.kernel = None
+        if kernel == "local":
+            from probescope.app.kernel_client import KernelClient
+
+            self.kernel = KernelClient(kernel_config, parent=self)
+            self.kernel.event.connect(self._kernel_event)
+            self.kernel.notice.connect(self.notice)
+
+    @property
+    def foreground(self) -> str:
+        """The key group whose compute tasks go first (the window sets the workspace on screen)."""
+        return self._queue.foreground
+
+    @foreground.setter
+    def foreground(self, group: str) -> None:
+        self._queue.foreground = group
+        if self.kernel is not None:
+            self.kernel.set_foreground(group)
 
     # -- GUI-thread API -------------------------------------------------------------------------------------------
     def submit(self, task: Task, *, name: str, key: str | None = None, executor: str = COMPUTE,
@@ -145,10 +198,16 @@ class WorkerPool(QObject):
                 previous.cancel()
             self._by_key[key] = handle
         self._active[handle.id] = handle
-        if executor == COMPUTE:
-            self._put(handle)
+        if self.kernel is not None and isinstance(task, Job) and task.compute:
+            handle.on_cancel = lambda: self.kernel.cancel(handle.id)
+            self.kernel.submit(handle.id, task, name=name, executor=executor, key=key, trust=handle.context.trust)
+        elif executor == COMPUTE:
+            if self._compute is None:
+                self._compute = _ComputeThread(self._compute_loop, self)
+                self._compute.start()
+            self._queue.put(handle)
         else:
-            self._io.submit(self._run, handle)
+            self._io.start(_IoRun(self._run, handle))
         return handle
 
     def resubmit(self, handle: TaskHandle) -> TaskHandle:
@@ -169,7 +228,7 @@ class WorkerPool(QObject):
     def cancel_group(self, group: str) -> None:
         """Cancel every task whose key is `group` or starts with `group:` (their results are dropped)."""
         for handle in list(self._active.values()):
-            if handle.key is not None and (handle.key == group or handle.key.startswith(group + ":")):
+            if in_group(handle.key, group):
                 handle.cancel()
 
     def cancel_all(self) -> None:
@@ -181,14 +240,18 @@ class WorkerPool(QObject):
         return list(self._active.values())
 
     def shutdown(self, timeout: float = 30.0) -> None:
-        """Cancel everything and join every thread; called when the window closes."""
+        """Cancel everything, stop the kernel and join every thread; called when the window closes."""
         if self._closed:
             return
         self._closed = True
         self.cancel_all()
-        self._put(None)
-        self._compute.join(timeout)
-        self._io.shutdown(wait=True, cancel_futures=True)
+        if self._compute is not None:
+            self._queue.put(None)
+            self._compute.wait(round(timeout * 1000))
+        self._io.clear()
+        self._io.waitForDone(round(timeout * 1000))
+        if self.kernel is not None:
+            self.kernel.shutdown()
         for handle in list(self._active.values()):
             self._finish(handle)
 
@@ -197,72 +260,27 @@ class WorkerPool(QObject):
         return self._closed
 
     # -- worker side ----------------------------------------------------------------------------------------------
-    def _put(self, handle: TaskHandle | None) -> None:
-        with self._queued:
-            self._queue.append(handle)
-            self._queued.notify()
-
-    def _in_foreground(self, handle: TaskHandle) -> bool:
-        group = self.foreground
-        return bool(group) and handle.key is not None and (handle.key == group or handle.key.startswith(group + ":"))
-
-    def _take(self, foreground_only: bool = False) -> TaskHandle | None:
-        """The next compute task: the first queued one of the foreground, else (unless `foreground_only`: then None)
-        the oldest, waiting for one; None queued by `shutdown` ends the thread."""
-        with self._queued:
-            while not self._queue and not foreground_only:
-                self._queued.wait()
-            for handle in self._queue:
-                if handle is not None and self._in_foreground(handle):
-                    self._queue.remove(handle)
-                    return handle
-            return None if foreground_only else self._queue.popleft()
-
     def _compute_loop(self) -> None:
         import torch
 
         with torch.inference_mode():
-            while (handle := self._take()) is not None:
-                self._run(handle)
+            self._queue.serve(self._run)
 
     def _step_aside(self, handle: TaskHandle) -> None:
-        """Between two steps of a compute task outside the foreground: run the foreground's queued tasks first."""
-        if handle.executor == COMPUTE and not self._in_foreground(handle):
-            while (first := self._take(foreground_only=True)) is not None:
-                self._run(first)
+        if handle.executor == COMPUTE:
+            self._queue.step_aside(handle, self._run)
 
     def _emit(self, handle: TaskHandle, kind: str, payload: Any = None) -> None:
         self._bridge.event.emit(handle, kind, payload)
 
     def _run(self, handle: TaskHandle) -> None:
-        if handle.cancelled:
-            self._emit(handle, "cancelled")
-            return
-        self._emit(handle, "started")
-        try:
-            produced = handle.task(handle.context)
-            if not isinstance(produced, Iterator):
-                self._emit(handle, "result", produced)
-                return
-            while True:
-                self._step_aside(handle)
-                if handle.cancelled:
-                    produced.close()
-                    self._emit(handle, "cancelled")
-                    return
-                try:
-                    item = next(produced)
-                except StopIteration as stop:
-                    self._emit(handle, "result", stop.value)
-                    return
-                if isinstance(item, Partial):
-                    self._emit(handle, "partial", item.value)
-                elif isinstance(item, Progress):
-                    handle.context.progress(item.fraction, item.message)
-        except Cancelled:
-            self._emit(handle, "cancelled")
-        except Exception as exc:  # noqa: BLE001  (a task's failure is reported to the GUI, never kills the thread)
-            self._emit(handle, "error", describe_error(handle.name, exc))
+        run_task(handle.task, handle.context, handle.name, lambda kind, payload: self._emit(handle, kind, payload),
+                 lambda: self._step_aside(handle))
+
+    def _kernel_event(self, task_id: int, kind: str, payload: Any) -> None:
+        handle = self._active.get(task_id)
+        if handle is not None:
+            self._deliver(handle, kind, payload)
 
     # -- delivery in the GUI thread -------------------------------------------------------------------------------
     def _deliver(self, handle: TaskHandle, kind: str, payload: Any) -> None:

@@ -15,6 +15,18 @@ class InputError(Exception):
         self.path = Path(path) if path is not None else None
         super().__init__(f"{path}: {message}" if path is not None else message)
 
+    def __reduce__(self):
+        """Travels between processes (the compute kernel) as it is, its path and a subclass's fields with it; not
+        made again from its formatted message."""
+        return _restore, (type(self), self.args, self.__dict__)
+
+
+def _restore(cls: type[InputError], args: tuple, state: dict) -> InputError:
+    error = cls.__new__(cls, *args)
+    error.args = args
+    error.__dict__.update(state)
+    return error
+
 
 class Note(UserWarning):
     """Something probescope noticed and worked around (e.g. a damaged cache it rebuilds): front ends show it as one

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from probescope.core.errors import InputError
-from probescope.jobs.protocol import COMPUTE, IO, Partial, Progress, TaskContext
+from probescope.jobs.protocol import COMPUTE, IO, Job, Partial, Progress, TaskContext
 from probescope.jobs.session import Session
 
 KINDS = ("model", "dataset", "samples", "judgments")
@@ -115,17 +115,18 @@ def executor_for(request: OpenRequest) -> str:
     return COMPUTE if request.kind == "model" or request.generator else IO
 
 
-def open_task(request: OpenRequest, device: str = "cpu"):
-    """The worker task that loads `request` and returns a `Loaded`."""
+def open_task(request: OpenRequest, device: str = "cpu") -> Job:
+    """The worker task that loads `request` and returns a `Loaded`. A model's is a compute Job: it loads where the
+    jobs that use it run (the compute kernel, which then holds it); the other inputs load in the window's process."""
+    return Job(open_input, {"request": request, "device": device}, compute=request.kind == "model")
+
+
+def open_input(ctx: TaskContext, request: OpenRequest, device: str) -> Iterator[Progress | Partial]:
+    """Load `request` (the body of `open_task`)."""
     loaders = {"model": _load_model, "dataset": _load_dataset, "samples": _load_samples,
                "judgments": _load_judgments}
-    loader = loaders[request.kind]
-
-    def task(ctx: TaskContext) -> Iterator[Progress]:
-        yield Progress(None, f"opening {request.kind} {request.label}")
-        return (yield from loader(request, ctx, device))
-
-    return task
+    yield Progress(None, f"opening {request.kind} {request.label}")
+    return (yield from loaders[request.kind](request, ctx, device))
 
 
 def _loaded_model(request: OpenRequest, ctx: TaskContext, device: str):

@@ -1,0 +1,300 @@
+"""The window's side of the compute kernel (`probescope.jobs.kernel`): it starts the kernel process when the first Job
+comes, sends it Jobs and cancels, and turns what comes back into Qt signals in the GUI thread.
+
+When the kernel dies (killed, a native crash, out of memory) the window stays: the client says in one line what
+happened (`notice`), starts a new kernel and sends it the interrupted tasks again, whose models the new kernel loads
+again on demand. A task that was running each time the kernel died twice fails with that line instead of being
+sent a third time; no task is dropped silently. A cancelled task that has not stopped within `cancel_deadline_s`
+(it is inside a long C call) is stopped by restarting the kernel, and the notice says so.
+
+This module and what it imports stay free of torch: the window needs no torch to use a kernel.
+"""
+
+from __future__ import annotations
+
+import atexit
+import multiprocessing
+import multiprocessing.util  # its exit handler (which joins child processes) registered before this module's
+import signal
+import time
+import weakref
+from collections import defaultdict
+from dataclasses import dataclass
+from typing import Any
+
+from PySide6.QtCore import QObject, QThread, QTimer, Signal
+
+from probescope.app.workers import run_named
+from probescope.core.trust import Trust
+from probescope.jobs.kernel.process import ENDS, EXIT_OUT_OF_MEMORY, KernelConfig, main
+from probescope.jobs.kernel.transport import Channel, Traffic, Undecodable, sweep
+from probescope.jobs.protocol import Job, TaskError, describe_error
+
+CANCEL_DEADLINE_S = 0.08  # then killed: its cancel has taken effect within 100 ms (measured: benchmarks/kernel_bench)
+RUNS = 2  # times a task may be running when the kernel dies before it fails
+STARTS = 2  # kernels in a row that may die before they are ready before the waiting tasks fail
+_RUNNING: weakref.WeakSet[KernelClient] = weakref.WeakSet()  # clients whose kernel may be running, stopped at exit
+
+
+@dataclass
+class _Sent:
+    job: Job
+    name: str
+    executor: str
+    key: str | None
+    trust: Trust
+    started: bool = False
+    interrupted: int = 0
+    cancelled: bool = False
+
+
+class _Reader(QThread):
+    """Reads the connection; each message reaches the client through a queued signal, the end as ('died', 0, None).
+    Ends are also noted in `ended` at once, so a cancel's deadline sees them before the GUI thread has."""
+
+    message = Signal(object)
+
+    def __init__(self, channel: Channel, ended: set[int], parent: QObject) -> None:
+        super().__init__(parent)
+        self.setObjectName("probescope-kernel-reader")
+        self._channel = channel
+        self._ended = ended
+
+    def run(self) -> None:
+        run_named("probescope-kernel-reader", self._read)
+
+    def _read(self) -> None:
+        while True:
+            try:
+                message = self._channel.receive()
+            except (EOFError, OSError):
+                self.message.emit(("died", 0, None))
+                return
+            except Undecodable as exc:
+                message = ("error", exc.task_id, describe_error("reading a task's result from the compute kernel",
+                                                                exc))
+            if message[0] in ENDS:
+                self._ended.add(message[1])
+            self.message.emit(message)
+
+
+class KernelClient(QObject):
+    """Signals (GUI thread): `event(task id, kind, payload)` with the kinds of `jobs.runner.run_task` (plus
+    'progress'), `notice(line)` when the kernel died or was restarted, `ready(seconds)` when a kernel started."""
+
+    event = Signal(int, str, object)
+    notice = Signal(str)
+    ready = Signal(float)
+
+    def __init__(self, config: KernelConfig | None = None, cancel_deadline_s: float = CANCEL_DEADLINE_S,
+                 parent: QObject | None = None) -> None:
+        super().__init__(parent)
+        self.config = config or KernelConfig()
+        self.cancel_deadline_s = cancel_deadline_s
+        self._sent: dict[int, _Sent] = {}
+        self._ended: set[int] = set()
+        self._foreground = ""
+        self._process: Any = None
+        self._channel: Channel | None = None
+        self._reader: _Reader | None = None
+        self._cause = ""  # why the kernel is going down, when this side knows before it is gone
+        self._failed_starts = 0
+        self._ready = False  # the kernel running now has started (a cancel's deadline counts from then)
+        self._deadlines: list[int] = []  # tasks cancelled before it had
+        self._started_at = 0.0
+        self._closed = False
+        self.restarts = 0
+        self.sent: defaultdict[str, Traffic] = defaultdict(Traffic)  # the traffic with every kernel so far
+        self.received: defaultdict[str, Traffic] = defaultdict(Traffic)
+
+    @property
+    def pid(self) -> int | None:
+        return None if self._process is None else self._process.pid
+
+    def submit(self, task_id: int, job: Job, *, name: str, executor: str, key: str | None, trust: Trust) -> None:
+        self._sent[task_id] = _Sent(job, name, executor, key, trust)
+        if self._process is None:
+            self._start()
+        else:
+            self._send_task(task_id)
+
+    def cancel(self, task_id: int) -> None:
+        """Ask the kernel to stop the task; restart the kernel if it has not stopped by the deadline."""
+        sent = self._sent.get(task_id)
+        if sent is None or sent.cancelled:
+            return
+        sent.cancelled = True
+        self._send(("cancel", task_id, None))
+        if self._ready:
+            self._start_deadline(task_id)
+        else:
+            self._deadlines.append(task_id)
+
+    def _start_deadline(self, task_id: int) -> None:
+        process = self._process
+        QTimer.singleShot(round(self.cancel_deadline_s * 1000), lambda: self._check_cancelled(task_id, process))
+
+    def set_foreground(self, group: str) -> None:
+        self._foreground = group
+        if self._process is not None:
+            self._send(("foreground", 0, group))
+
+    def kill(self, cause: str) -> None:
+        """Kill the kernel (it restarts), saying `cause` as what happened."""
+        if self._process is not None and self._process.is_alive():
+            self._cause = self._cause or cause
+            self._process.kill()
+
+    def shutdown(self, timeout: float = 5.0) -> None:
+        """Stop the kernel (asking first, then killing it) and the reader; tasks not ended are the pool's to end."""
+        self._closed = True
+        if self._process is None:
+            return
+        self._send(("stop", 0, None))
+        self._process.join(timeout)
+        if self._process.is_alive():
+            self._process.kill()
+            self._process.join()
+        self._reader.wait()
+        sweep(self._process.pid)
+        _RUNNING.discard(self)
+
+    # -- the kernel process ---------------------------------------------------------------------------------------
+    def _start(self) -> None:
+        context = multiprocessing.get_context("spawn")
+        ours, theirs = context.Pipe()
+        self._started_at = time.monotonic()
+        # not a daemon: its jobs may start processes of their own (a dissection's workers); stopped at exit instead
+        self._process = context.Process(target=main, args=(theirs, self.config), name="probescope-kernel")
+        self._process.start()
+        _RUNNING.add(self)
+        theirs.close()  # the kernel's end: held only by the kernel, so its death ends the connection
+        self._channel = Channel(ours, self.sent, self.received)
+        self._ready = False
+        self._ended.clear()
+        self._reader = _Reader(self._channel, self._ended, self)
+        self._reader.message.connect(self._on_message)
+        self._reader.start()
+        if self._foreground:
+            self._send(("foreground", 0, self._foreground))
+        for task_id in list(self._sent):
+            self._send_task(task_id)
+
+    def _send_task(self, task_id: int) -> None:
+        sent = self._sent[task_id]
+        try:
+            self._channel.send(("submit", task_id, (sent.job, sent.name, sent.executor, sent.key, sent.trust)))
+        except (OSError, EOFError):
+            pass  # the kernel is going down: the task is sent again to the next one
+        except Exception as exc:  # noqa: BLE001  (a Job that cannot be pickled fails as a task)
+            del self._sent[task_id]
+            error = describe_error(f"sending {sent.name} to the compute kernel", exc)
+            QTimer.singleShot(0, lambda: self.event.emit(task_id, "error", error))
+
+    def _send(self, message: tuple) -> None:
+        try:
+            self._channel.send(message)
+        except (OSError, EOFError):
+            pass  # the kernel is going down; its death is handled when the reader sees it
+
+    def _check_cancelled(self, task_id: int, process: Any) -> None:
+        sent = self._sent.get(task_id)
+        if sent is not None and task_id not in self._ended and process is self._process and not self._closed:
+            ms = round(self.cancel_deadline_s * 1000)
+            self.kill(f"did not stop {sent.name} within {ms} ms of its cancel (inside a long call)")
+
+    def _on_message(self, message: tuple) -> None:
+        kind, task_id, payload = message
+        if kind == "ready":
+            self._ready = True
+            self._failed_starts = 0
+            for waiting in self._deadlines:
+                self._start_deadline(waiting)
+            self._deadlines.clear()
+            self.ready.emit(time.monotonic() - self._started_at)
+            return
+        if kind == "fault":
+            self._cause = payload
+            return
+        if kind == "died":
+            self._died()
+            return
+        sent = self._sent.get(task_id)
+        if sent is None:
+            return  # a task this side has ended already
+        if kind == "started":
+            sent.started = True
+        elif kind in ENDS:
+            del self._sent[task_id]
+            self._ended.discard(task_id)
+        self.event.emit(task_id, kind, payload)
+
+    def _died(self) -> None:
+        process = self._process
+        process.join(5)
+        self._reader.wait()
+        self._reader.deleteLater()  # a new kernel gets a new reader
+        sweep(process.pid)  # what it sent and this side never read
+        if self._closed:
+            return
+        cause = self._cause or _exit_cause(process.exitcode)
+        self._cause = ""
+        self._failed_starts += not self._ready
+        if self._failed_starts >= STARTS:  # it cannot start (broken install, no memory): the tasks fail, said so
+            failed = [(task_id, "error", TaskError(f"{sent.name} failed: the compute kernel could not start (it "
+                                                   f"{cause})", cause, False)) for task_id, sent in self._sent.items()]
+            self._sent.clear()
+            self._process = None  # the next Job tries again
+            self._failed_starts = 0
+            self.notice.emit(f"The compute kernel could not start (it {cause}).")
+            self._end(failed)
+            return
+        running = [sent.name for sent in self._sent.values() if sent.started and not sent.cancelled]
+        ends: list[tuple[int, str, Any]] = []
+        for task_id, sent in list(self._sent.items()):
+            sent.interrupted += sent.started
+            if sent.cancelled:
+                ends.append((task_id, "cancelled", None))
+            elif sent.interrupted >= RUNS:
+                ends.append((task_id, "error", TaskError(f"{sent.name} failed: the compute kernel {cause} each time "
+                                                         "it ran", cause, False)))
+            else:
+                sent.started = False
+                continue
+            del self._sent[task_id]
+        self.restarts += 1
+        self._start()
+        again = len(self._sent)
+        line = f"The compute kernel {cause}" + (f" while running {', '.join(running)}" if running else "")
+        line += "; restarted it" + (f" and running {again} interrupted task{'s' * (again != 1)} again" if again
+                                    else "") + "."
+        self.notice.emit(line)
+        self._end(ends)
+
+    def _end(self, ends: list[tuple[int, str, Any]]) -> None:
+        for task_id, kind, payload in ends:
+            self.event.emit(task_id, kind, payload)
+
+
+@atexit.register  # after multiprocessing's exit handler, so it runs before it
+def _stop_at_exit() -> None:
+    """At the window's exit (the pool not shut down): each kernel still running is told to stop, then killed."""
+    for client in list(_RUNNING):
+        process = client._process  # noqa: SLF001
+        if process is not None and process.is_alive():
+            client._send(("stop", 0, None))  # noqa: SLF001
+            process.join(2)
+            if process.is_alive():
+                process.kill()
+
+
+def _exit_cause(code: int | None) -> str:
+    """What a kernel's exit status says happened to it, in the words of the notice."""
+    if code == -signal.SIGKILL:
+        return "was killed (SIGKILL: out of memory, or kill -9)"
+    if code is not None and code < 0:
+        return f"crashed ({signal.Signals(-code).name})"
+    if code == EXIT_OUT_OF_MEMORY:
+        return "ran out of memory"
+    return f"exited (status {code})"
+

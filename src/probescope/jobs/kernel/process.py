@@ -1,0 +1,178 @@
+"""The compute kernel: a process of its own that owns torch, the models and the GPU and runs the window's Jobs, so a
+long computation never holds the window's interpreter and a native crash takes down only the kernel.
+
+It is started with multiprocessing's spawn context (`main`), keeps one Session (models loaded again on demand after
+a restart: `jobs.inputs.model_of`), runs compute Jobs in one thread (the workspace on screen first, as in the window's
+pool) and the others in a small I/O pool. Messages are (kind, task id, payload) over a `transport.Channel`:
+
+- window to kernel: `submit` (Job, its name, executor, key, trust), `cancel`, `foreground` (a key group), `stop`;
+- kernel to window: `ready` (its pid), `started`, `progress` (Progress), `partial`, `result`, `error` (TaskError),
+  `cancelled`, and `fault` (what is about to kill it: an out-of-memory error in a Job) just before it exits.
+A cancel is answered with `cancelled` as soon as the task stops: at once for a queued task, at its next yield for a
+running one (the window restarts a kernel that does not answer in time).
+"""
+
+from __future__ import annotations
+
+import os
+import resource
+import signal
+import threading
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import Any
+
+from probescope.core.trust import Trust
+from probescope.jobs.kernel.transport import Channel, Undecodable, sweep
+from probescope.jobs.protocol import COMPUTE, Job, TaskContext, describe_error
+from probescope.jobs.runner import ComputeQueue, compute_threads, run_task
+from probescope.jobs.session import Session
+
+EXIT_OUT_OF_MEMORY = 75  # the kernel's exit status after a Job ran out of memory
+EXIT_FAULT = 70  # and after a Job raised what ends a thread (SystemExit)
+ENDS = ("result", "error", "cancelled")
+
+
+@dataclass(frozen=True)
+class KernelConfig:
+    """How a kernel runs: `torch` (import it at start and compute in inference mode; off only for kernels that run
+    no torch, as in tests of the transport), `io_threads`, and `memory_room`: the bytes of address space it may map
+    beyond what it holds once started (RLIMIT_AS; None: no limit)."""
+
+    torch: bool = True
+    io_threads: int = 2
+    memory_room: int | None = None
+
+
+@dataclass
+class _Task:
+    id: int
+    job: Job
+    name: str
+    executor: str
+    key: str | None
+    ctx: TaskContext
+    future: Future | None = None
+
+
+class _Kernel:
+    def __init__(self, channel: Channel, config: KernelConfig) -> None:
+        self.channel = channel
+        self.config = config
+        self.session = Session()
+        self.queue: ComputeQueue[_Task] = ComputeQueue(lambda task: task.key)
+        self.io = ThreadPoolExecutor(config.io_threads, thread_name_prefix="probescope-kernel-io")
+        self.tasks: dict[int, _Task] = {}
+        self.lock = threading.Lock()
+        threading.Thread(target=self._compute_loop, name="probescope-kernel-compute", daemon=True).start()
+
+    def serve(self) -> bool:
+        """Answer the window's messages until it says stop (True) or goes away (False)."""
+        while True:
+            try:
+                kind, task_id, payload = self.channel.receive()
+            except (EOFError, OSError):
+                return False
+            except Undecodable as exc:  # a Job this process cannot import
+                self._send("error", exc.task_id, describe_error("starting a task in the compute kernel", exc))
+                continue
+            if kind == "submit":
+                self._submit(task_id, *payload)
+            elif kind == "cancel":
+                self._cancel(task_id)
+            elif kind == "foreground":
+                self.queue.foreground = payload
+            elif kind == "stop":
+                return True
+
+    def stop(self) -> None:
+        with self.lock:
+            running = list(self.tasks.values())
+        for task in running:
+            task.ctx.cancel()
+        self.queue.put(None)
+        self.io.shutdown(wait=False, cancel_futures=True)
+
+    def _submit(self, task_id: int, job: Job, name: str, executor: str, key: str | None, trust: Trust) -> None:
+        ctx = TaskContext(lambda progress: self._send("progress", task_id, progress), trust, self.session)
+        task = _Task(task_id, job, name, executor, key, ctx)
+        with self.lock:
+            self.tasks[task_id] = task
+        if executor == COMPUTE:
+            self.queue.put(task)
+        else:
+            task.future = self.io.submit(self._run, task)
+
+    def _cancel(self, task_id: int) -> None:
+        with self.lock:
+            task = self.tasks.get(task_id)
+        if task is None:
+            return  # it ended already
+        task.ctx.cancel()
+        if self.queue.remove(task) or (task.future is not None and task.future.cancel()):
+            self._emit(task, "cancelled", None)  # it never started: answered now
+
+    def _compute_loop(self) -> None:
+        if not self.config.torch:
+            self.queue.serve(self._run)
+            return
+        import torch
+
+        with torch.inference_mode():
+            self.queue.serve(self._run)
+
+    def _step_aside(self, task: _Task) -> None:
+        if task.executor == COMPUTE:
+            self.queue.step_aside(task, self._run)
+
+    def _run(self, task: _Task) -> None:
+        try:
+            run_task(task.job, task.ctx, task.name, lambda kind, payload: self._emit(task, kind, payload),
+                     lambda: self._step_aside(task), fatal=(MemoryError,))
+        except MemoryError:
+            self._send("fault", task.id, "ran out of memory")
+            os._exit(EXIT_OUT_OF_MEMORY)
+        except BaseException as exc:  # noqa: BLE001  (SystemExit: the thread would end, leaving a deaf kernel)
+            self._send("fault", task.id, f"stopped at a {type(exc).__name__}")
+            os._exit(EXIT_FAULT)
+
+    def _emit(self, task: _Task, kind: str, payload: Any) -> None:
+        if kind in ENDS:
+            with self.lock:
+                if self.tasks.pop(task.id, None) is None:
+                    return  # ended already (cancelled while it finished)
+        try:
+            self._send(kind, task.id, payload)
+        except Exception as exc:  # noqa: BLE001  (a result that cannot travel is the task's failure, told as one)
+            self._send("error", task.id, describe_error(f"sending the {kind} of {task.name}", exc))
+
+    def _send(self, kind: str, task_id: int, payload: Any) -> None:
+        self.channel.send((kind, task_id, payload))
+
+
+def main(conn: Any, config: KernelConfig) -> None:
+    """The kernel process's entry point (multiprocessing spawn target)."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C in the terminal is the window's to handle
+    window = os.getppid()
+    if config.torch:
+        import torch
+
+        torch.set_num_threads(compute_threads())
+    if config.memory_room is not None:
+        _limit_address_space(config.memory_room)
+    channel = Channel(conn)
+    kernel = _Kernel(channel, config)
+    channel.send(("ready", 0, os.getpid()))
+    told_to_stop = kernel.serve()
+    kernel.stop()
+    sweep(os.getpid())
+    if not told_to_stop and os.getppid() != window:
+        sweep(window)  # the window died: what it had sent and this kernel had not read yet
+    os._exit(0)  # without waiting for a task stuck in a C call
+
+
+def _limit_address_space(room: int) -> None:
+    with open("/proc/self/status") as fh:
+        held = next(int(line.split()[1]) * 1024 for line in fh if line.startswith("VmSize:"))
+    _, hard = resource.getrlimit(resource.RLIMIT_AS)
+    resource.setrlimit(resource.RLIMIT_AS, (held + room, hard))

@@ -1,0 +1,177 @@
+"""Messages between the window and its compute kernel: tuples over a `multiprocessing` Connection, pickled with
+protocol 5, large buffers out of band.
+
+- A buffer of at least `OUT_OF_BAND_BYTES` (a numpy array's data) is written to a file in shared memory
+  (/dev/shm) named after the sending process, `probescope-kernel-<pid>-<n>`; the receiver maps it copy-on-write
+  and unlinks it at once, so the array it gets lives in those pages and the file is gone from the folder. A side
+  that dies leaves only its own files, which the other side removes (`sweep(pid)`): the window after a kernel
+  died, the kernel when the window went away, and each side at its own exit.
+- A numpy memmap of a file (the activation cache) travels as its path, offset, dtype and shape: the receiver maps
+  the same file, nothing of the data is sent.
+- Everything else is in the pickle ("in band"). `Channel.stats` counts bytes each way per message kind.
+"""
+
+from __future__ import annotations
+
+import io
+import itertools
+import mmap
+import os
+import pickle
+import tempfile
+import threading
+from collections import defaultdict
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+OUT_OF_BAND_BYTES = 1 << 20
+SHM_DIR = Path("/dev/shm") if Path("/dev/shm").is_dir() else Path(tempfile.gettempdir())
+PREFIX = "probescope-kernel-"
+
+
+@dataclass
+class Traffic:
+    """What went one way for one message kind: messages, bytes in the pickles, bytes through shared memory, bytes
+    of memmaps that travelled as their file's name."""
+
+    messages: int = 0
+    in_band: int = 0
+    out_of_band: int = 0
+    mapped: int = 0
+
+
+def _open_mapped(path: str, offset: int, dtype: str, shape: tuple[int, ...]) -> np.memmap:
+    return np.memmap(path, dtype=np.dtype(dtype), mode="r", offset=offset, shape=shape)
+
+
+def _mapped_reduce(array: np.memmap) -> tuple | None:
+    """How a C-contiguous memmap of a file travels: (open it again, (path, offset, dtype, shape)); None otherwise."""
+    held = getattr(array, "_mmap", None)
+    if not array.filename or held is None or not array.flags.c_contiguous or array.dtype.hasobject:
+        return None
+    start = np.frombuffer(held, np.uint8).ctypes.data  # where the mapping begins in memory
+    map_offset = array.offset - array.offset % mmap.ALLOCATIONGRANULARITY  # and in the file (numpy's rule)
+    return _open_mapped, (str(array.filename), map_offset + array.ctypes.data - start, array.dtype.str,
+                          array.shape)
+
+
+class _Pickler(pickle.Pickler):
+    def __init__(self, out: io.BytesIO, buffer_callback, counted: Traffic) -> None:
+        super().__init__(out, protocol=5, buffer_callback=buffer_callback)
+        self._counted = counted
+
+    def reducer_override(self, obj: Any) -> Any:
+        if isinstance(obj, np.memmap):
+            reduced = _mapped_reduce(obj)
+            if reduced is not None:
+                self._counted.mapped += obj.nbytes
+                return reduced
+        return NotImplemented
+
+
+class Undecodable(Exception):
+    """A message whose payload this side cannot unpickle (a class it cannot import)."""
+
+    def __init__(self, kind: str, task_id: int, error: Exception) -> None:
+        super().__init__(f"cannot read the {kind} of task {task_id}: {type(error).__name__}: {error}")
+        self.kind, self.task_id, self.error = kind, task_id, error
+
+
+class Channel:
+    """One end of the connection: `send` from any thread, `receive` from one. Traffic is counted in `sent` and
+    `received` (pass them to count over several channels: one kernel after another)."""
+
+    def __init__(self, conn: Any, sent: defaultdict[str, Traffic] | None = None,
+                 received: defaultdict[str, Traffic] | None = None) -> None:
+        self.conn = conn
+        self._lock = threading.Lock()
+        self._numbers = itertools.count()
+        self.sent = defaultdict(Traffic) if sent is None else sent
+        self.received = defaultdict(Traffic) if received is None else received
+
+    def send(self, message: tuple[str, int, Any]) -> None:
+        """Send (kind, task id, payload); raises what pickling the payload raises, having sent nothing."""
+        kind, task_id, payload = message
+        counted = Traffic(messages=1)
+        files: list[str] = []
+
+        def out_of_band(buffer: pickle.PickleBuffer) -> bool:
+            raw = buffer.raw()
+            if raw.nbytes < OUT_OF_BAND_BYTES:
+                return True  # in the pickle
+            files.append(self._write_shared(raw))
+            counted.out_of_band += raw.nbytes
+            return False
+
+        out = io.BytesIO()
+        try:
+            _Pickler(out, out_of_band, counted).dump(payload)
+        except BaseException:
+            for name in files:
+                _unlink(name)
+            raise
+        frame = pickle.dumps((kind, task_id, files, out.getvalue()), protocol=5)
+        counted.in_band = len(frame)
+        with self._lock:
+            self.conn.send_bytes(frame)
+        _add(self.sent[kind], counted)
+
+    def receive(self) -> tuple[str, int, Any]:
+        """The next (kind, task id, payload); EOFError or OSError when the other side is gone, `Undecodable` when
+        the payload cannot be read here (its files are removed all the same)."""
+        frame = self.conn.recv_bytes()
+        kind, task_id, files, body = pickle.loads(frame)
+        counted = Traffic(messages=1, in_band=len(frame))
+        buffers = [_map_and_unlink(name) for name in files]
+        counted.out_of_band = sum(len(buffer) for buffer in buffers)
+        _add(self.received[kind], counted)
+        try:
+            return kind, task_id, pickle.loads(body, buffers=buffers)
+        except Exception as exc:  # noqa: BLE001  (told as this message's failure, the connection goes on)
+            raise Undecodable(kind, task_id, exc) from exc
+
+    def _write_shared(self, raw: memoryview) -> str:
+        path = SHM_DIR / f"{PREFIX}{os.getpid()}-{next(self._numbers)}"
+        fd = os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600)
+        try:
+            with open(fd, "wb", closefd=False) as fh:
+                fh.write(raw)
+        finally:
+            os.close(fd)
+        return str(path)
+
+
+def _map_and_unlink(name: str) -> memoryview:
+    fd = os.open(name, os.O_RDONLY)
+    try:
+        size = os.fstat(fd).st_size
+        mapped = mmap.mmap(fd, size, access=mmap.ACCESS_COPY)  # writable for the receiver, private to it
+    finally:
+        os.close(fd)
+        _unlink(name)
+    return memoryview(mapped)
+
+
+def _unlink(name: str) -> None:
+    try:
+        os.unlink(name)
+    except FileNotFoundError:
+        pass
+
+
+def _add(total: Traffic, counted: Traffic) -> None:
+    total.messages += counted.messages
+    total.in_band += counted.in_band
+    total.out_of_band += counted.out_of_band
+    total.mapped += counted.mapped
+
+
+def sweep(pid: int) -> int:
+    """Remove the shared-memory files process `pid` left (it died, or is exiting); how many there were."""
+    found = list(SHM_DIR.glob(f"{PREFIX}{pid}-*"))
+    for path in found:
+        _unlink(str(path))
+    return len(found)

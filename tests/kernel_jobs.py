@@ -1,0 +1,89 @@
+"""Jobs the kernel tests send to a real kernel process: module-level functions, so they travel by name."""
+
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+
+import numpy as np
+
+from probescope.jobs.protocol import Partial, Progress, TaskContext
+
+
+def count(ctx: TaskContext, n: int, step_s: float = 0.0):
+    """Partials 0..n-1 with progress, then the kernel's pid."""
+    for i in range(n):
+        time.sleep(step_s)
+        yield Progress((i + 1) / n, f"step {i}")
+        yield Partial(i)
+    return os.getpid()
+
+
+def array(ctx: TaskContext, mb: int) -> np.ndarray:
+    return np.arange(mb * (1 << 20) // 4, dtype=np.float32)
+
+
+def mapped(ctx: TaskContext, path: str) -> np.ndarray:
+    """The cache's way: a read-only memmap of an .npy file, one block of its rows."""
+    return np.load(path, mmap_mode="r")[2:6]
+
+
+def wait_for(ctx: TaskContext, path: str, tag: str = "done"):
+    """Yield until `path` exists (the test's signal to finish), then return `tag`."""
+    while not Path(path).exists():
+        time.sleep(0.01)
+        yield Progress(None, "waiting")
+    return tag
+
+
+def sleep_in_c(ctx: TaskContext, seconds: float):
+    """One long call that does not come back to Python (as a long torch or decoder call)."""
+    yield Progress(0.0, "sleeping")
+    time.sleep(seconds)
+    return "woke"
+
+
+def crash_once(ctx: TaskContext, marker: str, how: str):
+    """The first run (no `marker` file yet) dies as `how` says: 'abort' (a native crash), 'allocate' (past the
+    kernel's memory limit); a run after that returns 'survived'."""
+    yield Progress(0.1, "about to fail")
+    if not Path(marker).exists():
+        Path(marker).write_text("ran")
+        if how == "abort":
+            os.abort()
+        np.ones(8 << 30, dtype=np.uint8)  # 8 GiB: past any limit the tests set
+    return "survived"
+
+
+def always_abort(ctx: TaskContext):
+    yield Progress(0.1, "about to abort")
+    os.abort()
+
+
+def torch_here(ctx: TaskContext) -> tuple[bool, bool]:
+    """(torch imported in this process, computing in inference mode)."""
+    import sys
+
+    import torch
+
+    return "torch" in sys.modules, torch.is_inference_mode_enabled()
+
+
+def refuse(ctx: TaskContext, path: str):
+    """Stop at a file that would run code, as a loader does."""
+    from probescope.core.trust import UntrustedFile
+
+    yield Progress(0.5, "hashing")
+    raise UntrustedFile(Path(path), "ab" * 32, "pickle checkpoint")
+
+
+def exit_once(ctx: TaskContext, marker: str):
+    """A library that calls sys.exit on its first run (it would end the kernel's compute thread)."""
+    import sys
+
+    yield Progress(0.1, "calling a library")
+    if not Path(marker).exists():
+        Path(marker).write_text("ran")
+        sys.exit(3)
+    return "survived"

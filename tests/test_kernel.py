@@ -1,0 +1,272 @@
+"""The compute kernel, a real process: Jobs run there and come back as the pool's signals; arrays come out of band,
+memmaps by their file; keys, cancel and foreground work across the process; and each fault (kill -9, a native
+crash, out of memory, a cancel stuck in a C call) restarts the kernel, says so in one line and runs the interrupted
+tasks again, none dropped."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import kernel_jobs
+import numpy as np
+import pytest
+
+from probescope.app.workers import WorkerPool
+from probescope.jobs.kernel.process import KernelConfig
+from probescope.jobs.kernel.transport import PREFIX, SHM_DIR
+from probescope.jobs.protocol import IO, Job
+
+WAIT_MS = 20_000
+
+
+@pytest.fixture
+def make_pool(qtbot):
+    """make(**config) -> a WorkerPool whose compute Jobs go to a kernel process (without torch, to start fast)."""
+    pools = []
+
+    def make(**config) -> WorkerPool:
+        pool = WorkerPool(kernel="local", kernel_config=KernelConfig(torch=False, **config))
+        pools.append(pool)
+        return pool
+
+    yield make
+    for pool in pools:
+        process = pool.kernel._process
+        pool.shutdown()
+        assert process is None or not process.is_alive()
+
+
+def run(qtbot, pool, job, **options):
+    """Submit `job` and wait for its end: (result or None, partials, errors)."""
+    got: dict = {"partials": [], "errors": []}
+    with qtbot.waitSignal(pool.finished, timeout=WAIT_MS):
+        handle = pool.submit(job, name=options.pop("name", "job"), on_partial=got["partials"].append,
+                             on_result=lambda value: got.__setitem__("result", value),
+                             on_error=got["errors"].append, **options)
+    assert handle.done
+    return got.get("result"), got["partials"], got["errors"]
+
+
+def shm_files(pid: int) -> list[Path]:
+    return list(SHM_DIR.glob(f"{PREFIX}{pid}-*"))
+
+
+def test_jobs_run_in_the_kernel_and_everything_else_here(qtbot, make_pool):
+    pool = make_pool()
+    progress = []
+    pool.progress.connect(lambda handle, p: progress.append(p.fraction))
+    pid, partials, errors = run(qtbot, pool, Job(kernel_jobs.count, {"n": 3}))
+    assert pid == pool.kernel.pid != os.getpid() and partials == [0, 1, 2] and errors == []
+    assert progress[-1] == 1.0
+    here, _, _ = run(qtbot, pool, Job(kernel_jobs.count, {"n": 1}, compute=False), executor=IO)
+    assert here == os.getpid()  # a Job that needs no model runs where it was submitted
+    closure, _, _ = run(qtbot, pool, lambda ctx: os.getpid())
+    assert closure == os.getpid()  # tasks that are not Jobs run in this process as before
+    _, _, errors = run(qtbot, pool, Job(kernel_jobs.count, {"n": "three"}), name="bad count")
+    assert errors[0].message.startswith("bad count failed: TypeError")  # a failure in the kernel, told as here
+    _, _, errors = run(qtbot, pool, Job(kernel_jobs.refuse, {"path": "/data/ckpt.pth"}), name="open model")
+    assert errors[0].input_error and errors[0].message.startswith("/data/ckpt.pth: refusing to load")
+    assert errors[0].untrusted.sha256 == "ab" * 32 and errors[0].untrusted.path == Path("/data/ckpt.pth")
+    assert pool.kernel.restarts == 0
+
+
+def test_arrays_travel_out_of_band_and_memmaps_as_their_file(qtbot, make_pool, tmp_path):
+    pool = make_pool()
+    value, _, _ = run(qtbot, pool, Job(kernel_jobs.array, {"mb": 4}))
+    traffic = pool.kernel.received["result"]
+    assert value.nbytes == 4 << 20 and value[12345] == 12345 and value.flags.writeable
+    assert traffic.out_of_band == 4 << 20 and traffic.in_band < 1000
+    assert shm_files(pool.kernel.pid) == []  # mapped and unlinked by the receiver
+
+    path = tmp_path / "act.npy"
+    np.save(path, np.arange(8 * 3 * 5, dtype=np.float32).reshape(8, 3, 5))
+    value, _, _ = run(qtbot, pool, Job(kernel_jobs.mapped, {"path": str(path)}))
+    assert isinstance(value, np.memmap) and Path(value.filename) == path
+    assert np.array_equal(value, np.load(path)[2:6])
+    assert traffic.out_of_band == 4 << 20 and traffic.in_band < 2000  # no more bytes than its name
+
+
+def test_latest_request_wins_and_cancel_groups_reach_the_kernel(qtbot, make_pool, tmp_path):
+    pool = make_pool()
+    delivered = []
+    gate = tmp_path / "go"
+    first = pool.submit(Job(kernel_jobs.wait_for, {"path": str(gate), "tag": "old"}), name="old", key="view",
+                        on_result=delivered.append)
+    queued = pool.submit(Job(kernel_jobs.wait_for, {"path": str(gate), "tag": "group"}), name="g", key="ws:a",
+                         on_result=delivered.append)
+    second = pool.submit(Job(kernel_jobs.wait_for, {"path": str(gate), "tag": "new"}), name="new", key="view",
+                         on_result=delivered.append)
+    pool.cancel_group("ws")
+    assert first.cancelled and queued.cancelled and not second.cancelled
+    qtbot.waitUntil(lambda: first.done and queued.done, timeout=WAIT_MS)  # answered before the gate opens
+    gate.write_text("")
+    qtbot.waitUntil(lambda: second.done, timeout=WAIT_MS)
+    assert delivered == ["new"] and pool.kernel.restarts == 0
+
+
+def test_the_foreground_goes_first_in_the_kernel(qtbot, make_pool):
+    pool = make_pool()
+    pool.foreground = "dissection"
+    order = []
+    pool.submit(Job(kernel_jobs.count, {"n": 40, "step_s": 0.02}), name="stream", key="gallery:stream",
+                on_result=lambda _: order.append("gallery"))
+    qtbot.waitUntil(lambda: any(h.progress for h in pool.active()), timeout=WAIT_MS)
+    pool.submit(Job(kernel_jobs.count, {"n": 1}), name="unit", key="dissection:unit",
+                on_result=lambda _: order.append("dissection"))
+    qtbot.waitUntil(lambda: not pool.active(), timeout=WAIT_MS)
+    assert order == ["dissection", "gallery"]
+
+
+def test_kill_9_during_a_task_restarts_the_kernel_and_runs_it_again(qtbot, make_pool, tmp_path):
+    pool = make_pool()
+    gate = tmp_path / "go"
+    results, notices = [], []
+    pool.notice.connect(notices.append)
+    with qtbot.waitSignal(pool.started, timeout=WAIT_MS):
+        pool.submit(Job(kernel_jobs.wait_for, {"path": str(gate)}), name="dissect layer4", on_result=results.append)
+    killed = pool.kernel.pid
+    left = SHM_DIR / f"{PREFIX}{killed}-0"
+    left.write_bytes(b"an array it was writing when it died")
+    with qtbot.waitSignal(pool.notice, timeout=WAIT_MS):
+        os.kill(killed, signal.SIGKILL)
+    assert notices == ["The compute kernel was killed (SIGKILL: out of memory, or kill -9) while running dissect "
+                       "layer4; restarted it and running 1 interrupted task again."]
+    gate.write_text("")
+    qtbot.waitUntil(lambda: not pool.active(), timeout=WAIT_MS)
+    assert results == ["done"] and pool.kernel.pid != killed
+    assert shm_files(killed) == []  # what the dead kernel left in shared memory is removed
+
+
+def test_a_native_crash_restarts_the_kernel_and_a_task_that_crashes_it_twice_fails(qtbot, make_pool, tmp_path):
+    pool = make_pool()
+    notices = []
+    pool.notice.connect(notices.append)
+    value, _, errors = run(qtbot, pool, Job(kernel_jobs.crash_once, {"marker": str(tmp_path / "m"), "how": "abort"}),
+                           name="decode")
+    assert value == "survived" and errors == []
+    assert notices == ["The compute kernel crashed (SIGABRT) while running decode; restarted it and running 1 "
+                       "interrupted task again."]
+    _, _, errors = run(qtbot, pool, Job(kernel_jobs.always_abort), name="bad decoder")
+    assert [e.message for e in errors] == ["bad decoder failed: the compute kernel crashed (SIGABRT) each time it ran"]
+    assert notices[-1] == "The compute kernel crashed (SIGABRT) while running bad decoder; restarted it."
+    assert run(qtbot, pool, Job(kernel_jobs.count, {"n": 1}))[0] == pool.kernel.pid  # and it works on
+
+
+def test_out_of_memory_in_the_kernel_restarts_it(qtbot, make_pool, tmp_path):
+    pool = make_pool(memory_room=1 << 30)
+    notices = []
+    pool.notice.connect(notices.append)
+    job = Job(kernel_jobs.crash_once, {"marker": str(tmp_path / "m"), "how": "allocate"})
+    value, _, errors = run(qtbot, pool, job, name="extract features")
+    assert value == "survived" and errors == []
+    assert notices == ["The compute kernel ran out of memory while running extract features; restarted it and "
+                       "running 1 interrupted task again."]
+
+
+def test_a_job_that_exits_restarts_the_kernel_instead_of_ending_its_compute_thread(qtbot, make_pool, tmp_path):
+    pool = make_pool()
+    notices = []
+    pool.notice.connect(notices.append)
+    value, _, errors = run(qtbot, pool, Job(kernel_jobs.exit_once, {"marker": str(tmp_path / "m")}), name="fit")
+    assert value == "survived" and errors == []
+    assert notices == ["The compute kernel stopped at a SystemExit while running fit; restarted it and running 1 "
+                       "interrupted task again."]
+
+
+def test_cancel_inside_a_long_c_call_restarts_the_kernel_and_says_so(qtbot, make_pool, tmp_path):
+    pool = make_pool()
+    notices, results = [], []
+    pool.notice.connect(notices.append)
+    with qtbot.waitSignal(pool.started, timeout=WAIT_MS):
+        stuck = pool.submit(Job(kernel_jobs.sleep_in_c, {"seconds": 60}), name="long call", on_result=results.append)
+    behind = pool.submit(Job(kernel_jobs.count, {"n": 2}), name="next", on_result=results.append)
+    qtbot.waitUntil(lambda: stuck.progress is not None, timeout=WAIT_MS)  # inside the sleep now
+    with qtbot.waitSignal(pool.notice, timeout=WAIT_MS):
+        stuck.cancel()
+    assert notices == ["The compute kernel did not stop long call within 80 ms of its cancel (inside a long call); "
+                       "restarted it and running 1 interrupted task again."]
+    qtbot.waitUntil(lambda: behind.done, timeout=WAIT_MS)
+    assert stuck.done and results == [pool.kernel.pid]  # the queued task ran on the new kernel, the stuck one never
+
+    with qtbot.waitSignal(pool.started, timeout=WAIT_MS):
+        yielding = pool.submit(Job(kernel_jobs.count, {"n": 1000, "step_s": 0.005}), name="steps")
+    with qtbot.waitSignal(pool.finished, timeout=WAIT_MS):
+        yielding.cancel()
+    assert pool.kernel.restarts == 1  # a task that yields stops at its next step: no restart
+
+
+def test_the_kernel_client_needs_no_torch_in_the_window():
+    """A fresh interpreter runs a torch Job in a kernel (torch, inference mode) and has no torch itself."""
+    code = """
+import sys
+from PySide6.QtCore import QCoreApplication
+import kernel_jobs
+from probescope.app.workers import WorkerPool
+from probescope.jobs.protocol import Job
+app = QCoreApplication([])
+pool = WorkerPool(kernel="local")
+got = []
+pool.submit(Job(kernel_jobs.torch_here), name="torch", on_result=got.append, on_error=got.append)
+pool.finished.connect(lambda handle: app.quit())
+app.exec()
+pool.shutdown()
+print(got[0], "torch" in sys.modules)
+"""
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(Path(__file__).parent), *sys.path])}
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=120)
+    assert done.stdout.split() == ["(True,", "True)", "False"], done.stderr
+
+
+def test_the_window_stays_up_and_says_what_happened_when_its_kernel_is_killed(qtbot, settings_path, tmp_path):
+    from probescope.app.main_window import MainWindow
+    from probescope.app.settings import Settings
+
+    window = MainWindow(Settings(settings_path), device="cpu", kernel="local")
+    window.pool.kernel.config = KernelConfig(torch=False)  # before its first Job starts it: fast starts
+    qtbot.addWidget(window)
+    window.show()
+    gate, results = tmp_path / "go", []
+    with qtbot.waitSignal(window.pool.started, timeout=WAIT_MS):
+        window.pool.submit(Job(kernel_jobs.wait_for, {"path": str(gate)}), name="dissect layer4",
+                           key="dissection:layer", on_result=results.append)
+    with qtbot.waitSignal(window.pool.notice, timeout=WAIT_MS):
+        os.kill(window.pool.kernel.pid, signal.SIGKILL)
+    assert window.isVisible() and window.notification.isVisible()
+    assert window.notification.message.text().startswith("The compute kernel was killed (SIGKILL")
+    if os.environ.get("PROBESCOPE_KERNEL_SHOT"):  # a picture of the window just after the kill, for the record
+        window.grab().save(os.environ["PROBESCOPE_KERNEL_SHOT"])
+    gate.write_text("")
+    qtbot.waitUntil(lambda: results == ["done"], timeout=WAIT_MS)
+    window.close()
+
+
+def test_a_kernel_that_cannot_start_fails_the_tasks_and_says_so(qtbot, make_pool):
+    """No room to map its threads' stacks: the kernel exits before it is ready, twice; the task fails, not hangs."""
+    pool = make_pool(memory_room=0)
+    notices = []
+    pool.notice.connect(notices.append)
+    _, _, errors = run(qtbot, pool, Job(kernel_jobs.count, {"n": 1}), name="unit 7")
+    assert errors[0].message.startswith("unit 7 failed: the compute kernel could not start (it exited (status 1")
+    assert notices == ["The compute kernel exited (status 1); restarted it and running 1 interrupted task again.",
+                       errors[0].message.replace("unit 7 failed: the", "The") + "."]
+
+
+def test_the_window_opens_every_input_with_a_kernel(qtbot, settings_path, small_world):
+    """The model opens in the kernel (a Job), which holds it; the workspaces' tasks that are not Jobs yet find it
+    in their own process by its request, so the window works with either kernel while they are converted."""
+    from windows import open_all, world_requests
+
+    from probescope.app.main_window import MainWindow
+    from probescope.app.settings import Settings
+
+    window = MainWindow(Settings(settings_path), device="cpu", kernel="local")
+    qtbot.addWidget(window)
+    window.show()
+    open_all(qtbot, window, world_requests(small_world))
+    assert window.state.layer == "layer4" and window.pool.kernel.received["result"].messages == 1
+    assert not window.notification.isVisible()
+    window.close()
