@@ -256,8 +256,8 @@ def test_a_kernel_that_cannot_start_fails_the_tasks_and_says_so(qtbot, make_pool
 
 
 def test_the_window_opens_every_input_with_a_kernel(qtbot, settings_path, small_world):
-    """The model opens in the kernel (a Job), which holds it; the workspaces' tasks that are not Jobs yet find it
-    in their own process by its request, so the window works with either kernel while they are converted."""
+    """The model opens in the kernel (a Job), which holds it, and the workspaces' compute Jobs run there too; the
+    tasks that are not Jobs find the model in their own process by its request, so the window works either way."""
     from windows import open_all, world_requests
 
     from probescope.app.main_window import MainWindow
@@ -267,6 +267,7 @@ def test_the_window_opens_every_input_with_a_kernel(qtbot, settings_path, small_
     qtbot.addWidget(window)
     window.show()
     open_all(qtbot, window, world_requests(small_world))
-    assert window.state.layer == "layer4" and window.pool.kernel.received["result"].messages == 1
-    assert not window.notification.isVisible()
+    assert window.state.layer == "layer4" and window.pool.kernel.received["result"].messages > 1
+    assert not window.notification.isVisible(), (window.notification.message.text(),
+                                                 window.notification.details.toPlainText()[-2000:])
     window.close()

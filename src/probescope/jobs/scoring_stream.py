@@ -17,6 +17,7 @@ import itertools
 import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 
@@ -142,11 +143,17 @@ def hold_samples(session: Session, spec: str, source: SampleSource) -> str:
 
 
 def samples_of(ctx: TaskContext, spec: str) -> SampleSource:
-    """The opened samples named `spec`, from the session of the process running the job."""
-    def gone() -> SampleSource:
+    """The opened samples named `spec`, from the session of the process running the job; a folder or an array file
+    not held there (the compute kernel's, or one restarted) is opened again from its path. A generator runs code
+    and needs the trust and shape it was opened with: it must be held."""
+    from probescope.core.scoring.sources import open_source
+
+    def opened_again() -> SampleSource:
+        if Path(spec).is_dir() or Path(spec).suffix in (".npy", ".npz"):
+            return open_source(spec)
         raise InputError(f"the samples {spec} are no longer open here: open them again")
 
-    return ctx.session.get("samples", spec, gone)
+    return ctx.session.get("samples", spec, opened_again)
 
 
 @dataclass(frozen=True)
