@@ -26,6 +26,8 @@ from PySide6.QtWidgets import QFileDialog, QLabel, QMenu, QVBoxLayout, QWidget
 from probescope.app.dissection import rows as r
 from probescope.app.dissection.batch_browser import BatchBrowser
 from probescope.app.dissection.card import card_panel, fill_card
+from probescope.app.dissection.drawing import DrawingPanel
+from probescope.app.dissection.image_panel import ImagePanel, install_grid_menu
 from probescope.app.dissection.layer import DEFAULT_SETTINGS, LayerData, layer_task, settings_label
 from probescope.app.dissection.layer_views import LayerViews
 from probescope.app.dissection.panels import BatchPanel, FilterBar, RunsPanel
@@ -79,6 +81,8 @@ class DissectionWorkspace(Workspace):
         self.charts, self.trace, self.layer_views, self.card = UnitCharts(), TraceTree(), LayerViews(), UnitCard()
         self.runs, self.batch, self.detail = RunsPanel(), BatchPanel(), ImageDetail(self)
         self.role = RolePanel(pool, self.task_key)
+        self.image_view, self.drawing = ImagePanel(pool, self.task_key), DrawingPanel(pool, self.task_key,
+                                                                                       self.units.selected_units)
         self.unit_images = UnitImages(pool, self.task_key, self.view.images, self.view.controls,
                                       self._neighbours, self)
         self.browser = BatchBrowser(pool, self.task_key, self.batch, self._reusable_inputs, self._showing_saved,
@@ -119,6 +123,8 @@ class DissectionWorkspace(Workspace):
         for key, title, widget in (("role", "Role", scrolled(self.role)),
                                    ("layer", "Layer", scrolled(self.layer_views)),
                                    ("card", "Unit card", card_panel(self.card, self._export_card)),
+                                   ("image", "Image", scrolled(self.image_view)),
+                                   ("drawing", "Drawing", scrolled(self.drawing)),
                                    ("settings", "Settings", scrolled(self.runs)),
                                    ("batch", "Batch", scrolled(self.batch))):  # (short panels scroll, never squash)
             area.add(key, title, widget, "right")
@@ -126,6 +132,7 @@ class DissectionWorkspace(Workspace):
         area.raise_panel("trace")
         area.panels["layer"].visibilityChanged.connect(self.layer_views.set_on_screen)
         area.panels["role"].visibilityChanged.connect(lambda shown: shown and self._show_role())
+        area.panels["image"].visibilityChanged.connect(self.image_view.set_on_screen)
 
     def _export_card(self, preset) -> None:
         window = self.window()
@@ -146,6 +153,9 @@ class DissectionWorkspace(Workspace):
         self.layer_views.unit_clicked.connect(lambda u: self.units.select_unit(u))
         self.unit_images.shown.connect(self._overlays_shown)
         self.role.ablated.connect(lambda _result: self._update_card())
+        self.image_view.unit_clicked.connect(self._go_to_unit)
+        install_grid_menu(self.view.images, self.image_view, self.area, lambda: self.unit_images.overlays,
+                          lambda: ExportTarget("Unit images", self.view.images, self._unit_subject()))
         self.units.setContextMenuPolicy(Qt.ContextMenuPolicy.CustomContextMenu)
         self.units.customContextMenuRequested.connect(self._table_menu)
         self.runs.run_requested.connect(self.run_settings)
@@ -169,7 +179,9 @@ class DissectionWorkspace(Workspace):
                 ExportTarget("IoU against DA (all units)", lv.scatter),
                 ExportTarget("Explanation lengths", lv.lengths), ExportTarget("Unit table", self.units),
                 ExportTarget("Accuracy correlation", lv.correlation), ExportTarget("Role (ablation)", self.role, unit),
-                ExportTarget("Unit card", self.card, unit)]
+                ExportTarget("Unit card", self.card, unit),
+                ExportTarget("Image", self.image_view, self.image_view.subject()),
+                ExportTarget("Drawing", self.drawing, self.drawing.subject())]
 
     def step(self, offset: int) -> None:
         self.units.step(offset)
@@ -237,6 +249,8 @@ class DissectionWorkspace(Workspace):
         self.card.clear()
         self.layer_views.clear()
         self.role.set_layer(None, None)
+        self.image_view.clear()
+        self.drawing.clear()
 
     # -- the layer's dissection -----------------------------------------------------------------------------------
     def run_settings(self, settings: DissectionSettings) -> None:
@@ -329,6 +343,7 @@ class DissectionWorkspace(Workspace):
         self._apply_filters()
         self._show_header(d)
         self.layer_views.set_layer(d, self.rows, self.unit)
+        self.image_view.set_layer(d)
         self.role.set_layer(d, self._model_of(d))
         if refined and self.unit == self._picked:  # not the user's choice: the whole result's first unit instead
             shown, self._picked = self.unit, self._first_unit()
@@ -398,6 +413,7 @@ class DissectionWorkspace(Workspace):
         self.charts.show_numbers(self.data, unit)
         self._show_role()
         show_trace(self.trace, self.data, self.data.result.units[unit])
+        self.drawing.set_unit(self.data, self._model_of(self.data), unit, self.view.controls.method())
 
     def _model_of(self, d: LayerData):
         """The model a result was dissected from, when it is the loaded one (ablation needs its modules)."""
