@@ -29,8 +29,8 @@ from probescope.widgets.images import to_qimage
 
 CAVEAT = ("Such images show what can drive a unit, not what drives it on real data (Geirhos et al. 2023): read "
           "them beside its top images.")
-MODES = (("unit", "the selected unit"), ("selection", "the table's selection, as one direction"),
-         ("concept", "the unit's explanation (its concept's mean activation)"))
+MODES = (("unit", "the unit"), ("selection", "the table's selected units"),
+         ("concept", "the unit's explanation (its mean activation)"))
 SHOWN_SIZE = 256  # pixels: the demo model's 128 doubled; larger models' images shrink to it
 
 
@@ -64,6 +64,8 @@ class DrawingPanel(QWidget):
         self.mode = QComboBox()
         for value, text in MODES:
             self.mode.addItem(text, value)
+        self.mode.setSizeAdjustPolicy(QComboBox.SizeAdjustPolicy.AdjustToMinimumContentsLengthWithIcon)
+        self.mode.setMinimumContentsLength(12)  # (a narrow panel elides the longer choices, never widens)
         self.steps = QSpinBox()
         self.steps.setRange(1, MAX_STEPS)
         self.steps.setValue(VisSettings().steps)

@@ -116,6 +116,12 @@ class RegionCanvas(QWidget):
         return QPoint(int(frame.left() + (x + 0.5) * scale), int(frame.top() + (y + 0.5) * scale))
 
 
+def _caption(text: str) -> QLabel:
+    label = QLabel(text)
+    label.setWordWrap(True)
+    return label
+
+
 def _table(columns: tuple[str, ...]) -> QTableWidget:
     table = QTableWidget(0, len(columns))
     table.setHorizontalHeaderLabels(list(columns))
@@ -175,7 +181,7 @@ class ImagePanel(QWidget):
         self.covering = _table(COVERING_COLUMNS)
         self.concepts = _table(CONCEPT_COLUMNS)
         self.labels = _table(LABEL_COLUMNS)
-        self.covering_title = QLabel("<b>Units at the pixel clicked</b>")
+        self.covering_title = _caption("<b>Units at the pixel clicked</b>")
         self._build()
         self.which.returnPressed.connect(self._typed)
         self.show_button.clicked.connect(self._typed)
@@ -204,10 +210,10 @@ class ImagePanel(QWidget):
         layout.addWidget(self.canvas, 3)
         layout.addWidget(self.covering_title)
         layout.addWidget(self.covering, 1)
-        layout.addWidget(QLabel("<b>Explanations drawn</b>: IoU here = their units' masks against the concept's "
-                                "pixels in this image"))
+        layout.addWidget(_caption("<b>Explanations drawn</b>: IoU here = their units' masks against the concept's "
+                                  "pixels in this image"))
         layout.addWidget(self.concepts, 1)
-        layout.addWidget(QLabel("<b>The image's own labels</b>"))
+        layout.addWidget(_caption("<b>The image's own labels</b>"))
         layout.addWidget(self.labels, 1)
 
     # -- what it is of ---------------------------------------------------------------------------------------------
