@@ -31,7 +31,7 @@ CAVEAT = ("Such images show what can drive a unit, not what drives it on real da
           "them beside its top images.")
 MODES = (("unit", "the unit"), ("selection", "the table's selected units"),
          ("concept", "the unit's explanation (its mean activation)"))
-SHOWN_SIZE = 256  # pixels: the demo model's 128 doubled; larger models' images shrink to it
+SHOWN_SIZE = 192  # pixels: the demo model's 128 enlarged; larger models' images shrink to it
 
 
 @dataclass(frozen=True)
@@ -89,14 +89,17 @@ class DrawingPanel(QWidget):
         buttons.addWidget(self.draw_button)
         buttons.addWidget(self.cancel_button)
         buttons.addWidget(self.status, 1)
-        layout = QVBoxLayout(self)
+        text = QVBoxLayout()  # beside the picture: the panel sits under the unit's images, wide and short
+        text.addWidget(self.title)
+        text.addLayout(controls)
+        text.addLayout(buttons)
+        text.addWidget(self.caption)
+        text.addWidget(self.caveat)
+        text.addStretch(1)
+        layout = QHBoxLayout(self)
         layout.setContentsMargins(4, 0, 4, 0)
-        layout.addWidget(self.title)
-        layout.addLayout(controls)
-        layout.addLayout(buttons)
-        layout.addWidget(self.picture, 1)
-        layout.addWidget(self.caption)
-        layout.addWidget(self.caveat)
+        layout.addWidget(self.picture)
+        layout.addLayout(text, 1)
         self.draw_button.clicked.connect(self.draw)
         self.cancel_button.clicked.connect(lambda: self.pool.cancel(self._key("drawing")))
         self.mode.currentIndexChanged.connect(lambda _i: self._look_up())

@@ -15,8 +15,8 @@ from __future__ import annotations
 from collections.abc import Callable
 
 import numpy as np
-from PySide6.QtCore import QPoint, QRectF, QSize, Qt, Signal
-from PySide6.QtGui import QColor, QFont, QFontMetrics, QImage, QMouseEvent, QPainter, QPainterPath, QPen
+from PySide6.QtCore import QPoint, QPointF, QRectF, QSize, Qt, Signal
+from PySide6.QtGui import QColor, QFont, QFontMetrics, QImage, QMouseEvent, QPainter, QPen
 from PySide6.QtWidgets import (
     QComboBox,
     QDoubleSpinBox,
@@ -46,14 +46,15 @@ DEFAULT_MIN_IOU = 0.04  # the interpretable-unit cut of Bau et al. 2017
 
 class RegionCanvas(QWidget):
     """The picture scaled to fit (nearest: the segmentation's pixels stay visible), each region's name written on
-    it; `clicked(y, x)` in the picture's pixels."""
+    it in its colour (the largest regions first, none over another: the table below lists them all);
+    `clicked(y, x)` in the picture's pixels."""
 
     clicked = Signal(int, int)
 
     def __init__(self, parent: QWidget | None = None):
         super().__init__(parent)
         self.image: QImage | None = None
-        self.names: list[tuple[str, int, int]] = []  # (text, y, x) in picture pixels
+        self.names: list[tuple[str, int, int, tuple]] = []  # (text, y, x in picture pixels, its colour)
         self.marked: tuple[int, int] | None = None
         self.setMinimumSize(220, 220)
         self.setSizePolicy(QSizePolicy.Policy.Expanding, QSizePolicy.Policy.Expanding)
@@ -62,7 +63,7 @@ class RegionCanvas(QWidget):
     def sizeHint(self) -> QSize:  # noqa: N802
         return QSize(320, 320)
 
-    def show_picture(self, image: QImage | None, names: list[tuple[str, int, int]]) -> None:
+    def show_picture(self, image: QImage | None, names: list[tuple[str, int, int, tuple]]) -> None:
         self.image, self.names, self.marked = image, names, None
         self.update()
 
@@ -80,17 +81,22 @@ class RegionCanvas(QWidget):
         p.drawImage(frame, self.image)
         scale = frame.width() / self.image.width()
         font = QFont(self.font())
-        font.setBold(True)
+        font.setPointSizeF(font.pointSizeF() * 0.9)
+        p.setFont(font)
         metrics = QFontMetrics(font)
-        for text, y, x in self.names:  # dark-haloed white text, kept inside the picture
-            width, height = metrics.horizontalAdvance(text), metrics.height()
-            left = min(max(frame.left() + (x + 0.5) * scale - width / 2, frame.left()), frame.right() - width)
-            base = min(max(frame.top() + (y + 0.5) * scale + metrics.ascent() / 2, frame.top() + metrics.ascent()),
-                       frame.bottom() - height + metrics.ascent())
-            path = QPainterPath()
-            path.addText(max(left, 0.0), base, font, text)
-            p.strokePath(path, QPen(QColor(0, 0, 0, 200), 3))
-            p.fillPath(path, QColor(255, 255, 255))
+        placed: list[QRectF] = []
+        for text, y, x, color in self.names:  # largest region first; a label that would cover another is left out
+            shown = metrics.elidedText(text, Qt.TextElideMode.ElideRight, int(frame.width()) - 6)
+            box = QRectF(0, 0, metrics.horizontalAdvance(shown) + 6, metrics.height() + 2)
+            box.moveCenter(QPointF(frame.left() + (x + 0.5) * scale, frame.top() + (y + 0.5) * scale))
+            box.moveLeft(min(max(box.left(), frame.left()), frame.right() - box.width()))
+            box.moveTop(min(max(box.top(), frame.top()), frame.bottom() - box.height()))
+            if any(box.intersects(other) for other in placed):
+                continue
+            placed.append(box)
+            p.fillRect(box, QColor(*color))
+            p.setPen(QColor(0, 0, 0) if sum(color) > 380 else QColor(255, 255, 255))
+            p.drawText(box, Qt.AlignmentFlag.AlignCenter, shown)
         if self.marked is not None:
             y, x = self.marked
             p.setPen(QPen(QColor(255, 255, 0), 2))
@@ -328,7 +334,7 @@ class ImagePanel(QWidget):
             return  # (a request since, or other inputs: never shown)
         self.view = view
         seg = view.segmentation
-        names = [(seg.concepts[c].label, y, x) for c, y, x in view.anchors]
+        names = [(seg.concepts[c].label, y, x, seg.concepts[c].color) for c, y, x in view.anchors]
         self.canvas.show_picture(to_qimage(view.picture), names)
         method = r.METHOD_NAMES[seg.method]
         left_out = f"; {seg.left_out} more fire but have no {method} explanation with IoU ≥ {seg.min_iou:g}" \

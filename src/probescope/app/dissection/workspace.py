@@ -124,11 +124,13 @@ class DissectionWorkspace(Workspace):
                                    ("layer", "Layer", scrolled(self.layer_views)),
                                    ("card", "Unit card", card_panel(self.card, self._export_card)),
                                    ("image", "Image", scrolled(self.image_view)),
-                                   ("drawing", "Drawing", scrolled(self.drawing)),
                                    ("settings", "Settings", scrolled(self.runs)),
                                    ("batch", "Batch", scrolled(self.batch))):  # (short panels scroll, never squash)
             area.add(key, title, widget, "right")
             area.tab(key, "trace")
+        area.add("drawing", "Drawing", scrolled(self.drawing), "bottom")  # under the unit's images
+        area.tab("drawing", "charts")
+        area.raise_panel("charts")
         area.raise_panel("trace")
         area.panels["layer"].visibilityChanged.connect(self.layer_views.set_on_screen)
         area.panels["role"].visibilityChanged.connect(lambda shown: shown and self._show_role())
