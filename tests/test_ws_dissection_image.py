@@ -106,7 +106,7 @@ def test_drawing_runs_as_a_task_is_cancellable_and_comes_from_the_cache(qtbot, e
     qtbot.waitUntil(lambda: panel.visualization is not None, timeout=WAIT_MS)
     vis = panel.visualization
     model = pool.session.held("model")
-    assert model and not vis.from_cache and not panel.picture.pixmap().isNull()
+    assert model and not vis.from_cache and panel.picture.image is not None
     loaded = pool.session.get("model", model[-1], lambda: None)
     direct = visualize(loaded, "layer4", Direction.unit(unit, 128), VisSettings(steps=6), cache=cache_dir())
     assert np.array_equal(vis.image, direct.image) and direct.from_cache  # the same image, kept in the cache

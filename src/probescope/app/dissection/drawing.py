@@ -14,9 +14,18 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from PySide6.QtCore import Qt
-from PySide6.QtGui import QPixmap
-from PySide6.QtWidgets import QComboBox, QHBoxLayout, QLabel, QPushButton, QSpinBox, QVBoxLayout, QWidget
+from PySide6.QtCore import QRectF, QSize
+from PySide6.QtGui import QImage, QPainter
+from PySide6.QtWidgets import (
+    QComboBox,
+    QHBoxLayout,
+    QLabel,
+    QPushButton,
+    QSizePolicy,
+    QSpinBox,
+    QVBoxLayout,
+    QWidget,
+)
 
 from probescope.app.dissection import rows as r
 from probescope.app.dissection.layer import LayerData
@@ -42,6 +51,32 @@ class Target:
     key: tuple
     direction: Direction | None = None
     formula: object = None
+
+
+class FittedImage(QWidget):
+    """An image drawn as large as the widget allows, square, up to SHOWN_SIZE (a short panel shrinks it whole)."""
+
+    def __init__(self, parent: QWidget | None = None):
+        super().__init__(parent)
+        self.image: QImage | None = None
+        self.setMinimumSize(96, 96)
+        self.setSizePolicy(QSizePolicy.Policy.Preferred, QSizePolicy.Policy.Expanding)
+
+    def sizeHint(self) -> QSize:  # noqa: N802
+        return QSize(SHOWN_SIZE, SHOWN_SIZE)
+
+    def set_image(self, image: QImage | None) -> None:
+        self.image = image
+        self.update()
+
+    def paintEvent(self, _event) -> None:  # noqa: N802
+        if self.image is None:
+            return
+        side = min(self.width(), self.height(), SHOWN_SIZE)
+        p = QPainter(self)
+        p.setRenderHint(QPainter.RenderHint.SmoothPixmapTransform)
+        p.drawImage(QRectF((self.width() - side) / 2, (self.height() - side) / 2, side, side), self.image)
+        p.end()
 
 
 class DrawingPanel(QWidget):
@@ -73,9 +108,7 @@ class DrawingPanel(QWidget):
         self.draw_button = QPushButton("Draw")
         self.cancel_button = QPushButton("Cancel")
         self.cancel_button.setVisible(False)
-        self.picture = QLabel()
-        self.picture.setAlignment(Qt.AlignmentFlag.AlignCenter)
-        self.picture.setMinimumSize(SHOWN_SIZE // 2, SHOWN_SIZE // 2)
+        self.picture = FittedImage()
         self.caption = QLabel()
         self.caption.setWordWrap(True)
         self.status = QLabel()
@@ -199,8 +232,7 @@ class DrawingPanel(QWidget):
         if current is None or current.key != target.key:
             return  # asked for since: another unit, mode or inputs
         self.shown, self.visualization = target.key, vis
-        self.picture.setPixmap(QPixmap.fromImage(to_qimage(vis.image)).scaled(
-            SHOWN_SIZE, SHOWN_SIZE, Qt.AspectRatioMode.KeepAspectRatio, Qt.TransformationMode.SmoothTransformation))
+        self.picture.set_image(to_qimage(vis.image))
         top = float(self.data.peaks[:, self.unit].max()) if target.direction is not None and \
             target.name == f"unit {self.unit}" else None
         beside = f"; its highest activation on the dataset is {top:.3g}" if top is not None else ""
@@ -211,7 +243,7 @@ class DrawingPanel(QWidget):
 
     def _blank(self, text: str) -> None:
         self.shown, self.visualization = None, None
-        self.picture.clear()
+        self.picture.set_image(None)
         self.caption.setText("")
         self.status.setText(text)
 

@@ -21,6 +21,7 @@ from PySide6.QtWidgets import (
     QComboBox,
     QDoubleSpinBox,
     QHBoxLayout,
+    QHeaderView,
     QLabel,
     QLineEdit,
     QPushButton,
@@ -128,9 +129,15 @@ def _caption(text: str) -> QLabel:
     return label
 
 
-def _table(columns: tuple[str, ...]) -> QTableWidget:
+def _table(columns: tuple[str, ...], wide: int) -> QTableWidget:
+    """A read-only table whose column `wide` (the names) takes the room the numbers leave, elided when narrow (the
+    whole name is its tooltip), so the numbers never scroll out of a narrow panel."""
     table = QTableWidget(0, len(columns))
     table.setHorizontalHeaderLabels(list(columns))
+    header = table.horizontalHeader()
+    for c in range(len(columns)):
+        header.setSectionResizeMode(c, QHeaderView.ResizeMode.Stretch if c == wide else
+                                    QHeaderView.ResizeMode.ResizeToContents)
     table.verticalHeader().setVisible(False)
     table.setEditTriggers(QTableWidget.EditTrigger.NoEditTriggers)
     table.setSelectionBehavior(QTableWidget.SelectionBehavior.SelectRows)
@@ -144,11 +151,11 @@ def _fill(table: QTableWidget, rows: list[list[object]], colors: list[tuple[int,
         for c, v in enumerate(cells):
             text = "—" if v is None else f"{v:.3f}" if isinstance(v, float) else f"{v:,}" if isinstance(v, int) else v
             item = QTableWidgetItem(str(text))
+            item.setToolTip(str(text))
             if c == 0 and colors is not None:
                 item.setBackground(QColor(*colors[k]))
                 item.setForeground(QColor(0, 0, 0) if sum(colors[k]) > 380 else QColor(255, 255, 255))
             table.setItem(k, c, item)
-    table.resizeColumnsToContents()
 
 
 class ImagePanel(QWidget):
@@ -184,9 +191,9 @@ class ImagePanel(QWidget):
         self.cancel_button = QPushButton("Cancel")
         self.cancel_button.setVisible(False)
         self.canvas = RegionCanvas()
-        self.covering = _table(COVERING_COLUMNS)
-        self.concepts = _table(CONCEPT_COLUMNS)
-        self.labels = _table(LABEL_COLUMNS)
+        self.covering = _table(COVERING_COLUMNS, 1)
+        self.concepts = _table(CONCEPT_COLUMNS, 0)
+        self.labels = _table(LABEL_COLUMNS, 0)
         self.covering_title = _caption("<b>Units at the pixel clicked</b>")
         self._build()
         self.which.returnPressed.connect(self._typed)
