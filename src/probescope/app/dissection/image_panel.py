@@ -57,7 +57,7 @@ class RegionCanvas(QWidget):
         self.image: QImage | None = None
         self.names: list[tuple[str, int, int, tuple]] = []  # (text, y, x in picture pixels, its colour)
         self.marked: tuple[int, int] | None = None
-        self.setMinimumSize(220, 220)
+        self.setMinimumSize(200, 200)
         self.setSizePolicy(QSizePolicy.Policy.Expanding, QSizePolicy.Policy.Expanding)
         self.setCursor(Qt.CursorShape.CrossCursor)
 
@@ -139,6 +139,7 @@ def _table(columns: tuple[str, ...], wide: int) -> QTableWidget:
         header.setSectionResizeMode(c, QHeaderView.ResizeMode.Stretch if c == wide else
                                     QHeaderView.ResizeMode.ResizeToContents)
     table.verticalHeader().setVisible(False)
+    table.setWordWrap(False)  # one line a row: a short panel still shows several
     table.setEditTriggers(QTableWidget.EditTrigger.NoEditTriggers)
     table.setSelectionBehavior(QTableWidget.SelectionBehavior.SelectRows)
     table.setMinimumHeight(90)
@@ -194,6 +195,7 @@ class ImagePanel(QWidget):
         self.covering = _table(COVERING_COLUMNS, 1)
         self.concepts = _table(CONCEPT_COLUMNS, 0)
         self.labels = _table(LABEL_COLUMNS, 0)
+        self.covering.setMinimumHeight(130)  # (four rows in a short panel: the list the click is for)
         self.covering_title = _caption("<b>Units at the pixel clicked</b>")
         self._build()
         self.which.returnPressed.connect(self._typed)
@@ -222,7 +224,7 @@ class ImagePanel(QWidget):
         layout.addLayout(busy)
         layout.addWidget(self.canvas, 3)
         layout.addWidget(self.covering_title)
-        layout.addWidget(self.covering, 1)
+        layout.addWidget(self.covering, 2)
         layout.addWidget(_caption("<b>Explanations drawn</b>: IoU here = their units' masks against the concept's "
                                   "pixels in this image"))
         layout.addWidget(self.concepts, 1)
@@ -344,8 +346,8 @@ class ImagePanel(QWidget):
         names = [(seg.concepts[c].label, y, x, seg.concepts[c].color) for c, y, x in view.anchors]
         self.canvas.show_picture(to_qimage(view.picture), names)
         method = r.METHOD_NAMES[seg.method]
-        left_out = f"; {seg.left_out} more fire but have no {method} explanation with IoU ≥ {seg.min_iou:g}" \
-            if seg.left_out else ""
+        more = "1 more fires but has" if seg.left_out == 1 else f"{seg.left_out} more fire but have"
+        left_out = f"; {more} no {method} explanation with IoU ≥ {seg.min_iou:g}" if seg.left_out else ""
         self.title.setText(f"<b>Image {view.image}</b> ({view.name}) through {self.data.layer}: {len(seg.units)} "
                            f"units fire, {len(seg.concepts)} {method} explanations{left_out}. Click a region for its "
                            "units.")
