@@ -7,40 +7,24 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from PySide6.QtCore import Qt
+import test_ws_dissection
+from PySide6.QtCore import QItemSelectionModel, Qt
 
 from probescope.app.dissection import rows as data
 from probescope.app.dissection.image_panel import open_in
-from probescope.app.dissection.workspace import DissectionWorkspace
 from probescope.core.cache import cache_dir
 from probescope.core.dissection.image_view import segment_image
-from probescope.core.dissection.settings import DissectionSettings
 from probescope.core.featurevis.render import Direction, VisSettings, visualize
-from probescope.jobs import inputs
 from probescope.jobs.inputs import OpenRequest
 
 pytestmark = pytest.mark.usefixtures("isolated_cache")
 WAIT_MS = 120_000
-SETTINGS = DissectionSettings(max_length=2, searches=data.SEARCHES, sweep_length=3, da_limit=4)
+env = test_ws_dissection.env  # the demo world's workspace, as the other Dissection tests have it
+idle = test_ws_dissection.idle
 
 
-@pytest.fixture
-def env(qtbot, monkeypatch, make_workspace, open_input):
-    monkeypatch.setattr(inputs, "DEMO_DATASET_IMAGES", 300)
-    monkeypatch.setattr(DissectionWorkspace, "default_settings", SETTINGS)
-    ws, pool, state = make_workspace(DissectionWorkspace)
-    open_input(pool, state, OpenRequest("model", "demo"))
-    open_input(pool, state, OpenRequest("dataset", "demo"))
-    qtbot.waitUntil(lambda: ws.is_initial_work_done and not pool.active(), timeout=WAIT_MS)
-    return ws, pool, state, open_input
-
-
-def idle(qtbot, pool) -> None:
-    qtbot.waitUntil(lambda: not pool.active(), timeout=WAIT_MS)
-
-
-def test_image_view_shows_the_layers_segmentation_and_the_units_at_a_click(qtbot, env):
-    ws, pool, state, open_input = env
+def test_image_view_shows_the_layers_segmentation_and_the_units_at_a_click(qtbot, env, open_input):
+    ws, pool, state = env
     panel, d = ws.image_view, ws.data
     ws.area.raise_panel("image")  # on screen with nothing picked: the image most units fire in
     qtbot.waitUntil(lambda: panel.view is not None, timeout=WAIT_MS)
@@ -90,7 +74,7 @@ def test_image_view_shows_the_layers_segmentation_and_the_units_at_a_click(qtbot
 
 
 def test_drawing_runs_as_a_task_is_cancellable_and_comes_from_the_cache(qtbot, env):
-    ws, pool, state, _ = env
+    ws, pool, state = env
     panel = ws.drawing
     ws.area.raise_panel("drawing")
     unit = ws.unit
@@ -118,6 +102,15 @@ def test_drawing_runs_as_a_task_is_cancellable_and_comes_from_the_cache(qtbot, e
     ws.units.select_unit(unit)
     qtbot.waitUntil(lambda: panel.visualization is not None, timeout=WAIT_MS)
     assert panel.visualization.from_cache and np.array_equal(panel.visualization.image, vis.image)
+    # the table's selection, as one direction (the unit alone when nothing else is selected)
+    panel.mode.setCurrentIndex(panel.mode.findData("selection"))
+    assert panel.target().name == f"units {unit}"
+    other = next(u for u in ws.units.visible_units() if u != unit)
+    flags = QItemSelectionModel.SelectionFlag.Select | QItemSelectionModel.SelectionFlag.Rows
+    ws.units.selectionModel().select(ws.units.model().index(ws.units.visible_units().index(other), 0), flags)
+    pair = sorted({unit, other})
+    assert panel.target().name == f"units {pair[0]}, {pair[1]}"
+    assert panel.target().direction.vector[pair] == pytest.approx([2 ** -0.5] * 2)
     # the unit's concept, as a direction: drawn too
     panel.mode.setCurrentIndex(panel.mode.findData("concept"))
     assert panel.target().name.startswith("concept ")
