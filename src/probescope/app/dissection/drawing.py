@@ -28,6 +28,7 @@ from PySide6.QtWidgets import (
 )
 
 from probescope.app.dissection import rows as r
+from probescope.app.dissection.image_panel import seeded_ref
 from probescope.app.dissection.layer import LayerData
 from probescope.app.workers import TaskHandle, WorkerPool
 from probescope.core.featurevis.render import MAX_STEPS, Direction, VisSettings, Visualization
@@ -212,7 +213,7 @@ class DrawingPanel(QWidget):
         if target.direction is not None:
             job = Job(drawing_job, {**base, "direction": target.direction})
         else:
-            job = Job(concept_drawing_job, {**base, "dataset": DatasetRef.of(self.data.dataset),
+            job = Job(concept_drawing_job, {**base, "dataset": seeded_ref(self.pool, self.data),
                                             "formula": target.formula, "name": target.name})
         self._running_key = target.key
         self._busy(True, "drawing…")

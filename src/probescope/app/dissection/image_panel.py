@@ -45,6 +45,15 @@ LABEL_COLUMNS = ("label", "category", "pixels")
 DEFAULT_MIN_IOU = 0.04  # the interpretable-unit cut of Bau et al. 2017
 
 
+def seeded_ref(pool: WorkerPool, d: LayerData) -> DatasetRef:
+    """The reference a job finds `d`'s dataset by, with the dataset and label store the window has loaded put in the
+    pool's session under it (so the job reads neither again)."""
+    ref = DatasetRef.of(d.dataset)
+    pool.session.get("dataset", ref, lambda: d.dataset)
+    pool.session.get("labels", ref, lambda: d.store)
+    return ref
+
+
 class RegionCanvas(QWidget):
     """The picture scaled to fit (nearest: the segmentation's pixels stay visible), each region's name written on
     it in its colour (the largest regions first, none over another: the table below lists them all);
@@ -245,6 +254,8 @@ class ImagePanel(QWidget):
     def clear(self) -> None:
         """Other inputs: nothing shown or on its way belongs to them."""
         self.pool.cancel(self._key("image"))
+        for kind in ("dataset", "labels"):  # (the session would keep the old dataset's label store alive)
+            self.pool.session.drop(kind)
         self.data, self.view, self.image, self._wanted = None, None, -1, None
         self.canvas.show_picture(None, [])
         for table in (self.covering, self.concepts, self.labels):
@@ -320,9 +331,7 @@ class ImagePanel(QWidget):
         if wanted == self._wanted:
             return
         self._wanted = wanted
-        ref = DatasetRef.of(d.dataset)
-        self.pool.session.get("dataset", ref, lambda: d.dataset)  # what the window has loaded serves the job
-        self.pool.session.get("labels", ref, lambda: d.store)
+        ref = seeded_ref(self.pool, d)
         job = Job(image_view_job, {"dataset": ref, "result": d.result, "activations": np.asarray(
             d.activations[self.image]), "image": self.image, "method": method, "min_iou": min_iou}, compute=False)
         self._busy(True, f"segmenting image {self.image} by every unit that fires in it…")

@@ -181,9 +181,9 @@ class DissectionWorkspace(Workspace):
                 ExportTarget("IoU against DA (all units)", lv.scatter),
                 ExportTarget("Explanation lengths", lv.lengths), ExportTarget("Unit table", self.units),
                 ExportTarget("Accuracy correlation", lv.correlation), ExportTarget("Role (ablation)", self.role, unit),
-                ExportTarget("Unit card", self.card, unit),
                 ExportTarget("Image", self.image_view, self.image_view.subject()),
-                ExportTarget("Drawing", self.drawing, self.drawing.subject())]
+                ExportTarget("Drawing", self.drawing, self.drawing.subject()),
+                ExportTarget("Unit card", self.card, unit)]
 
     def step(self, offset: int) -> None:
         self.units.step(offset)
