@@ -169,6 +169,20 @@ def test_a_unit_is_its_own_direction(demo_layer):
             bad()
 
 
+def test_a_model_loaded_in_inference_mode_draws_the_same(demo_layer):
+    """The window's compute thread loads models under torch.inference_mode: their weights are then inference tensors,
+    which autograd cannot save, and the optimisation runs on copies of them."""
+    from probescope.core.models.loading import load_model
+
+    with torch.inference_mode():
+        model = load_model("demo")
+    assert next(model.module.parameters()).is_inference()
+    settings = VisSettings(steps=3)
+    with torch.inference_mode():  # (as the compute thread runs every task)
+        vis = visualize(model, "layer4", Direction.unit(5, 128), settings)
+    assert np.array_equal(vis.image, visualize(demo_layer["model"], "layer4", Direction.unit(5, 128), settings).image)
+
+
 def test_concept_direction_equals_upsampled_mean(demo_layer):
     """v_c against the brute force: every image's activations upsampled, averaged over the concept's pixels."""
     from probescope.core.demo.world import label_number

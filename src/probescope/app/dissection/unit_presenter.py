@@ -43,6 +43,7 @@ class UnitPresenter(QObject):
         ws.charts.show_numbers(d, unit)
         self.show_role()
         show_trace(ws.trace, d, u)
+        ws.drawing.set_unit(d, self.model_of(d), unit, ws.view.controls.method())
 
     def model_of(self, d: LayerData):
         """The model a result was dissected from, when it is the loaded one (ablation needs its modules)."""

@@ -25,6 +25,8 @@ from PySide6.QtWidgets import QFileDialog, QLabel, QVBoxLayout, QWidget
 
 from probescope.app.dissection.batch_browser import BatchBrowser
 from probescope.app.dissection.card import card_panel
+from probescope.app.dissection.drawing import DrawingPanel
+from probescope.app.dissection.image_panel import ImagePanel, install_grid_menu
 from probescope.app.dissection.layer_run import LayerRunner
 from probescope.app.dissection.layer_views import LayerViews
 from probescope.app.dissection.panels import BatchPanel, FilterBar, RunsPanel
@@ -87,6 +89,8 @@ class DissectionWorkspace(Workspace):
         self.charts, self.trace, self.layer_views, self.card = UnitCharts(), TraceTree(), LayerViews(), UnitCard()
         self.runs, self.batch, self.detail = RunsPanel(), BatchPanel(), ImageDetail(self)
         self.role = RolePanel(pool, self.task_key)
+        self.image_view, self.drawing = ImagePanel(pool, self.task_key), DrawingPanel(pool, self.task_key,
+                                                                                       self.units.selected_units)
         self.selected = UnitPresenter(self)
         self.unit_images = UnitImages(pool, self.task_key, self.view.images, self.view.controls,
                                       self.selected.neighbours, self)
@@ -113,13 +117,18 @@ class DissectionWorkspace(Workspace):
         for key, title, widget in (("role", "Role", scrolled(self.role)),
                                    ("layer", "Layer", scrolled(self.layer_views)),
                                    ("card", "Unit card", card_panel(self.card, self.selected.export_card)),
+                                   ("image", "Image", scrolled(self.image_view)),
                                    ("settings", "Settings", scrolled(self.runs)),
                                    ("batch", "Batch", scrolled(self.batch))):  # (short panels scroll, never squash)
             area.add(key, title, widget, "right")
             area.tab(key, "trace")
+        area.add("drawing", "Drawing", scrolled(self.drawing), "bottom")  # under the unit's images
+        area.tab("drawing", "charts")
+        area.raise_panel("charts")
         area.raise_panel("trace")
         area.panels["layer"].visibilityChanged.connect(self.layer_views.set_on_screen)
         area.panels["role"].visibilityChanged.connect(lambda shown: shown and self.selected.show_role())
+        area.panels["image"].visibilityChanged.connect(self.image_view.set_on_screen)
 
     def _connect(self) -> None:
         s, runner = self.selected, self.runner
@@ -133,6 +142,9 @@ class DissectionWorkspace(Workspace):
         self.layer_views.unit_clicked.connect(lambda u: self.units.select_unit(u))
         self.unit_images.shown.connect(s.overlays_shown)
         self.role.ablated.connect(lambda _result: s.update_card())
+        self.image_view.unit_clicked.connect(self._go_to_unit)
+        install_grid_menu(self.view.images, self.image_view, self.area, lambda: self.unit_images.overlays,
+                          lambda: ExportTarget("Unit images", self.view.images, s.subject()))
         self.units.setContextMenuPolicy(Qt.ContextMenuPolicy.CustomContextMenu)
         self.units.customContextMenuRequested.connect(s.table_menu)
         self.runs.run_requested.connect(runner.run)
@@ -156,6 +168,8 @@ class DissectionWorkspace(Workspace):
                 ExportTarget("IoU against DA (all units)", lv.scatter),
                 ExportTarget("Explanation lengths", lv.lengths), ExportTarget("Unit table", self.units),
                 ExportTarget("Accuracy correlation", lv.correlation), ExportTarget("Role (ablation)", self.role, unit),
+                ExportTarget("Image", self.image_view, self.image_view.subject()),
+                ExportTarget("Drawing", self.drawing, self.drawing.subject()),
                 ExportTarget("Unit card", self.card, unit)]
 
     def step(self, offset: int) -> None:
@@ -221,6 +235,8 @@ class DissectionWorkspace(Workspace):
         self.card.clear()
         self.layer_views.clear()
         self.role.set_layer(None, None)
+        self.image_view.clear()
+        self.drawing.clear()
 
     # -- the layer on screen ----------------------------------------------------------------------------------------
     def run_settings(self, settings: DissectionSettings) -> None:
@@ -240,6 +256,7 @@ class DissectionWorkspace(Workspace):
         self._apply_filters()
         self.header.setText(state.header(d, self.iou_min()))
         self.layer_views.set_layer(d, self.rows, self.unit)
+        self.image_view.set_layer(d)
         self.role.set_layer(d, self.selected.model_of(d))
         if refined and self.unit == state.picked:  # not the user's choice: the whole result's first unit instead
             shown, state.picked = self.unit, state.first_unit()

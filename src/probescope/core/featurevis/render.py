@@ -123,7 +123,7 @@ def visualize(model: LoadedModel, layer: str, direction: Direction, settings: Vi
               cancel: CancelCheck | None = None) -> Visualization:
     """The visualisation of `direction` at `layer`: from `cache` (a cache folder) when it was made before, else
     optimised (raises Cancelled when cancel() turns true) and stored there."""
-    path = None if cache is None else Path(cache) / CACHE_SUBDIR / f"{cache_key(model, layer, direction, settings)}.npz"
+    path = _path(model, layer, direction, settings, cache)
     found = _read(path, direction, layer, settings, _size(model, settings))
     if found is not None:
         report(progress, 1.0, f"{direction.name}: visualisation from the cache")
@@ -136,6 +136,18 @@ def visualize(model: LoadedModel, layer: str, direction: Direction, settings: Vi
         except InputError as exc:  # the image is made: a full or read-only cache only means it is not kept
             warnings.warn(Note(f"{exc}; the visualisation is not cached"), stacklevel=2)
     return vis
+
+
+def cached_visualization(model: LoadedModel, layer: str, direction: Direction, settings: VisSettings,
+                         cache: str | Path) -> Visualization | None:
+    """The visualisation `visualize` would take from `cache`, or None when it would have to optimise (a view asks
+    before it offers to start the optimisation)."""
+    return _read(_path(model, layer, direction, settings, cache), direction, layer, settings, _size(model, settings))
+
+
+def _path(model: LoadedModel, layer: str, direction: Direction, settings: VisSettings,
+          cache: str | Path | None) -> Path | None:
+    return None if cache is None else Path(cache) / CACHE_SUBDIR / f"{cache_key(model, layer, direction, settings)}.npz"
 
 
 def cache_key(model: LoadedModel, layer: str, direction: Direction, settings: VisSettings) -> str:
@@ -199,10 +211,15 @@ def _layer_output(model: LoadedModel, layer: str):
         seen.append(output)
         raise _Stop
 
+    weights = _trainable_copy(model.module)
+
     def run(x: torch.Tensor) -> torch.Tensor:
         seen.clear()
         with contextlib.suppress(_Stop):
-            model.module(x)
+            if weights is None:
+                model.module(x)
+            else:
+                torch.func.functional_call(model.module, weights, (x,))
         if not seen:
             raise InputError(f"{model.name}: layer {layer!r} did not run in the forward pass")
         return seen[0]
@@ -215,6 +232,16 @@ def _layer_output(model: LoadedModel, layer: str):
             handle.remove()
 
 
+def _trainable_copy(module: torch.nn.Module) -> dict[str, torch.Tensor] | None:
+    """Copies of the network's parameters and buffers when some were made in inference mode (a model loaded in the
+    window's compute thread, which runs under torch.inference_mode): autograd cannot save those for the input's
+    gradient. None when the network's own tensors serve."""
+    tensors = dict(module.named_parameters()) | dict(module.named_buffers())
+    if not any(t.is_inference() for t in tensors.values()):
+        return None
+    return {name: t.detach().clone() for name, t in tensors.items()}
+
+
 def _along(output: torch.Tensor, direction: torch.Tensor) -> torch.Tensor:
     """d . a(p) per position, (positions,): a flat (1, F) output is one position."""
     if output.dim() == 2:
@@ -224,6 +251,8 @@ def _along(output: torch.Tensor, direction: torch.Tensor) -> torch.Tensor:
     return torch.einsum("c,chw->hw", direction, output[0].float()).reshape(-1)
 
 
+@torch.enable_grad()
+@torch.inference_mode(False)  # (the window's compute thread runs every task in inference mode)
 def _optimise(model: LoadedModel, layer: str, direction: Direction, settings: VisSettings,
               progress: ProgressCallback | None, cancel: CancelCheck | None) -> Visualization:
     device = model.device
@@ -234,7 +263,7 @@ def _optimise(model: LoadedModel, layer: str, direction: Direction, settings: Vi
     std = torch.tensor(model.preprocess.std, dtype=torch.float32, device=device).view(1, 3, 1, 1)
     d = torch.from_numpy(direction.vector).to(device)
     trace = np.empty(settings.steps)
-    with torch.inference_mode(False), torch.enable_grad(), _layer_output(model, layer) as run:
+    with _layer_output(model, layer) as run:
         for step in range(settings.steps):
             check_cancel(cancel)
             x = image()
