@@ -164,6 +164,11 @@ class PanelArea(QMainWindow):
                 self._apply_proportions()
                 return
 
+    def childEvent(self, event) -> None:  # noqa: N802  (Qt override)
+        super().childEvent(event)
+        if event.added():  # the layout makes tab bars as panels are stacked or an arrangement restored
+            QTimer.singleShot(0, self._whole_tab_titles)
+
     def _whole_tab_titles(self) -> None:
         """Stacked panels' tabs keep their whole titles and the bar scrolls: elided at 1280x800, the Dissection's
         six tabs read "Beam...", "L...", "Uni...", "Se...", "B..."."""
