@@ -26,8 +26,11 @@ from probescope.jobs.protocol import COMPUTE, IO, Job, TaskError
 from probescope.jobs.sample_neighbours import copying_job, neighbours_job, reference_reader
 from probescope.widgets.gallery.grid import GalleryGrid
 
+STREAMING_BATCH = 256  # while streaming, the neighbours of this many new samples at a time (each job re-reads the
+# reference: 10 samples a job cost 6x the CPU of one job for 1,000 at the demo's scale)
 HELD_OUT_NEEDED = ("C_T needs held-out real images (never trained on) beside a reference of the generator's "
-                   "training images; none are chosen, so it is not computed: choose them with Held-out images….")
+                   "training images. None are chosen, so it is not computed (choose them with Held-out images…, "
+                   "above).")
 
 
 class SampleRealism(QObject):
@@ -67,13 +70,15 @@ class SampleRealism(QObject):
                     else "waiting for a reference")
         if live.reference.features is None:
             return "the reference holds only mu and sigma: no real images to compare with"
-        return "computing…"
+        return self.error or "computing…"
 
     def _forget(self, live) -> None:
         """Drop every number: they belonged to another run, reference or classifier."""
         for what in ("realism", "copying"):
             self.pool.cancel(self.task_key(f"scores:{what}"))
         self.live, self.result, self.copying_result = live, None, None
+        self.error = ""  # why the neighbours could not be computed
+        self.asked = 0  # the samples the last neighbours job submitted covers (from `done` on)
         self.spec, self.dataset = self.real.choice.spec, self.real.dataset  # where live's reference images are
         self._publish()
         self._show_copying()
@@ -88,13 +93,17 @@ class SampleRealism(QObject):
         if reference is None or self.pool.is_shut_down:
             return
         n = live.n
-        if n > self.done and not self.pool.is_running(self.task_key("scores:realism")):
-            self._compute_neighbours(live, reference, self.done, n)
-        if not streaming and self.done == n:
-            self._compute_copying(live, n)
+        if streaming:
+            if n - self.done >= STREAMING_BATCH and not self.pool.is_running(self.task_key("scores:realism")):
+                self._compute_neighbours(live, reference, self.done, n)
+            return
+        if n > self.asked:  # at the stream's end the job for every sample left is asked for at once (replacing a
+            self._compute_neighbours(live, reference, self.done, n)  # shorter one), so nothing waits behind it
+        self._compute_copying(live, n)
 
     def _compute_neighbours(self, live, reference, start: int, stop: int) -> None:
         generated = np.array(live.features[start:stop])  # (rows kept so far are never written over)
+        self.asked = stop
 
         def done(result: SampleNeighbours) -> None:
             if live is not self.live or start != self.done:
@@ -103,10 +112,15 @@ class SampleRealism(QObject):
             self._publish()
             self.update(self.streaming)
 
+        def failed(error: TaskError) -> None:
+            if live is self.live:
+                self.error = error.message
+                self.show_sample(self.grid.current_image())
+
         self.pool.submit(Job(neighbours_job, {"generated": generated, "reference": reference, "k": live.prc_k},
                              compute=False),
                          name="realism and nearest real images", key=self.task_key("scores:realism"), executor=IO,
-                         on_result=done)
+                         on_result=done, on_error=failed)
 
     # -- C_T --------------------------------------------------------------------------------------------------------
     def choose_held_out(self, spec: str) -> None:
@@ -220,8 +234,7 @@ class SampleRealism(QObject):
         result = self.result
         if result is None or not 0 <= i < len(result.realism):
             why = self._why_missing()
-            self.neighbours.show_missing(why if why != "computing…" or i < 0 else
-                                         "computing…" if self.real.live is not None else "")
+            self.neighbours.show_missing(why)
             return
         reference = self.live.reference
         copied = int(result.copied[i])
