@@ -5,6 +5,8 @@ the same features (and says plainly that it needs held-out images before they ar
 
 from __future__ import annotations
 
+import pickle
+
 import numpy as np
 import pytest
 from windows import loaded_model
@@ -20,7 +22,8 @@ from probescope.core.scoring.copying import data_copying
 from probescope.core.scoring.realism import sample_neighbours
 from probescope.core.scoring.sources import ArraySource
 from probescope.jobs.inputs import Loaded
-from probescope.jobs.sample_neighbours import copying_cells
+from probescope.jobs.protocol import Job, TaskContext
+from probescope.jobs.sample_neighbours import copying_cells, neighbours_job
 
 WAIT_MS = 60_000
 N = 40
@@ -70,6 +73,10 @@ def test_realism_neighbours_sort_and_a_planted_copy_in_the_window(qtbot, make_wo
     np.testing.assert_allclose(shown.distances, expected.distances, rtol=1e-9)
     np.testing.assert_array_equal(shown.possible_copy, expected.possible_copy)
     assert shown.copied[PLANTED_AT] == COPY_OF and expected.possible_copy[PLANTED_AT]
+    # the window's job travels by name (it can run in the compute kernel): pickled, it gives the same numbers
+    job = pickle.loads(pickle.dumps(Job(neighbours_job, {"generated": features, "reference": ws.real.live.reference,
+                                                         "k": 3}, compute=False)))
+    np.testing.assert_array_equal(job(TaskContext()).nearest, shown.nearest)
 
     # the selected-sample panel: the planted copy's realism, its neighbours nearest first, the flag
     panel = ws.realism.neighbours

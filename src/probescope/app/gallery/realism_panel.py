@@ -82,7 +82,8 @@ class NeighboursPanel(QFrame):
         if copied >= 0:
             self.copy_flag.setText(inked("warning", f"<b>Possible copy</b> of reference image #{copied}") +
                                    f": {copied_distance:.3g} from it, nearer than its own nearest other reference "
-                                   f"image ({copied_radius:.3g})")
+                                   f"image ({copied_radius:.3g}; ratio {copied_distance / copied_radius:.2f}, "
+                                   "0 for an exact copy)")
         self.copy_flag.setVisible(copied >= 0)
         self._set_thumbs(len(nearest))
         for caption, j, d in zip(self.captions, nearest, distances, strict=True):
