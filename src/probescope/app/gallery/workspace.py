@@ -78,7 +78,7 @@ class GalleryWorkspace(Workspace):
         self.realism = SampleRealism(pool, self.task_key, self.real, self.grid, NeighboursPanel(), CopyingPanel(),
                                      lambda: self.scores, self.views.order_changed)
         self.detail.layout().insertWidget(self.detail.layout().count() - 1, self.realism.neighbours)
-        self.real_panel.layout().insertWidget(3, self.realism.copying)  # under the scores, above the 1/N plots
+        self.real_panel.layout().insertWidget(4, self.realism.copying)  # under the scores and their caveat
         self.splits = SplitProtocol(pool, self.task_key("scores:split"), self.score_panel, self._classifier_label)
         self._update_timer = QTimer(self)
         self._update_timer.setSingleShot(True)
