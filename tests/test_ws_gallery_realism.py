@@ -6,6 +6,7 @@ the same features (and says plainly that it needs held-out images before they ar
 from __future__ import annotations
 
 import pickle
+import time
 
 import numpy as np
 import pytest
@@ -120,6 +121,11 @@ def test_realism_neighbours_sort_and_a_planted_copy_in_the_window(qtbot, make_wo
     assert n == N and result.statistic == pytest.approx(ct.statistic, rel=1e-6)
     assert f"C_T = {ct.statistic:.2f}" in ws.realism.copying.statistic.text()
     assert "C_T is about N(0, 1)" in ws.realism.copying.reading.text()
+    first = ws.realism.copying_result
+    ws.realism.copying.held_out_chosen.emit(str(held_path))  # chosen again: read again (from the cache), C_T anew
+    qtbot.waitUntil(lambda: ws.realism.copying_result is not None and ws.realism.copying_result is not first,
+                    timeout=WAIT_MS)
+    assert ws.realism.copying_result[2].statistic == result.statistic
 
 
 def test_numbers_of_another_reference_are_never_shown(qtbot, make_workspace, demo_model, real_dataset):
@@ -138,3 +144,39 @@ def test_numbers_of_another_reference_are_never_shown(qtbot, make_workspace, dem
     assert ws.realism.result is None and np.isnan(ws.scores.values("realism")).all()
     assert "no reference chosen" in ws.realism.neighbours.summary.text()
     assert not ws.grid.thumbnails.flagged(0) and ws.realism.copying.statistic.text() == ""
+
+
+def test_a_cancelled_computation_says_so_and_is_asked_for_again(qtbot, make_workspace, demo_model, real_dataset,
+                                                                monkeypatch):
+    """Cancel (the Tasks panel's button) stops the job between blocks; the panel says it was cancelled instead of
+    'computing…' for ever, the cancel holds while nothing changes, and a new run asks for the numbers again."""
+    import probescope.app.gallery.realism as realism_module
+
+    started = []
+
+    def waits_for_cancel(ctx, **_kwargs):
+        started.append(True)
+        while True:
+            ctx.check()
+            time.sleep(0.01)
+
+    monkeypatch.setattr(realism_module, "neighbours_job", waits_for_cancel)
+    ws, pool, state = make_workspace(GalleryWorkspace, (1500, 950))
+    state.set(Loaded("dataset", "real", "real", real_dataset))
+    state.set(loaded_model(pool, demo_model))
+    state.set(Loaded("samples", "demo", "demo", DemoSampler(N)))
+    qtbot.waitUntil(lambda: ws.scores.n == N and not ws.streaming and bool(started), timeout=WAIT_MS)
+    ws.grid.select_image(0)
+    assert "computing…" in ws.realism.neighbours.summary.text()
+    key = ws.task_key("scores:realism")
+    pool.cancel(key)
+    qtbot.waitUntil(lambda: not pool.is_running(key), timeout=WAIT_MS)
+    ws.grid.select_image(1)
+    assert "cancelled" in ws.realism.neighbours.summary.text() and ws.realism.result is None
+    ws.update_views()
+    assert not pool.is_running(key)
+    monkeypatch.undo()
+    ws.reset(start=True)
+    qtbot.waitUntil(lambda: ws.realism.done == N and not ws.streaming, timeout=WAIT_MS)
+    ws.grid.select_image(1)
+    assert ws.realism.neighbours.shown == 1

@@ -70,13 +70,18 @@ class SampleRealism(QObject):
                     else "waiting for a reference")
         if live.reference.features is None:
             return "the reference holds only mu and sigma: no real images to compare with"
-        return self.error or "computing…"
+        if self.error:
+            return self.error
+        if self.asked > self.done and not self.pool.is_running(self.task_key("scores:realism")):
+            return "cancelled; computed again for the next samples, run or reference"
+        return "computing…"
 
     def _forget(self, live) -> None:
         """Drop every number: they belonged to another run, reference or classifier."""
         for what in ("realism", "copying"):
             self.pool.cancel(self.task_key(f"scores:{what}"))
         self.live, self.result, self.copying_result = live, None, None
+        self.copying_asked = None  # (n, held-out set) of the last C_T asked for: asked once (a cancel, a failure hold)
         self.error = ""  # why the neighbours could not be computed
         self.asked = 0  # the samples the last neighbours job submitted covers (from `done` on)
         self.spec, self.dataset = self.real.choice.spec, self.real.dataset  # where live's reference images are
@@ -98,7 +103,8 @@ class SampleRealism(QObject):
                 self._compute_neighbours(live, reference, self.done, n)
             return
         if n > self.asked:  # at the stream's end the job for every sample left is asked for at once (replacing a
-            self._compute_neighbours(live, reference, self.done, n)  # shorter one), so nothing waits behind it
+            self._compute_neighbours(live, reference, self.done, n)  # shorter one), so nothing waits behind it;
+            # a job cancelled by the user is not asked for again until more samples come (or another run, reference)
         self._compute_copying(live, n)
 
     def _compute_neighbours(self, live, reference, start: int, stop: int) -> None:
@@ -158,10 +164,11 @@ class SampleRealism(QObject):
         if held is None or held.features is None or n < MIN_CELL_SAMPLES:
             self._show_copying()
             return
-        if self.copying_result is not None and self.copying_result[:2] == (n, held):
+        asked = self.copying_asked
+        if (asked is not None and asked[0] == n and asked[1] is held) \
+                or self.pool.is_running(self.task_key("scores:copying")):
             return
-        if self.pool.is_running(self.task_key("scores:copying")):
-            return
+        self.copying_asked = (n, held)
         train = live.reference.features
 
         def done(result) -> None:
