@@ -9,18 +9,17 @@ from __future__ import annotations
 import math
 
 from PySide6.QtCore import Qt, Signal
-from PySide6.QtGui import QAction, QImage, QPalette, QPixmap
+from PySide6.QtGui import QImage, QPalette, QPixmap
 from PySide6.QtWidgets import (
     QFileDialog,
     QFrame,
     QHBoxLayout,
     QLabel,
-    QMenu,
-    QToolButton,
     QVBoxLayout,
     QWidget,
 )
 
+from probescope.widgets.controls import menu_button
 from probescope.widgets.ink import InkLabel, inked
 
 NEIGHBOUR_THUMB = 64  # pixels, each nearest reference image (k = 3 of them fit under the 224-pixel detail image)
@@ -131,17 +130,9 @@ class CopyingPanel(QFrame):
         self.statistic = _text()
         self.reading = _text()
         self.reading.setForegroundRole(QPalette.ColorRole.PlaceholderText)
-        self.open_button = QToolButton()
-        self.open_button.setText("Held-out images…")
-        self.open_button.setToolTip("Real images the generator never trained on, for the data-copying test")
-        self.open_button.setPopupMode(QToolButton.ToolButtonPopupMode.InstantPopup)
-        menu = QMenu(self.open_button)
-        for text, pick in (("Folder of held-out images…", self._pick_folder),
-                           ("Image array (.npy/.npz)…", self._pick_file)):
-            action = QAction(text, menu)
-            action.triggered.connect(pick)
-            menu.addAction(action)
-        self.open_button.setMenu(menu)
+        self.open_button = menu_button("Held-out images…", (("Folder of held-out images…", self._pick_folder),
+                                                            ("Image array (.npy/.npz)…", self._pick_file)),
+                                       "Real images the generator never trained on, for the data-copying test")
         title = QLabel("<b>Copies of real images</b>")
         row = QHBoxLayout()
         row.addWidget(title, 1)
