@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
-from PySide6.QtWidgets import QSpinBox
+from collections.abc import Callable, Sequence
+
+from PySide6.QtGui import QAction
+from PySide6.QtWidgets import QMenu, QSpinBox, QToolButton
 
 
 def spin_box(low: int, high: int, value: int, tooltip: str = "") -> QSpinBox:
@@ -13,3 +16,19 @@ def spin_box(low: int, high: int, value: int, tooltip: str = "") -> QSpinBox:
     if tooltip:
         box.setToolTip(tooltip)
     return box
+
+
+def menu_button(text: str, entries: Sequence[tuple[str, Callable[[], None]]], tooltip: str = "") -> QToolButton:
+    """A button that opens a menu of `entries` (its text, what it does) at the first click."""
+    button = QToolButton()
+    button.setText(text)
+    if tooltip:
+        button.setToolTip(tooltip)
+    button.setPopupMode(QToolButton.ToolButtonPopupMode.InstantPopup)
+    menu = QMenu(button)
+    for title, run in entries:
+        action = QAction(title, menu)
+        action.triggered.connect(run)
+        menu.addAction(action)
+    button.setMenu(menu)
+    return button

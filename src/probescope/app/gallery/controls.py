@@ -63,6 +63,8 @@ class GalleryControls:
         for key, label in SORT_KEYS.items():
             self.sort.addItem(label, key)
         self.descending = QCheckBox("largest first")
+        self.copies_only = QCheckBox("possible copies only")
+        self.copies_only.setToolTip("Samples closer to a reference image than its nearest other reference image")
         self.class_filter = QComboBox()
         self.class_filter.addItem("all classes", None)
         self.filter_key = QComboBox()
@@ -83,7 +85,8 @@ class GalleryControls:
                                ("Demo sampler", (QLabel("Diversity "), self.diversity, QLabel(" Fidelity "),
                                                  self.fidelity, self.fidelity_value)),
                                ("View", (QLabel("Sort "), self.sort, self.descending, QLabel(" Class "),
-                                         self.class_filter, QLabel(" Filter "), self.filter_key, self.filter_low,
+                                         self.class_filter, self.copies_only, QLabel(" Filter "), self.filter_key,
+                                         self.filter_low,
                                          QLabel(" to "), self.filter_high, QLabel(" Sheet "), self.sheet_count,
                                          self.csv_button))):
             bar = QToolBar(title)
@@ -120,6 +123,7 @@ class GalleryControls:
             "descending": self.descending.isChecked(),
             "class_filter": self.class_filter.currentData(),
             "value_filter": (key, self.filter_low.value(), self.filter_high.value()) if key else None,
+            "copies_only": self.copies_only.isChecked(),
         }
 
     def set_class_names(self, names: list[str]) -> None:

@@ -9,15 +9,13 @@ import math
 
 import numpy as np
 from PySide6.QtCore import Qt, Signal
-from PySide6.QtGui import QAction, QPalette
+from PySide6.QtGui import QPalette
 from PySide6.QtWidgets import (
     QComboBox,
     QFileDialog,
     QFrame,
     QHBoxLayout,
     QLabel,
-    QMenu,
-    QToolButton,
     QVBoxLayout,
     QWidget,
 )
@@ -26,6 +24,7 @@ from probescope.core.scoring.coverage import ClassCoverage
 from probescope.core.scoring.extrapolate import InfiniteNFit
 from probescope.core.scoring.live_scores import LIVE_KID_REFERENCE, LIVE_KID_SAMPLES, Readout
 from probescope.jobs.scoring_reference import DATASET, NONE, ReferenceChoice
+from probescope.widgets.controls import menu_button
 from probescope.widgets.dissection.table import UnitTable  # a sortable table keyed by its first cell (here: class)
 from probescope.widgets.gallery.inverse_n import InverseNPlot
 from probescope.widgets.ink import InkLabel, inked
@@ -76,16 +75,9 @@ class RealDataPanel(QFrame):
         self.reference_box.setMinimumContentsLength(12)  # a narrow panel elides the choice; the open list shows it
         self.reference_box.activated.connect(lambda _i: self.reference_chosen.emit(
             ReferenceChoice(self.reference_box.currentData())))
-        self.open_button = QToolButton()
-        self.open_button.setText("Open…")
-        self.open_button.setPopupMode(QToolButton.ToolButtonPopupMode.InstantPopup)
-        menu = QMenu(self.open_button)
-        for text, pick in (("Folder of real images…", self._pick_folder),
-                           ("Image array (.npy/.npz) or mu/sigma statistics (.npz)…", self._pick_file)):
-            action = QAction(text, menu)
-            action.triggered.connect(pick)
-            menu.addAction(action)
-        self.open_button.setMenu(menu)
+        self.open_button = menu_button("Open…", (
+            ("Folder of real images…", self._pick_folder),
+            ("Image array (.npy/.npz) or mu/sigma statistics (.npz)…", self._pick_file)))
         self.status = self._text()
         self.metrics = self._text()
         self.caveat = self._text()

@@ -13,7 +13,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 
-from PySide6.QtCore import QObject, QTimer
+from PySide6.QtCore import QObject, QTimer, Signal
 
 from probescope.app.gallery.real_data_panel import RealDataPanel, headline
 from probescope.core.scoring.live_scores import LiveScores, Readout
@@ -26,7 +26,10 @@ LIVE_PRC_WORK = 2e10  # N (N + M) d up to which precision/recall is read while s
 
 
 class RealDataScores(QObject):
-    """`use(classifier, dataset)` at each run; `add(features, logits)` per batch; `update(streaming)` per redraw."""
+    """`use(classifier, dataset)` at each run; `add(features, logits)` per batch; `update(streaming)` per redraw.
+    `installed` is emitted when `live` is replaced (a new run, reference or classifier)."""
+
+    installed = Signal()
 
     def __init__(self, pool, task_key: Callable[[str], str], panel: RealDataPanel,
                  pause: Callable[[], bool], resume: Callable[[], None], on_headline: Callable[[str], None]):
@@ -140,6 +143,7 @@ class RealDataScores(QObject):
         self._show_fast()
         self._show_slow()
         self.update(self.streaming)
+        self.installed.emit()
 
     def _show_reference(self) -> None:
         ref = self.reference

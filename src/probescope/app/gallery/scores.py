@@ -29,7 +29,9 @@ SORT_KEYS: dict[str, str] = {
     "entropy": "H(p(y|x))",
     "class": "predicted class",
     "confidence": "confidence",
+    "realism": "realism",  # against the reference (realism.py); samples not measured yet come last
 }
+MEASURED_KEYS = ("realism", "possible_copy")  # per-sample numbers against real data, handed in as `measured`
 FILTER_KEYS = ("kl", "entropy", "confidence")
 NO_INFORMATION = 1e-12  # log IS (nats) below this is rounding: IS = 1, and shares of log IS are undefined
 
@@ -89,6 +91,7 @@ class GalleryScores:
         self._top = _Growing(np.int32, TOP_K)
         self._top_p = _Growing(np.float32, TOP_K)
         self._kl: np.ndarray | None = None
+        self.measured: dict[str, np.ndarray] = {}  # MEASURED_KEYS -> values of the first samples (SampleRealism)
 
     # -- updates ----------------------------------------------------------------------------------------------------
     def add_logits(self, logits: np.ndarray) -> None:
@@ -186,13 +189,17 @@ class GalleryScores:
             return self.predicted
         if key == "confidence":
             return self.confidence
+        if key in MEASURED_KEYS:  # NaN for the samples not measured (yet)
+            known = self.measured.get(key, np.empty(0))[: self.n]
+            return np.concatenate([known, np.full(self.n - len(known), np.nan)])
         raise ValueError(f"unknown key {key!r} (one of {', '.join(SORT_KEYS)})")
 
     def order(self, key: str = "index", descending: bool = False, class_filter: int | None = None,
-              value_filter: tuple[str, float, float] | None = None) -> np.ndarray:
+              value_filter: tuple[str, float, float] | None = None, copies_only: bool = False) -> np.ndarray:
         """Image indices to show: those of `class_filter` (predicted class) with `value_filter`'s quantity in
-        [low, high], sorted by `key` (stable, so ties keep sample order)."""
-        keep = np.ones(self.n, dtype=bool)
+        [low, high] (and flagged as possible copies with `copies_only`), sorted by `key` (stable, so ties keep
+        sample order)."""
+        keep = self.values("possible_copy") == 1.0 if copies_only else np.ones(self.n, dtype=bool)
         if class_filter is not None:
             keep &= self.predicted == class_filter
         if value_filter is not None:
@@ -210,6 +217,8 @@ class GalleryScores:
         (every image's KL costs O(N x classes) after each batch) unless the view sorts or filters by KL anyway."""
         if not self.n:
             return None, "p"
+        if key == "realism":
+            return self.values("realism"), "R"
         uses_kl = key == "kl" or (value_filter or ("",))[0] == "kl"
         if uses_kl or self.n * (self.n_classes or 0) <= KL_BADGE_LIMIT:
             return self.kl(), "KL"

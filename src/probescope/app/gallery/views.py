@@ -45,7 +45,7 @@ class SampleViews:
         self.grid.thumbnails.set_items(order, scores.top_classes, scores.top_probs, self.names(), badge, badge_label)
         self.sheet.set_rows(min(self.controls.sheet_count.value(), len(order)))
         shown = f"{len(order):,} of {scores.n:,} images" if scores.n else "no images"
-        badge_text = "KL against the current marginal (nats)" if badge_label == "KL" else "confidence"
+        badge_text = {"KL": "KL against the current marginal (nats)", "R": "realism"}.get(badge_label, "confidence")
         self.caption.setText(f"<b>{shown}</b>, {SORT_KEYS[self.controls.sort.currentData()]} order "
                              f"— bars: top classes; badge: {badge_text}")
 

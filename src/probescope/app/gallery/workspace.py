@@ -24,6 +24,8 @@ from probescope.app.gallery.images import SampleImages
 from probescope.app.gallery.panels import DetailPanel, ScorePanel
 from probescope.app.gallery.real_data_panel import RealDataPanel
 from probescope.app.gallery.real_data_scores import RealDataScores
+from probescope.app.gallery.realism import SampleRealism
+from probescope.app.gallery.realism_panel import CopyingPanel, NeighboursPanel
 from probescope.app.gallery.run import ScoringRun
 from probescope.app.gallery.scores import GalleryScores
 from probescope.app.gallery.split import SplitProtocol
@@ -69,6 +71,10 @@ class GalleryWorkspace(Workspace):
         self.large = ImageDetail(self)
         self.views = SampleViews(lambda: (self.scores, self.class_names), self.controls, self.images, self.grid,
                                  self.sheet, self.caption, self.detail, self.large)
+        self.realism = SampleRealism(pool, self.task_key, self.real, self.grid, NeighboursPanel(), CopyingPanel(),
+                                     lambda: self.scores, self.views.order_changed)
+        self.detail.layout().insertWidget(self.detail.layout().count() - 1, self.realism.neighbours)
+        self.real_panel.layout().insertWidget(4, self.realism.copying)  # under the scores and their caveat
         self.splits = SplitProtocol(pool, self.task_key("scores:split"), self.score_panel,
                                     self.gallery.classifier_label)
         self._build_layout()
@@ -88,7 +94,8 @@ class GalleryWorkspace(Workspace):
         area.addToolBar(view)
         area.set_central(grid)
         area.add("score", "Score", scrolled(self.score_panel), "right", 0.34)
-        area.add("detail", "Selected image", scrolled(self.detail), "right", 0.20)
+        area.add("detail", "Selected image", scrolled(self.detail), "right", 0.22)  # (room for the class bars'
+        # names beside the scroll bar the nearest real images bring)
         area.add("real", "Real data", scrolled(self.real_panel), "right")
         area.split("score", "detail", Qt.Orientation.Horizontal)
         area.tab("real", "score")
@@ -105,6 +112,7 @@ class GalleryWorkspace(Workspace):
         c.fidelity.valueChanged.connect(lambda _v: run.show_run())
         c.target.valueChanged.connect(lambda _v: run.target_changed())
         for signal in (c.sort.currentIndexChanged, c.descending.toggled, c.class_filter.currentIndexChanged,
+                       c.copies_only.toggled,
                        c.filter_key.currentIndexChanged, c.filter_low.valueChanged, c.filter_high.valueChanged,
                        c.sheet_count.valueChanged):
             signal.connect(lambda *_: self.views.order_changed())
@@ -261,6 +269,7 @@ class GalleryWorkspace(Workspace):
         self.score_panel.show_numbers(d, "streaming…" if streaming else "")
         self.splits.update(scores, final=not streaming)
         self.real.update(streaming)
+        self.realism.update(streaming)
         now = time.monotonic()
         if streaming and now - self._slow_time < SLOW_UPDATE_S:
             return

@@ -37,7 +37,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from probescope.widgets.ink import readable_on
+from probescope.widgets.ink import ink_color, readable_on
 from probescope.widgets.plots_bars import class_color
 from probescope.widgets.thumbnail_grid import SteppingListView
 
@@ -58,6 +58,7 @@ class GalleryModel(QAbstractListModel):
         self._top_p = np.empty((0, 0))
         self._badge: np.ndarray | None = None
         self._badge_label = ""
+        self._flags: np.ndarray | None = None  # per image: tagged 'copy?' (a possible copy of a real image)
         self._names: list[str] = []
         self._kept: dict[int, QImage] = {}  # thumbnails that cannot be made again (generator samples)
         self.has_images = True  # False: scores without images (the worked example), cells say so
@@ -100,8 +101,16 @@ class GalleryModel(QAbstractListModel):
     def cell(self, row: int) -> tuple[int, np.ndarray, np.ndarray, str]:
         """What a cell shows: image index, its top classes and probabilities, and the badge text."""
         image = int(self._order[row])
-        badge = "" if self._badge is None else f"{self._badge_label} {self._badge[image]:.2f}"
+        value = np.nan if self._badge is None else float(self._badge[image])
+        badge = f"{self._badge_label} {value:.2f}" if np.isfinite(value) else ""
         return image, self._top[image], self._top_p[image], badge
+
+    def set_flags(self, flags: np.ndarray | None) -> None:
+        """Which images carry the 'copy?' tag (by image index; images past its end carry none)."""
+        self._flags = None if flags is None else np.asarray(flags, dtype=bool)
+
+    def flagged(self, image: int) -> bool:
+        return self._flags is not None and image < len(self._flags) and bool(self._flags[image])
 
     def set_items(self, order: np.ndarray, top: np.ndarray, top_p: np.ndarray, names: Sequence[str],
                   badge: np.ndarray | None = None, badge_label: str = "") -> None:
@@ -216,6 +225,8 @@ class GalleryDelegate(QStyledItemDelegate):
             painter.drawPixmap(target, pixmap)
         font = self.small_font(option.font)
         painter.setFont(font)
+        if model.flagged(image):
+            self._copy_tag(painter, box, palette)
         text_color = palette.color(QPalette.ColorRole.HighlightedText if selected else QPalette.ColorRole.Text)
         painter.setPen(text_color)
         line = QRect(rect.x() + 4, box.bottom() + 2, rect.width() - 8, TEXT_ROW)
@@ -225,6 +236,16 @@ class GalleryDelegate(QStyledItemDelegate):
         painter.drawPixmap(rect.x() + 4, line.bottom() + 1, self._bars(model, image, top, top_p, rect.width() - 8,
                                                                        font, text_color))
         painter.restore()
+
+    @staticmethod
+    def _copy_tag(painter: QPainter, box: QRect, palette: QPalette) -> None:
+        """'copy?' on the thumbnail's top left corner, in the warning colour."""
+        colour = ink_color("warning", palette)
+        tag = QFontMetrics(painter.font()).boundingRect("copy?").adjusted(-3, -1, 3, 1)
+        tag.moveTopLeft(box.topLeft())
+        painter.fillRect(tag, colour)
+        painter.setPen(readable_on(colour))
+        painter.drawText(tag, Qt.AlignmentFlag.AlignCenter, "copy?")
 
     def _bars(self, model: GalleryModel, image: int, top: np.ndarray, top_p: np.ndarray, width: int, font: QFont,
               color: QColor) -> QPixmap:

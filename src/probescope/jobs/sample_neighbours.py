@@ -1,0 +1,66 @@
+"""The jobs behind the Gallery's per-sample realism and the data-copying test: each generated sample's realism
+score, nearest reference images and copy flag (core/scoring/realism.py), and the set-level C_T statistic against
+held-out real images (core/scoring/copying.py).
+
+`neighbours_job` and `copying_job` are `Job` functions (arrays, a ReferenceSet and numbers in, a result out, all
+picklable), so they run in the window's worker pool now and in the compute kernel later. Neither needs torch.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from functools import lru_cache
+
+import numpy as np
+
+from probescope.core.scoring.copying import DEFAULT_CELLS, MIN_CELL_SAMPLES, DataCopying, data_copying
+from probescope.core.scoring.realism import SampleNeighbours, sample_neighbours
+from probescope.core.scoring.reference import ReferenceSet
+from probescope.jobs.protocol import TaskContext
+
+
+def neighbours_job(ctx: TaskContext, *, generated: np.ndarray, reference: ReferenceSet,
+                   k: int) -> SampleNeighbours:
+    """Realism, the k nearest reference images and the copy flag of each of `generated` (features), with the
+    reference's k-NN and 1-NN radii read from (or added to) its cache."""
+    ctx.progress(0.0, "reference radii")
+    radii = reference.radii_of((k, 1), progress=ctx.progress, cancel=ctx.cancelled)
+    return sample_neighbours(generated, reference.require_features("realism"), k, real_radii=radii[k],
+                             real_nn1=radii[1], progress=ctx.progress, cancel=ctx.cancelled)
+
+
+def copying_cells(samples: int, train: int) -> int:
+    """Cells of the data-copying test for `samples` generated samples: the command line's 10, fewer when the
+    samples are too few for cells of twice the 20 samples a cell needs to count (on average), and at most one per
+    training image. (With 10 cells, 40 samples would leave every cell below 20: C_T undefined.)"""
+    return max(1, min(DEFAULT_CELLS, samples // (2 * MIN_CELL_SAMPLES), train))
+
+
+def copying_job(ctx: TaskContext, *, train: np.ndarray, held_out: np.ndarray, generated: np.ndarray,
+                seed: int = 0) -> DataCopying:
+    """C_T of the generated features against the reference (the generator's training images) and held-out ones,
+    over `copying_cells` k-means cells of the reference."""
+    return data_copying(train, held_out, generated, copying_cells(len(generated), len(train)), seed=seed,
+                        progress=ctx.progress, cancel=ctx.cancelled)
+
+
+ImageReader = Callable[[int], np.ndarray]
+
+
+@lru_cache(maxsize=2)
+def reference_reader(spec: str, content: str) -> ImageReader:
+    """Image j of a reference given by path (a Broden dataset folder, a folder of images, an image array), in the
+    reference's own order: the order its features were computed in. `content` names the images' content (the
+    reference's cache file, made from their hash), so a folder whose images changed is opened again."""
+    from probescope.core.data.images import read_rgb
+    from probescope.core.scoring.reference import BrodenImageSource, reference_source
+    from probescope.core.scoring.sources import ArraySource, ImageFolderSource
+
+    source = reference_source(spec)
+    if isinstance(source, BrodenImageSource):
+        return source.dataset.load_image
+    if isinstance(source, ArraySource):
+        return lambda j: np.asarray(source.images[j])
+    if isinstance(source, ImageFolderSource):
+        return lambda j: read_rgb(source.files[j])
+    raise ValueError(f"{spec}: a reference without images to show")

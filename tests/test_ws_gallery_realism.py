@@ -1,0 +1,182 @@
+"""Each sample against the real images in the Gallery window: the realism and nearest reference images shown are the
+core function's on the very features streamed, the grid sorts by realism and filters possible copies, a sample that
+is exactly a reference image is flagged in the window, and the Real data panel's C_T is the data-copying test's on
+the same features (and says plainly that it needs held-out images before they are chosen)."""
+
+from __future__ import annotations
+
+import pickle
+import time
+
+import numpy as np
+import pytest
+from windows import loaded_model
+
+from probescope.app.gallery.stream import STREAM_BATCH
+from probescope.app.gallery.workspace import GalleryWorkspace
+from probescope.core.data.broden import BrodenDataset
+from probescope.core.demo import world
+from probescope.core.demo.dataset import write_demo_dataset
+from probescope.core.demo.sampler import DemoSampler
+from probescope.core.scoring.classifiers import classifier_of_model
+from probescope.core.scoring.copying import data_copying
+from probescope.core.scoring.realism import sample_neighbours
+from probescope.core.scoring.sources import ArraySource
+from probescope.jobs.inputs import Loaded
+from probescope.jobs.protocol import Job, TaskContext
+from probescope.jobs.sample_neighbours import copying_cells, neighbours_job
+
+WAIT_MS = 60_000
+N = 40
+COPY_OF, PLANTED_AT = 5, 7  # sample 7 is reference image 5, pixel for pixel
+
+
+@pytest.fixture(scope="module")
+def demo_model():
+    from probescope.core.models.loading import load_model
+
+    return load_model("demo")
+
+
+@pytest.fixture(scope="module")
+def real_dataset(tmp_path_factory):
+    root = tmp_path_factory.mktemp("real") / "dataset"
+    write_demo_dataset(root, n_images=30)
+    return BrodenDataset.open(root)
+
+
+def embedded(model, images: list[np.ndarray]) -> np.ndarray:
+    """Features of `images` in the stream's batches (bit-identical to the streamed ones)."""
+    classifier = classifier_of_model(model)
+    return np.concatenate([classifier.embed(classifier.prepare(images[a : a + STREAM_BATCH]))[0]
+                           for a in range(0, len(images), STREAM_BATCH)])
+
+
+def test_realism_neighbours_sort_and_a_planted_copy_in_the_window(qtbot, make_workspace, demo_model, real_dataset,
+                                                                   tmp_path):
+    sampler = DemoSampler(N)
+    images = [sampler.sample(k)[0] for k in range(N)]
+    images[PLANTED_AT] = real_dataset.load_image(COPY_OF)
+    ws, pool, state = make_workspace(GalleryWorkspace, (1500, 950))
+    state.set(Loaded("dataset", "real", "real", real_dataset))
+    state.set(loaded_model(pool, demo_model))
+    assert ws.realism.copying.statistic.text() == ""
+    state.set(Loaded("samples", "planted", "planted", ArraySource(np.stack(images), "planted")))
+    qtbot.waitUntil(lambda: ws.scores.n == N and not ws.streaming and ws.realism.done == N, timeout=WAIT_MS)
+
+    features = embedded(demo_model, images)
+    real = embedded(demo_model, [real_dataset.load_image(j) for j in range(real_dataset.n_images)])
+    np.testing.assert_array_equal(ws.real.live.features, features)
+    expected = sample_neighbours(features, real, 3)
+    shown = ws.realism.result
+    np.testing.assert_allclose(shown.realism, expected.realism, rtol=1e-9)
+    np.testing.assert_array_equal(shown.nearest, expected.nearest)
+    np.testing.assert_allclose(shown.distances, expected.distances, rtol=1e-9)
+    np.testing.assert_array_equal(shown.possible_copy, expected.possible_copy)
+    assert shown.copied[PLANTED_AT] == COPY_OF and expected.possible_copy[PLANTED_AT]
+    # the window's job travels by name (it can run in the compute kernel): pickled, it gives the same numbers
+    job = pickle.loads(pickle.dumps(Job(neighbours_job, {"generated": features, "reference": ws.real.live.reference,
+                                                         "k": 3}, compute=False)))
+    np.testing.assert_array_equal(job(TaskContext()).nearest, shown.nearest)
+
+    # the selected-sample panel: the planted copy's realism, its neighbours nearest first, the flag
+    panel = ws.realism.neighbours
+    ws.grid.select_image(PLANTED_AT)
+    qtbot.waitUntil(lambda: panel.shown == PLANTED_AT and panel.images[0].pixmap() is not None
+                    and not panel.images[0].pixmap().isNull(), timeout=WAIT_MS)
+    assert panel.neighbours == expected.nearest[PLANTED_AT].tolist() and panel.neighbours[0] == COPY_OF
+    assert f"R = <b>{expected.realism[PLANTED_AT]:.3g}</b>" in panel.summary.text()
+    for caption, j, d in zip(panel.captions, expected.nearest[PLANTED_AT], expected.distances[PLANTED_AT],
+                             strict=True):
+        assert caption.text() == f"#{j}<br>d = {d:.3g}"
+    assert panel.copy_flag.isVisibleTo(ws) and f"reference image #{COPY_OF}" in panel.copy_flag.text()
+    plain = int(np.flatnonzero(~expected.possible_copy)[0])
+    ws.grid.select_image(plain)
+    qtbot.waitUntil(lambda: panel.shown == plain, timeout=WAIT_MS)
+    assert f"R = <b>{expected.realism[plain]:.3f}</b>" in panel.summary.text() and not panel.copy_flag.isVisibleTo(ws)
+
+    # the grid: sorted by realism (largest first: the planted copy leads), badges R, copies tagged and filtered
+    c = ws.controls
+    c.descending.setChecked(True)
+    c.sort.setCurrentIndex(c.sort.findData("realism"))
+    order = ws.grid.thumbnails.order
+    np.testing.assert_array_equal(order, np.argsort(-expected.realism, kind="stable"))
+    assert order[0] == PLANTED_AT and ws.grid.thumbnails.cell(0)[3] == f"R {expected.realism[PLANTED_AT]:.2f}"
+    assert ws.grid.thumbnails.flagged(PLANTED_AT) and not ws.grid.thumbnails.flagged(plain)
+    c.copies_only.setChecked(True)
+    assert sorted(ws.grid.thumbnails.order.tolist()) == np.flatnonzero(expected.possible_copy).tolist()
+    assert f"<b>{expected.copies}</b> of {N} samples are <b>possible copies</b>" in ws.realism.copying.copies.text()
+
+    # C_T: said to need held-out images, then computed against them on the same features
+    assert "needs held-out real images" in ws.realism.copying.statistic.text()
+    held_images = np.stack([s.image for s in world.render_batch(3, 30)])
+    held_path = tmp_path / "held.npy"
+    np.save(held_path, held_images)
+    ws.realism.copying.held_out_chosen.emit(str(held_path))
+    qtbot.waitUntil(lambda: ws.realism.copying_result is not None, timeout=WAIT_MS)
+    held = embedded(demo_model, list(held_images))
+    ct = data_copying(real, held, features, copying_cells(N, len(real)))
+    assert np.isfinite(ct.statistic)
+    n, _, result = ws.realism.copying_result
+    assert n == N and result.statistic == pytest.approx(ct.statistic, rel=1e-6)
+    assert f"C_T = {ct.statistic:.2f}" in ws.realism.copying.statistic.text()
+    assert "C_T is about N(0, 1)" in ws.realism.copying.reading.text()
+    first = ws.realism.copying_result
+    ws.realism.copying.held_out_chosen.emit(str(held_path))  # chosen again: read again (from the cache), C_T anew
+    qtbot.waitUntil(lambda: ws.realism.copying_result is not None and ws.realism.copying_result is not first,
+                    timeout=WAIT_MS)
+    assert ws.realism.copying_result[2].statistic == result.statistic
+
+
+def test_numbers_of_another_reference_are_never_shown(qtbot, make_workspace, demo_model, real_dataset):
+    """A new reference replaces the scores' LiveScores: the per-sample numbers go with it, and come back computed
+    against the new one."""
+    from probescope.app.gallery.real_data import NONE, ReferenceChoice
+
+    ws, pool, state = make_workspace(GalleryWorkspace, (1500, 950))
+    state.set(Loaded("dataset", "real", "real", real_dataset))
+    state.set(loaded_model(pool, demo_model))
+    state.set(Loaded("samples", "demo", "demo", DemoSampler(N)))
+    qtbot.waitUntil(lambda: ws.scores.n == N and not ws.streaming and ws.realism.done == N, timeout=WAIT_MS)
+    ws.grid.select_image(0)
+    ws.real_panel.choose(ReferenceChoice(NONE))
+    qtbot.waitUntil(lambda: ws.real.live is not None and not ws.real.has_reference, timeout=WAIT_MS)
+    assert ws.realism.result is None and np.isnan(ws.scores.values("realism")).all()
+    assert "no reference chosen" in ws.realism.neighbours.summary.text()
+    assert not ws.grid.thumbnails.flagged(0) and ws.realism.copying.statistic.text() == ""
+
+
+def test_a_cancelled_computation_says_so_and_is_asked_for_again(qtbot, make_workspace, demo_model, real_dataset,
+                                                                monkeypatch):
+    """Cancel (the Tasks panel's button) stops the job between blocks; the panel says it was cancelled instead of
+    'computing…' for ever, the cancel holds while nothing changes, and a new run asks for the numbers again."""
+    import probescope.app.gallery.realism as realism_module
+
+    started = []
+
+    def waits_for_cancel(ctx, **_kwargs):
+        started.append(True)
+        while True:
+            ctx.check()
+            time.sleep(0.01)
+
+    monkeypatch.setattr(realism_module, "neighbours_job", waits_for_cancel)
+    ws, pool, state = make_workspace(GalleryWorkspace, (1500, 950))
+    state.set(Loaded("dataset", "real", "real", real_dataset))
+    state.set(loaded_model(pool, demo_model))
+    state.set(Loaded("samples", "demo", "demo", DemoSampler(N)))
+    qtbot.waitUntil(lambda: ws.scores.n == N and not ws.streaming and bool(started), timeout=WAIT_MS)
+    ws.grid.select_image(0)
+    assert "computing…" in ws.realism.neighbours.summary.text()
+    key = ws.task_key("scores:realism")
+    pool.cancel(key)
+    qtbot.waitUntil(lambda: not pool.is_running(key), timeout=WAIT_MS)
+    ws.grid.select_image(1)
+    assert "cancelled" in ws.realism.neighbours.summary.text() and ws.realism.result is None
+    ws.update_views()
+    assert not pool.is_running(key)
+    monkeypatch.undo()
+    ws.reset(start=True)
+    qtbot.waitUntil(lambda: ws.realism.done == N and not ws.streaming, timeout=WAIT_MS)
+    ws.grid.select_image(1)
+    assert ws.realism.neighbours.shown == 1
