@@ -12,7 +12,6 @@ import numpy as np
 import pytest
 from windows import loaded_model
 
-from probescope.app.gallery.stream import STREAM_BATCH
 from probescope.app.gallery.workspace import GalleryWorkspace
 from probescope.core.data.broden import BrodenDataset
 from probescope.core.demo import world
@@ -21,6 +20,7 @@ from probescope.core.demo.sampler import DemoSampler
 from probescope.core.scoring.classifiers import classifier_of_model
 from probescope.core.scoring.copying import data_copying
 from probescope.core.scoring.realism import sample_neighbours
+from probescope.core.scoring.settings import WINDOW
 from probescope.core.scoring.sources import ArraySource
 from probescope.jobs.inputs import Loaded
 from probescope.jobs.protocol import Job, TaskContext
@@ -48,8 +48,8 @@ def real_dataset(tmp_path_factory):
 def embedded(model, images: list[np.ndarray]) -> np.ndarray:
     """Features of `images` in the stream's batches (bit-identical to the streamed ones)."""
     classifier = classifier_of_model(model)
-    return np.concatenate([classifier.embed(classifier.prepare(images[a : a + STREAM_BATCH]))[0]
-                           for a in range(0, len(images), STREAM_BATCH)])
+    return np.concatenate([classifier.embed(classifier.prepare(images[a : a + WINDOW.batch_size]))[0]
+                           for a in range(0, len(images), WINDOW.batch_size)])
 
 
 def test_realism_neighbours_sort_and_a_planted_copy_in_the_window(qtbot, make_workspace, demo_model, real_dataset,
@@ -131,7 +131,7 @@ def test_realism_neighbours_sort_and_a_planted_copy_in_the_window(qtbot, make_wo
 def test_numbers_of_another_reference_are_never_shown(qtbot, make_workspace, demo_model, real_dataset):
     """A new reference replaces the scores' LiveScores: the per-sample numbers go with it, and come back computed
     against the new one."""
-    from probescope.app.gallery.real_data import NONE, ReferenceChoice
+    from probescope.jobs.scoring_reference import NONE, ReferenceChoice
 
     ws, pool, state = make_workspace(GalleryWorkspace, (1500, 950))
     state.set(Loaded("dataset", "real", "real", real_dataset))
@@ -176,7 +176,7 @@ def test_a_cancelled_computation_says_so_and_is_asked_for_again(qtbot, make_work
     ws.update_views()
     assert not pool.is_running(key)
     monkeypatch.undo()
-    ws.reset(start=True)
+    ws.run.reset(start=True)
     qtbot.waitUntil(lambda: ws.realism.done == N and not ws.streaming, timeout=WAIT_MS)
     ws.grid.select_image(1)
     assert ws.realism.neighbours.shown == 1

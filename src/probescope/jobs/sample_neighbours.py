@@ -17,6 +17,7 @@ from probescope.core.scoring.copying import DEFAULT_CELLS, MIN_CELL_SAMPLES, Dat
 from probescope.core.scoring.realism import SampleNeighbours, sample_neighbours
 from probescope.core.scoring.reference import ReferenceSet
 from probescope.jobs.protocol import TaskContext
+from probescope.jobs.scoring_stream import ClassifierChoice, classifier_of
 
 
 def neighbours_job(ctx: TaskContext, *, generated: np.ndarray, reference: ReferenceSet,
@@ -48,6 +49,14 @@ ImageReader = Callable[[int], np.ndarray]
 
 
 @lru_cache(maxsize=2)
+def held_out_job(ctx: TaskContext, *, spec: str, classifier: ClassifierChoice) -> ReferenceSet:
+    """Held-out real images `spec` as `classifier` sees them (cached like any reference set), for the data-copying
+    test. Compute: it may run the classifier over them."""
+    from probescope.core.scoring.reference import load_reference
+
+    return load_reference(spec, classifier_of(ctx, classifier), progress=ctx.progress, cancel=ctx.cancelled)
+
+
 def reference_reader(spec: str, content: str) -> ImageReader:
     """Image j of a reference given by path (a Broden dataset folder, a folder of images, an image array), in the
     reference's own order: the order its features were computed in. `content` names the images' content (the

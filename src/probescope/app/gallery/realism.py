@@ -16,14 +16,14 @@ from collections.abc import Callable
 import numpy as np
 from PySide6.QtCore import QObject
 
-from probescope.app.gallery.real_data import DATASET, NONE
 from probescope.app.gallery.real_data_scores import RealDataScores
 from probescope.app.gallery.realism_panel import CopyingPanel, NeighboursPanel, copying_reading
-from probescope.app.gallery.stream import thumbnail_task
+from probescope.app.gallery.thumbnails import thumbnail_task
 from probescope.core.scoring.copying import MIN_CELL_SAMPLES
 from probescope.core.scoring.realism import SampleNeighbours
 from probescope.jobs.protocol import COMPUTE, IO, Job, TaskError
-from probescope.jobs.sample_neighbours import copying_job, neighbours_job, reference_reader
+from probescope.jobs.sample_neighbours import copying_job, held_out_job, neighbours_job, reference_reader
+from probescope.jobs.scoring_reference import DATASET, NONE
 from probescope.widgets.gallery.grid import GalleryGrid
 
 STREAMING_BATCH = 256  # while streaming, the neighbours of this many new samples at a time (each job re-reads the
@@ -135,27 +135,25 @@ class SampleRealism(QObject):
         if classifier is None or not self.real.has_features:
             self.copying.show_statistic("The data-copying test needs a classifier that gives features.")
             return
-        from probescope.core.scoring.reference import load_reference
-
         self.held_out, self.copying_result = None, None
         self.copying.show_statistic(f"Loading held-out images {spec} as {classifier.name} sees them…")
 
         def loaded(reference) -> None:
-            self.held_out = (spec, classifier.key or id(classifier), reference)
+            self.held_out = (spec, classifier.key, reference)
             self._show_copying()
             self.update(self.streaming)
 
         def failed(error: TaskError) -> None:
             self.copying.show_statistic(f"No held-out images: {error.message}")
 
-        self.pool.submit(lambda ctx: load_reference(spec, classifier, progress=ctx.progress, cancel=ctx.cancelled),
+        self.pool.submit(Job(held_out_job, {"spec": spec, "classifier": classifier.choice}),
                          name=f"held-out images: {spec}", key=self.task_key("held-out"), executor=COMPUTE,
                          on_result=loaded, on_error=failed)
 
     def _held_out_set(self):
         """The held-out set when it was read by the classifier of the scores shown."""
         classifier = self.real.classifier
-        if self.held_out is None or classifier is None or self.held_out[1] != (classifier.key or id(classifier)):
+        if self.held_out is None or classifier is None or self.held_out[1] != classifier.key:
             return None
         return self.held_out[2]
 
