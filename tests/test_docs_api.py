@@ -17,7 +17,7 @@ def test_the_api_page_runs_as_written(tmp_path, isolated_cache):
     assert len(blocks) >= 4
     script = tmp_path / "api.py"
     script.write_text("\n".join(blocks))
-    env = {**os.environ, "QT_QPA_PLATFORM": "offscreen", "PROBESCOPE_API_DOC_TEST": "1"}
+    env = {**os.environ, "QT_QPA_PLATFORM": "offscreen"}
     run = subprocess.run([sys.executable, str(script)], cwd=tmp_path, capture_output=True, text=True, timeout=600,
                          env=env)
     assert run.returncode == 0, run.stderr[-3000:]
