@@ -181,3 +181,22 @@ def demo_world_features():
     gen_features, gen_logits = embed_source(generated, classifier, 60, workers=1)
     return {"real": real_features, "generated": gen_features, "real_logits": real_logits,
             "generated_logits": gen_logits}
+
+
+@pytest.fixture(scope="module")
+def demo_model():
+    """The demo classifier-model (a LoadedModel), loaded once per test module."""
+    from probescope.core.models.loading import load_model
+
+    return load_model("demo")
+
+
+@pytest.fixture(scope="module")
+def real_dataset(tmp_path_factory):
+    """A 30-image demo probing dataset: the gallery's real images."""
+    from probescope.core.data.broden import BrodenDataset
+    from probescope.core.demo.dataset import write_demo_dataset
+
+    root = tmp_path_factory.mktemp("real") / "dataset"
+    write_demo_dataset(root, n_images=30)
+    return BrodenDataset.open(root)

@@ -92,13 +92,6 @@ def test_a_notebook_scores_as_the_command_line_does(tmp_path, capsys):
     assert any(p.fraction is None and p.message.startswith("scoring") for p in progress)  # its stage
 
 
-@pytest.fixture(scope="module")
-def demo_model():
-    from probescope.core.models.loading import load_model
-
-    return load_model("demo")
-
-
 def test_the_gallerys_stream_is_a_job_that_travels(demo_model):
     """The stream job pickles (a module-level function and plain values) and runs in a session of its own, where
     the model is loaded again from what opened it: the same logits as the engine's, batch for batch."""

@@ -31,13 +31,6 @@ def gallery(make_workspace):
     ws.run.stop()
 
 
-@pytest.fixture(scope="module")
-def demo_model():
-    from probescope.core.models.loading import load_model
-
-    return load_model("demo")
-
-
 def open_samples(qtbot, ws, model, source, label="samples") -> None:
     """Put the model and `source` into the state and wait until the first stream has finished."""
     if ws.state.model is None or ws.state.model.name != model.name:

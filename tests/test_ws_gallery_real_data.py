@@ -9,8 +9,6 @@ import pytest
 from windows import loaded_model
 
 from probescope.app.gallery.workspace import GalleryWorkspace
-from probescope.core.data.broden import BrodenDataset
-from probescope.core.demo.dataset import write_demo_dataset
 from probescope.core.demo.sampler import DemoSampler
 from probescope.core.scoring.classifiers import classifier_of_model
 from probescope.core.scoring.coverage import class_coverage
@@ -24,20 +22,6 @@ from probescope.jobs.scoring_reference import NONE, ReferenceChoice
 
 WAIT_MS = 60_000
 N = 40
-
-
-@pytest.fixture(scope="module")
-def demo_model():
-    from probescope.core.models.loading import load_model
-
-    return load_model("demo")
-
-
-@pytest.fixture(scope="module")
-def real_dataset(tmp_path_factory):
-    root = tmp_path_factory.mktemp("real") / "dataset"
-    write_demo_dataset(root, n_images=30)
-    return BrodenDataset.open(root)
 
 
 def streamed_features(model, n: int):

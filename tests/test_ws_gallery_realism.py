@@ -13,9 +13,7 @@ import pytest
 from windows import loaded_model
 
 from probescope.app.gallery.workspace import GalleryWorkspace
-from probescope.core.data.broden import BrodenDataset
 from probescope.core.demo import world
-from probescope.core.demo.dataset import write_demo_dataset
 from probescope.core.demo.sampler import DemoSampler
 from probescope.core.scoring.classifiers import classifier_of_model
 from probescope.core.scoring.copying import data_copying
@@ -29,20 +27,6 @@ from probescope.jobs.sample_neighbours import copying_cells, neighbours_job
 WAIT_MS = 60_000
 N = 40
 COPY_OF, PLANTED_AT = 5, 7  # sample 7 is reference image 5, pixel for pixel
-
-
-@pytest.fixture(scope="module")
-def demo_model():
-    from probescope.core.models.loading import load_model
-
-    return load_model("demo")
-
-
-@pytest.fixture(scope="module")
-def real_dataset(tmp_path_factory):
-    root = tmp_path_factory.mktemp("real") / "dataset"
-    write_demo_dataset(root, n_images=30)
-    return BrodenDataset.open(root)
 
 
 def embedded(model, images: list[np.ndarray]) -> np.ndarray:
