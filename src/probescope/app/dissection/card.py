@@ -36,13 +36,18 @@ def card_panel(card: UnitCard, export: Callable[[Preset | None], None]) -> QWidg
 
 
 def fill_card(card: UnitCard, d: LayerData, unit: int, explanation: Callable[[str], Explanation | None],
-              caption: str, role: str, images: Sequence[QImage], formula_label: str) -> None:
-    """The card of `unit`: `explanation(method)` per method, the grid's `caption` and images, the Role line."""
+              caption: str, role: str, images: Sequence[QImage], formula_label: str,
+              drawing: QImage | None = None) -> None:
+    """The card of `unit`: `explanation(method)` per method, the grid's `caption` and images, the Role line, and
+    the unit's `drawing` (feature visualisation) as the last image when there is one."""
     u = d.result.units[unit]
     lines = [CardLine(r.METHOD_NAMES[m], e.label, e.length, e.iou, e.da)
              for m in r.METHODS if (e := explanation(m)) is not None]
     card.set_card(f"Unit {unit} · {d.layer}",
                   f"{d.model_label}; threshold {u.threshold:.3g} (top {d.settings.quantile:g}); "
-                  f"fires on {u.fired_images} images; {caption}" + (f"; {role}" if role else ""),
-                  list(images[:CARD_IMAGES]), lines,
+                  f"fires on {u.fired_images} images; {caption}" + (f"; {role}" if role else "")
+                  + ("; the last image is what the unit would draw (activation maximisation: what can drive it, "
+                     "not what drives it on real data)" if drawing is not None else ""),
+                  list(images[:CARD_IMAGES - 1]) + [drawing] if drawing is not None else list(images[:CARD_IMAGES]),
+                  lines,
                   f"heat map: activation · yellow outline: unit mask at T · cyan: {formula_label or 'explanation'}")

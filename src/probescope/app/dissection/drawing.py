@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from PySide6.QtCore import QRectF, QSize
+from PySide6.QtCore import QRectF, QSize, Signal
 from PySide6.QtGui import QImage, QPainter
 from PySide6.QtWidgets import (
     QComboBox,
@@ -81,7 +81,10 @@ class FittedImage(QWidget):
 
 
 class DrawingPanel(QWidget):
-    """The feature visualisation of the selected unit, the selection or the unit's concept (module docstring)."""
+    """The feature visualisation of the selected unit, the selection or the unit's concept (module docstring).
+    `drawn` is emitted when the drawing on screen changes (the unit card shows a unit's own)."""
+
+    drawn = Signal()
 
     def __init__(self, pool: WorkerPool, key: Callable[[str], str], selection: Callable[[], list[int]],
                  parent: QWidget | None = None):
@@ -234,6 +237,7 @@ class DrawingPanel(QWidget):
             return  # asked for since: another unit, mode or inputs
         self.shown, self.visualization = target.key, vis
         self.picture.set_image(to_qimage(vis.image))
+        self.drawn.emit()
         top = float(self.data.peaks[:, self.unit].max()) if target.direction is not None and \
             target.name == f"unit {self.unit}" else None
         beside = f"; its highest activation on the dataset is {top:.3g}" if top is not None else ""
@@ -247,6 +251,13 @@ class DrawingPanel(QWidget):
         self.picture.set_image(None)
         self.caption.setText("")
         self.status.setText(text)
+        self.drawn.emit()
+
+    def unit_drawing(self, unit: int) -> QImage | None:
+        """The drawing on screen when it is of `unit` alone."""
+        target = self.target()
+        drawn = self.shown is not None and target is not None and target.key == self.shown
+        return self.picture.image if drawn and target.name == f"unit {unit}" else None
 
     def _busy(self, busy: bool, text: str) -> None:
         self.cancel_button.setVisible(busy)

@@ -121,7 +121,7 @@ class UnitPresenter(QObject):
         if state.data is not None and state.unit in state.data.result.units:
             fill_card(ws.card, state.data, state.unit, self.explanation, ws.unit_images.caption,
                       ws.role.card_line(state.unit), [i.thumbnail.image for i in ws.unit_images.overlays],
-                      state.formula_label)
+                      state.formula_label, ws.drawing.unit_drawing(state.unit))
 
     def subject(self) -> str:
         """What the per-unit views show, for their figures' file names."""

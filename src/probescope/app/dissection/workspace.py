@@ -143,6 +143,7 @@ class DissectionWorkspace(Workspace):
         self.unit_images.shown.connect(s.overlays_shown)
         self.role.ablated.connect(lambda _result: s.update_card())
         self.image_view.unit_clicked.connect(self._go_to_unit)
+        self.drawing.drawn.connect(s.update_card)  # the card shows the unit's drawing once there is one
         install_grid_menu(self.view.images, self.image_view, self.area, lambda: self.unit_images.overlays,
                           lambda: ExportTarget("Unit images", self.view.images, s.subject()))
         self.units.setContextMenuPolicy(Qt.ContextMenuPolicy.CustomContextMenu)
