@@ -177,6 +177,20 @@ def test_a_job_that_exits_restarts_the_kernel_instead_of_ending_its_compute_thre
                        "interrupted task again."]
 
 
+def test_a_request_superseded_inside_a_long_c_call_is_left_to_finish_without_a_restart(qtbot, make_pool):
+    """A newer request of the same key (the next unit) replaces one stuck in a C call: its result is dropped, and
+    the kernel is not restarted for it (torch and the models loaded again at every switch)."""
+    pool = make_pool()
+    results = []
+    with qtbot.waitSignal(pool.started, timeout=WAIT_MS):
+        old = pool.submit(Job(kernel_jobs.sleep_in_c, {"seconds": 1}), name="old", key="view",
+                          on_result=results.append)
+    qtbot.waitUntil(lambda: old.progress is not None, timeout=WAIT_MS)  # inside the sleep now
+    new = pool.submit(Job(kernel_jobs.count, {"n": 2}), name="new", key="view", on_result=results.append)
+    qtbot.waitUntil(lambda: new.done, timeout=WAIT_MS)
+    assert old.cancelled and results == [pool.kernel.pid] and pool.kernel.restarts == 0
+
+
 def test_cancel_inside_a_long_c_call_restarts_the_kernel_and_says_so(qtbot, make_pool, tmp_path):
     pool = make_pool()
     notices, results = [], []

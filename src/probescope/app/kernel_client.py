@@ -4,8 +4,9 @@ comes, sends it Jobs and cancels, and turns what comes back into Qt signals in t
 When the kernel dies (killed, a native crash, out of memory) the window stays: the client says in one line what
 happened (`notice`), starts a new kernel and sends it the interrupted tasks again, whose models the new kernel loads
 again on demand. A task that was running each time the kernel died twice fails with that line instead of being
-sent a third time; no task is dropped silently. A cancelled task that has not stopped within `cancel_deadline_s`
-(it is inside a long C call) is stopped by restarting the kernel, and the notice says so.
+sent a third time; no task is dropped silently. A task the user cancelled that has not stopped within
+`cancel_deadline_s` (it is inside a long C call) is stopped by restarting the kernel, and the notice says so; a
+superseded one (a newer request of its key) is left to stop at its next step.
 
 This module and what it imports stay free of torch: the window needs no torch to use a kernel.
 """
@@ -118,13 +119,16 @@ class KernelClient(QObject):
         else:
             self._send_task(task_id)
 
-    def cancel(self, task_id: int) -> None:
-        """Ask the kernel to stop the task; restart the kernel if it has not stopped by the deadline."""
+    def cancel(self, task_id: int, restart_if_stuck: bool = True) -> None:
+        """Ask the kernel to stop the task; with `restart_if_stuck`, restart the kernel if it has not stopped by
+        the deadline."""
         sent = self._sent.get(task_id)
         if sent is None or sent.cancelled:
             return
         sent.cancelled = True
         self._send(("cancel", task_id, None))
+        if not restart_if_stuck:
+            return
         if self._ready:
             self._start_deadline(task_id)
         else:

@@ -74,12 +74,16 @@ class TaskHandle:
         self.on_error = on_error
         self.progress: Progress | None = None
         self.done = False
-        self.on_cancel: Callable[[], None] | None = None  # set when the task runs in the kernel: tells it
+        self.on_cancel: Callable[[bool], None] | None = None  # set when the task runs in the kernel: tells it
 
-    def cancel(self) -> None:
+    def cancel(self, superseded: bool = False) -> None:
+        """Stop the task at its next step. A task the user cancels that runs in the kernel and is stuck in a long
+        call gets the kernel restarted; one `superseded` (a newer request of its key, its workspace's inputs
+        changed) is left to stop by itself: its result is dropped either way, and restarting the kernel (torch
+        again, the models reloaded) at every unit switch would cost far more than the step it waits for."""
         if not self.context.cancelled() and self.on_cancel is not None:
             self.context.cancel()
-            self.on_cancel()
+            self.on_cancel(not superseded)
         self.context.cancel()
 
     @property
@@ -195,11 +199,11 @@ class WorkerPool(QObject):
         if key is not None:
             previous = self._by_key.get(key)
             if previous is not None:
-                previous.cancel()
+                previous.cancel(superseded=True)
             self._by_key[key] = handle
         self._active[handle.id] = handle
         if self.kernel is not None and isinstance(task, Job) and task.compute:
-            handle.on_cancel = lambda: self.kernel.cancel(handle.id)
+            handle.on_cancel = lambda restart_if_stuck: self.kernel.cancel(handle.id, restart_if_stuck)
             self.kernel.submit(handle.id, task, name=name, executor=executor, key=key, trust=handle.context.trust)
         elif executor == COMPUTE:
             if self._compute is None:
@@ -229,7 +233,7 @@ class WorkerPool(QObject):
         """Cancel every task whose key is `group` or starts with `group:` (their results are dropped)."""
         for handle in list(self._active.values()):
             if in_group(handle.key, group):
-                handle.cancel()
+                handle.cancel(superseded=True)
 
     def cancel_all(self) -> None:
         for handle in list(self._active.values()):
