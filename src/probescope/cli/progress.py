@@ -53,9 +53,8 @@ def _logged(lead: str, out: TextIO) -> ProgressCallback:
 
     def progress(fraction: float, message: str) -> None:
         stage, now = _NUMBERS.sub("#", message), time.monotonic()
-        new = stage != last["stage"]
-        finished = fraction >= 1.0 and not (last["done"] and not new)
-        if new or finished or now - last["at"] >= LOG_INTERVAL_S:
+        finished = fraction >= 1.0 and not last["done"]  # (a new stage prints anyway)
+        if stage != last["stage"] or finished or now - last["at"] >= LOG_INTERVAL_S:
             last.update(stage=stage, at=now, done=fraction >= 1.0)
             print(f"{lead}{fraction:6.1%} {message}", file=out, flush=True)
 
