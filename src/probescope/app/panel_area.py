@@ -149,7 +149,6 @@ class PanelArea(QMainWindow):
         restored, and a smaller window cannot give them all (the beam trace came back 10 px wide): where a panel
         with a default share, or the central view, got less than half of its share, the default shares are applied
         again (the arrangement itself, which panel is where, is kept)."""
-        self._whole_tab_titles()
         shares = [(self.panels[key], orientation, share) for (key, orientation), share in self.proportions.items()
                   if not self.panels[key].isFloating() and self.panels[key].isVisible()]
         across = [share for _dock, orientation, share in shares if orientation == Qt.Orientation.Horizontal]
