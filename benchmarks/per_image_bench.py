@@ -155,7 +155,8 @@ def bench_vis(vis_steps: int) -> None:
     import torchvision
 
     from probescope.core.data.preprocess import IMAGENET
-    from probescope.core.featurevis.render import Direction, VisSettings, visualize
+    from probescope.core.featurevis.render import visualize
+    from probescope.core.featurevis.settings import Direction, VisSettings
     from probescope.core.models.loading import LoadedModel, load_model
 
     print("2. what a unit would draw (visualize, 512 steps = lucid's)")

@@ -3,6 +3,9 @@ settings across a restart, export, keyboard (workspaces, next/previous, command 
 
 from __future__ import annotations
 
+import os
+import signal
+
 import numpy as np
 import pytest
 from PySide6.QtCore import QMimeData, QPointF, Qt, QUrl
@@ -243,7 +246,10 @@ def test_closing_while_the_demo_data_is_generated_is_quick(qtbot, settings_path,
 
 
 @pytest.mark.filterwarnings("ignore:`torch.jit:FutureWarning")
-def test_torchscript_model_and_generator_open(qtbot, window, small_world, tmp_path, answer_trust):
+@pytest.mark.parametrize("kernel", ["thread", "local"])
+def test_torchscript_model_and_generator_open(qtbot, settings_path, small_world, tmp_path, answer_trust, kernel):
+    """Code the user trusts runs where the computation runs: in a kernel, the generator is held there and the
+    window streams its samples by their description (a kernel restarted meanwhile opens it again)."""
     import torch
     from torch import nn
 
@@ -257,6 +263,7 @@ def test_torchscript_model_and_generator_open(qtbot, window, small_world, tmp_pa
 
     torch.jit.script(Generator()).save(str(tmp_path / "gen.pt"))
     torch.jit.script(Classifier()).save(str(tmp_path / "clf.pt"))
+    window = make_window(qtbot, settings_path, kernel)
     asked = answer_trust(accept=True)  # both files run code: the window asks once for each
     with qtbot.waitSignal(window.opened, timeout=WAIT_MS) as blocker:
         window.open(OpenRequest("samples", str(tmp_path / "gen.pt"), generator=(4, 6, 0)))
@@ -268,3 +275,10 @@ def test_torchscript_model_and_generator_open(qtbot, window, small_world, tmp_pa
                     timeout=WAIT_MS)
     assert window.workspaces["gallery"].grid.thumbnails.rowCount() == 6
     assert len(asked) == 2 and "gen.pt" in asked[0] and "clf.pt" in asked[1]
+    if kernel == "local":
+        os.kill(window.pool.kernel.pid, signal.SIGKILL)  # the held generator is gone with it
+        qtbot.waitUntil(lambda: window.notification.isVisible(), timeout=WAIT_MS)
+        gallery = window.workspaces["gallery"]
+        gallery.run.reset(start=True)
+        qtbot.waitUntil(lambda: not gallery.streaming and gallery.scores.n == 6, timeout=WAIT_MS)
+    window.close()

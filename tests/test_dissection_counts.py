@@ -277,3 +277,22 @@ def test_float32_threshold_is_equivalent():
     for t in [*rng.standard_normal(50), float(values[3]), float(np.nextafter(values[5], np.float32(9))) - 1e-12]:
         t32 = float32_threshold(t)
         assert ((values.astype(np.float64) >= t) == (values >= np.float32(t32))).all()
+
+
+@pytest.mark.parametrize("shapes", [((7, 7), (112, 112)), ((13, 17), (200, 150)), ((56, 56), (112, 112)),
+                                    ((112, 112), (56, 56)), ((1, 1), (9, 9)), ((5, 5), (5, 5))])
+def test_views_bilinear_agrees_with_torch(shapes):
+    """The views' NumPy upsampling (the window's process has no torch) is torch's bilinear kernel to float32
+    rounding, within the margin the mask counting allows for; a mask from it differs only at pixels that close to
+    the threshold."""
+    from probescope.core.dissection.unitmasks import _ROUNDING_MARGIN, bilinear, unit_mask, upsample
+
+    (h, w), seg = shapes
+    maps = (np.random.default_rng(h * w).standard_normal((16, h, w)) * 3).astype(np.float32)
+    ours, theirs = bilinear(maps, seg), upsample(maps, seg).numpy()
+    scale = np.abs(maps).max()
+    assert ours.shape == theirs.shape == (16, *seg) and ours.dtype == np.float32
+    assert np.abs(ours - theirs).max() <= _ROUNDING_MARGIN * scale / 4
+    t = 0.7
+    near = np.abs(theirs[3] - t) <= _ROUNDING_MARGIN * scale
+    assert ((unit_mask(maps[3], t, seg) == (theirs[3] >= np.float32(t))) | near).all()

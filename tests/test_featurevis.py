@@ -12,7 +12,8 @@ from probescope.core.errors import InputError
 from probescope.core.featurevis import transforms
 from probescope.core.featurevis.directions import concept_direction, upsampling_matrix
 from probescope.core.featurevis.image import COLOR_MIX, FourierImage, spectrum_scale
-from probescope.core.featurevis.render import Direction, VisSettings, cache_key, visualize, weights_hash
+from probescope.core.featurevis.render import cache_key, visualize, weights_hash
+from probescope.core.featurevis.settings import Direction, VisSettings
 from probescope.core.tasks import Cancelled
 
 STEPS = 512  # lucid's

@@ -235,6 +235,90 @@ print(got[0], "torch" in sys.modules)
     assert done.stdout.split() == ["(True,", "True)", "False"], done.stderr
 
 
+WINDOW_ON_THE_DEMO_WORLD = """
+import sys
+from probescope.jobs import inputs
+
+inputs.DEMO_DATASET_IMAGES, inputs.DEMO_SAMPLES = 40, 40  # here and in the kernel (spawn runs this module's top)
+
+if __name__ == "__main__":
+    from PySide6.QtCore import QTimer
+    from PySide6.QtWidgets import QApplication
+
+    from probescope.app.launch import add_arguments, requests
+    from probescope.app.main_window import MainWindow
+    from probescope.app.settings import Settings
+    import argparse
+
+    app = QApplication([])
+    parser = argparse.ArgumentParser()
+    add_arguments(parser)
+    args = parser.parse_args([])
+    window = MainWindow(Settings(sys.argv[1]), kernel=args.kernel)
+    window.show()
+    for request in requests(args):
+        window.open(request)
+
+    def check():
+        try:
+            report()
+        except Exception:
+            app.exit(3)  # a failing check ends the run (its traceback on stderr), never loops on
+            raise
+
+    def report():
+        if all(ws.is_initial_work_done for ws in window.workspaces.values()) and not window.pool.active():
+            d, g, s = (window.workspaces[n] for n in ("dissection", "gallery", "similarity"))
+            print(args.kernel, d.data.result.complete, len(d.data.result.units), g.scores.n,
+                  s.shown.trialset is not None, "torch" in sys.modules, window.notification.isVisible())
+            window.close()
+            app.quit()
+
+    timer = QTimer()
+    timer.timeout.connect(check)
+    timer.start(100)
+    app.exec()
+"""
+
+
+def test_the_window_on_the_demo_world_has_no_torch_in_its_process(tmp_path, isolated_cache):
+    """`probescope gui`'s default: every workspace shows its results, computed in the kernel, and the window's own
+    interpreter never imported torch."""
+    script = tmp_path / "window.py"
+    script.write_text(WINDOW_ON_THE_DEMO_WORLD)
+    env = {**os.environ, "QT_QPA_PLATFORM": "offscreen"}
+    done = subprocess.run([sys.executable, str(script), str(tmp_path / "settings.ini")], capture_output=True,
+                          text=True, env=env, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    kernel, complete, units, scored, trials, torch, notified = done.stdout.split()
+    assert (kernel, complete, scored, trials, notified) == ("local", "True", "40", "True", "False"), done.stdout
+    assert int(units) > 0 and torch == "False", done.stdout
+
+
+def test_no_window_module_imports_torch():
+    """Every module of the window and its widgets imports with torch unavailable: what needs torch is imported
+    where it runs (the kernel), so a new import at a module's top fails here, naming its chain."""
+    code = """
+import importlib, pkgutil, sys, traceback
+class NoTorch:
+    def find_spec(self, name, path=None, target=None):
+        if name.split(".")[0] in ("torch", "torchvision"):
+            raise ImportError(f"torch is not for the window's process ({name})")
+sys.meta_path.insert(0, NoTorch())
+import probescope.app, probescope.widgets
+for package in (probescope.widgets, probescope.app):
+    for module in pkgutil.walk_packages(package.__path__, package.__name__ + "."):
+        try:
+            importlib.import_module(module.name)
+        except ImportError as exc:
+            chain = [f.filename.split("src/")[-1] for f in traceback.extract_tb(exc.__traceback__)]
+            print(module.name, "->", " > ".join(c for c in chain if "probescope" in c), exc)
+"""
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
+                          env={**os.environ, "QT_QPA_PLATFORM": "offscreen"})
+    assert done.returncode == 0 and done.stdout == "", done.stdout + done.stderr[-2000:]
+
+
 def test_the_window_stays_up_and_says_what_happened_when_its_kernel_is_killed(qtbot, settings_path, tmp_path):
     from probescope.app.main_window import MainWindow
     from probescope.app.settings import Settings

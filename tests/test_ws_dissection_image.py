@@ -13,7 +13,8 @@ from PySide6.QtCore import QItemSelectionModel, Qt
 from probescope.app.dissection.image_panel import open_in
 from probescope.core.cache import cache_dir
 from probescope.core.dissection.image_view import segment_image
-from probescope.core.featurevis.render import Direction, VisSettings, visualize
+from probescope.core.featurevis.render import visualize
+from probescope.core.featurevis.settings import Direction, VisSettings
 from probescope.jobs.dissection import rows as data
 from probescope.jobs.inputs import OpenRequest
 

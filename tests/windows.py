@@ -9,8 +9,8 @@ from probescope.jobs.inputs import Loaded, OpenRequest, hold_model
 WAIT_MS = 60_000
 
 
-def make_window(qtbot, settings_path) -> MainWindow:
-    window = MainWindow(Settings(settings_path), device="cpu")
+def make_window(qtbot, settings_path, kernel: str = "thread") -> MainWindow:
+    window = MainWindow(Settings(settings_path), device="cpu", kernel=kernel)
     qtbot.addWidget(window)
     window.show()
     return window

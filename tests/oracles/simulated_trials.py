@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from probescope.core.similarity.luce import BETA
+from probescope.core.similarity.settings import BETA
 from probescope.core.similarity.simulate import random_references, sample_outcomes
 from probescope.core.similarity.trials import Trials
 

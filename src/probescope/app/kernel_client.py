@@ -81,7 +81,8 @@ class _Reader(QThread):
 
 class KernelClient(QObject):
     """Signals (GUI thread): `event(task id, kind, payload)` with the kinds of `jobs.runner.run_task` (plus
-    'progress'), `notice(line)` when the kernel died or was restarted, `ready(seconds)` when a kernel started."""
+    'progress'), `notice(line)` when the kernel died or was restarted, `ready(seconds)` when a kernel started
+    (`devices` is then its machine's compute devices: the window knows them only from the kernel)."""
 
     event = Signal(int, str, object)
     notice = Signal(str)
@@ -105,6 +106,7 @@ class KernelClient(QObject):
         self._started_at = 0.0
         self._closed = False
         self.restarts = 0
+        self.devices: list[str] | None = None  # the kernel's compute devices, once one has started
         self.sent: defaultdict[str, Traffic] = defaultdict(Traffic)  # the traffic with every kernel so far
         self.received: defaultdict[str, Traffic] = defaultdict(Traffic)
 
@@ -215,6 +217,7 @@ class KernelClient(QObject):
             for waiting in self._deadlines:
                 self._start_deadline(waiting)
             self._deadlines.clear()
+            self.devices = list(payload["devices"])
             self.ready.emit(time.monotonic() - self._started_at)
             return
         if kind == "fault":

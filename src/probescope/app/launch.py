@@ -44,10 +44,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="how a psiz .hdf5 judgments file numbers its stimuli, when neither it nor a catalog tells")
     parser.add_argument("--device", type=device_arg,
                         help="compute device (cpu, cuda, cuda:1, mps); default: the saved setting")
-    parser.add_argument("--kernel", choices=KERNELS, default="thread",
-                        help="where the computation runs: 'thread' (in this process) or 'local' (a compute kernel "
-                             "process of its own: a crash or a long computation there leaves the window responsive; "
-                             "tasks that are not yet kernel jobs still run in this process); default: thread")
+    parser.add_argument("--kernel", choices=KERNELS, default="local",
+                        help="where the computation runs: 'local' (a compute kernel process of its own, which owns "
+                             "torch and the GPU: a crash or a long computation there leaves the window responsive) "
+                             "or 'thread' (in the window's own process); default: local")
     parser.add_argument("--theme", choices=("system", "light", "dark"), help="colour theme for this run")
     parser.add_argument("--screenshot", metavar="OUT.png|svg|pdf", type=Path,
                         help="render the window to OUT (PNG, or SVG/PDF vectors) once the workspace has loaded, "
@@ -113,12 +113,15 @@ def run(args: argparse.Namespace) -> int:
         environment.default(environment.QT_PLATFORM, "offscreen")
     from probescope.app import splash
 
-    launch = splash.start() if args.screenshot is None else None  # on screen while torch loads
-    import torch  # before Qt, and the thread count once, early
+    launch = splash.start() if args.screenshot is None else None  # on screen while the window loads
+    from probescope.app.workers import keep_gui_responsive
 
-    from probescope.app.workers import compute_threads, keep_gui_responsive
+    if args.kernel == "thread":  # the computation shares this process: torch before Qt, its thread count once
+        import torch
 
-    torch.set_num_threads(compute_threads())
+        from probescope.app.workers import compute_threads
+
+        torch.set_num_threads(compute_threads())
     from PySide6.QtWidgets import QApplication
 
     from probescope.app.main_window import MainWindow

@@ -66,10 +66,11 @@ class MainWindow(QMainWindow):
         self.setWindowTitle("probescope")
         self.setAcceptDrops(True)
         self.settings = settings
-        self.device = device or settings.device()
+        self.device = device or settings.device(here=kernel == "thread")  # a kernel's machine: checked when it starts
         self.state = AppState(self)
         self.state.device = self.device
         self.pool = WorkerPool(parent=self, kernel=kernel)  # `kernel`: where compute Jobs run (workers.KERNELS)
+        self.pool.devices_known.connect(self._check_device)
         self.trust = TrustGate(self, self.pool, settings, trust, ask_trust, self.statusBar().showMessage,
                                self.notify)  # before any task: they load with its trust
         self.figures = FigureActions(self, settings, self.current_workspace, self.statusBar().showMessage,
@@ -77,6 +78,7 @@ class MainWindow(QMainWindow):
         self._palette: CommandPalette | None = None
         self._guide: GuideWindow | None = None
         self._opened: dict[str, OpenRequest] = {}  # what each loaded input was opened from
+        self._asked: dict[str, OpenRequest] = {}  # what each input was last asked to open from
 
         self.source_bar = SourceBar(self.state, settings, self)
         self.addToolBar(self.source_bar)
@@ -130,6 +132,7 @@ class MainWindow(QMainWindow):
     def open(self, request: OpenRequest) -> TaskHandle:
         """Load `request` in a worker; the state changes only when it succeeds (a newer open of the kind wins)."""
         self.source_bar.set_loading(request.kind, request.label)
+        self._asked[request.kind] = request
 
         def loaded(result: Loaded) -> None:
             self._opened[request.kind] = request
@@ -241,9 +244,26 @@ class MainWindow(QMainWindow):
         """Switch the compute device; the loaded model (and a generator) are reloaded there."""
         self.device = self.state.device = device
         self.settings.set_device(device)
-        for request in list(self._opened.values()):
+        self._reopen_compute_inputs()
+
+    def _reopen_compute_inputs(self) -> None:
+        """The inputs loaded on the compute device, and those still loading, opened again on the one set now."""
+        loading = {kind: r for kind, r in self._asked.items() if self.pool.is_running(f"open:{kind}")}
+        for request in list({**self._opened, **loading}.values()):
             if executor_for(request) == COMPUTE:
                 self.open(request)
+
+    def _check_device(self, devices: list[str]) -> None:
+        """The compute kernel has said which devices its machine has: a device it lacks is replaced by cpu, once,
+        saying so (the inputs open again there; the settings keep the user's choice)."""
+        from probescope.core.devices import device_problem
+
+        problem = device_problem(self.device, devices=devices)
+        if problem is None:
+            return
+        self.notify(f"{problem}; computing on cpu")
+        self.device = self.state.device = "cpu"
+        self._reopen_compute_inputs()
 
     def reset_layout(self) -> None:
         """Every panel of the current workspace back where it started, shown."""

@@ -13,7 +13,6 @@ from PySide6.QtWidgets import QMainWindow, QMenu, QMessageBox
 
 from probescope import __version__
 from probescope.app.settings import THEMES
-from probescope.core.devices import available_devices
 from probescope.jobs.inputs import OpenRequest
 
 
@@ -60,8 +59,9 @@ class Menus:
         view.addSeparator()
         self.choices(view.addMenu("&Theme"), [(f"{t.capitalize()} Theme", t) for t in THEMES],
                      w.settings.theme(), w.set_theme)
-        self.choices(view.addMenu("Compute &Device"), [(f"Compute on {d}", d) for d in available_devices()],
-                     w.device, w.set_device)
+        self.devices = view.addMenu("Compute &Device")
+        self.fill_devices(w.pool.devices())
+        w.pool.devices_known.connect(self.fill_devices)
         view.addSeparator()
         self.add(view, "Command &Palette…", w.show_command_palette, "Ctrl+Shift+P")
 
@@ -92,6 +92,15 @@ class Menus:
             action.setCheckable(True)
             action.setChecked(value == current)
             group.addAction(action)
+
+    def fill_devices(self, devices: list[str] | None) -> None:
+        """One choice per device of the machine that computes (the kernel's: until it has said, the device set)."""
+        w = self.window
+        for action in self.devices.actions():
+            self.actions.remove(action)
+        self.devices.clear()
+        known = devices if devices is not None else sorted({"cpu", w.device})
+        self.choices(self.devices, [(f"Compute on {d}", d) for d in known], w.device, w.set_device)
 
     def _fill_panels(self) -> None:
         """The current workspace's panels, each shown or hidden by its check mark."""

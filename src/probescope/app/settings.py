@@ -176,12 +176,13 @@ class Settings:
         self._qs.setValue("window/workspace", name)
 
     # compute
-    def device(self) -> str:
-        """The compute device, when this machine has it (probescope.core.devices decides); cpu otherwise."""
+    def device(self, here: bool = True) -> str:
+        """The compute device, when this machine has it (probescope.core.devices decides; without `here`, when it
+        is a device's name: a compute kernel checks it on its own machine); cpu otherwise."""
         from probescope.core.devices import device_problem
 
         value = self._qs.value("compute/device", "cpu")
-        problem = device_problem(value)
+        problem = device_problem(value, here=here)
         if problem is not None:
             return self._fallback("compute/device", value, f"{problem}; computing on cpu", "cpu")
         return value.strip()

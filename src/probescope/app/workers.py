@@ -136,7 +136,8 @@ class WorkerPool(QObject):
 
     Signals (GUI thread): `started(handle)`, `progress(handle, Progress)`, `failed(handle, TaskError)`,
     `finished(handle)` (every task ends with exactly one `finished`, whether done, failed or cancelled), and
-    `notice(line)` when the compute kernel died or was restarted (what happened, in one line).
+    `notice(line)` when the compute kernel died or was restarted (what happened, in one line), `devices_known(list)`
+    when a kernel has started and said which compute devices its machine has.
     `trust` (set by the window) is handed to every task submitted after it is set, in its TaskContext.
     `kernel`: where compute Jobs run (KERNELS); `kernel_config` is the kernel process's (tests make small ones).
     """
@@ -146,6 +147,7 @@ class WorkerPool(QObject):
     failed = Signal(object, object)
     finished = Signal(object)
     notice = Signal(str)
+    devices_known = Signal(list)
 
     def __init__(self, io_threads: int = 2, parent: QObject | None = None, *, kernel: str = "thread",
                  kernel_config: Any = None):
@@ -172,6 +174,7 @@ class WorkerPool(QObject):
             self.kernel = KernelClient(kernel_config, parent=self)
             self.kernel.event.connect(self._kernel_event)
             self.kernel.notice.connect(self.notice)
+            self.kernel.ready.connect(lambda _seconds: self.devices_known.emit(self.kernel.devices))
 
     @property
     def foreground(self) -> str:
@@ -183,6 +186,15 @@ class WorkerPool(QObject):
         self._queue.foreground = group
         if self.kernel is not None:
             self.kernel.set_foreground(group)
+
+    def devices(self) -> list[str] | None:
+        """The compute devices of the machine where compute Jobs run: this one's, or the kernel's once it has
+        started (None until then: the window's process does not import torch to ask)."""
+        if self.kernel is None:
+            from probescope.core.devices import available_devices
+
+            return available_devices()
+        return self.kernel.devices
 
     # -- GUI-thread API -------------------------------------------------------------------------------------------
     def submit(self, task: Task, *, name: str, key: str | None = None, executor: str = COMPUTE,
@@ -265,6 +277,9 @@ class WorkerPool(QObject):
 
     # -- worker side ----------------------------------------------------------------------------------------------
     def _compute_loop(self) -> None:
+        if self.kernel is not None:  # what runs here then needs no torch (Jobs that do go to the kernel)
+            self._queue.serve(self._run)
+            return
         import torch
 
         with torch.inference_mode():

@@ -34,7 +34,7 @@ def run(args: argparse.Namespace) -> int:
     from probescope.cli.settings import settings_from
     from probescope.cli.similarity import describe_source, load_filtered
     from probescope.core import bounds
-    from probescope.core.similarity.embedding import Ensemble
+    from probescope.core.similarity.ensemble import Ensemble
     from probescope.core.similarity.readers import load_judgments
     from probescope.core.similarity.settings import EmbeddingSettings
     from probescope.jobs.similarity.embedding import embed

@@ -31,7 +31,7 @@ def run(args: argparse.Namespace) -> int:
     from probescope.cli.progress import end_progress_line, stderr_progress
     from probescope.cli.settings import settings_from
     from probescope.cli.similarity import load_filtered
-    from probescope.core.similarity.embedding import Ensemble
+    from probescope.core.similarity.ensemble import Ensemble
     from probescope.core.similarity.settings import ProposeSettings
     from probescope.jobs.similarity.propose import check_proposal, propose, random_baseline, save_proposal
 

@@ -75,7 +75,7 @@ def run(args: argparse.Namespace) -> int:
 
     from probescope.cli.settings import settings_from
     from probescope.core.errors import InputError
-    from probescope.core.similarity.embedding import Ensemble
+    from probescope.core.similarity.ensemble import Ensemble
     from probescope.core.similarity.settings import AgreementSettings
     from probescope.jobs.similarity.scores import distances_of, similarity_report, stimulus_features
 

@@ -27,8 +27,9 @@ def available_devices() -> list[str]:
     return devices
 
 
-def device_problem(text: object, *, here: bool = True) -> str | None:
-    """Why `text` is not a device (or, with `here`, not one of this machine's), or None when it is."""
+def device_problem(text: object, *, here: bool = True, devices: list[str] | None = None) -> str | None:
+    """Why `text` is not a device (or, with `here`, not one of `devices`: this machine's unless given, e.g. the
+    compute kernel's), or None when it is."""
     if not isinstance(text, str):
         return f"a device is a name such as cpu or cuda:0, not {type(text).__name__} {text!r}"
     match = _DEVICE.fullmatch(text.strip())
@@ -36,13 +37,14 @@ def device_problem(text: object, *, here: bool = True) -> str | None:
         return f"unknown device {text!r} (expected cpu, cuda, cuda:N or mps)"
     if not here or match.group(1) == "cpu":
         return None
-    devices = available_devices()
+    where = "this machine" if devices is None else "the compute kernel's machine"
+    devices = available_devices() if devices is None else devices
     kind, index = match.group(1), match.group(2)
     wanted = f"{kind}:{index}" if kind == "cuda" and index is not None else kind
     if kind == "cuda" and index is None and any(d.startswith("cuda:") for d in devices):
         return None
     if wanted not in devices:
-        return f"device {text!r} is not on this machine (it has {', '.join(devices)})"
+        return f"device {text!r} is not on {where} (it has {', '.join(devices)})"
     return None
 
 

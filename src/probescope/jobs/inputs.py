@@ -111,14 +111,20 @@ def model_of(ctx: TaskContext, info: ModelInfo):
 
 
 def executor_for(request: OpenRequest) -> str:
-    """Models and generators load in the compute thread (it owns torch and the GPU); files in the I/O pool."""
+    """Models and generators load in the compute thread (it owns torch and the GPU), and so do the demo judgments
+    until they are first simulated (with torch); files in the I/O pool."""
+    if request.kind == "judgments" and request.spec == DEMO:
+        from probescope.core.demo.judgments import demo_judgments_written
+
+        return IO if demo_judgments_written() else COMPUTE
     return COMPUTE if request.kind == "model" or request.generator else IO
 
 
 def open_task(request: OpenRequest, device: str = "cpu") -> Job:
-    """The worker task that loads `request` and returns a `Loaded`. A model's is a compute Job: it loads where the
-    jobs that use it run (the compute kernel, which then holds it); the other inputs load in the window's process."""
-    return Job(open_input, {"request": request, "device": device}, compute=request.kind == "model")
+    """The worker task that loads `request` and returns a `Loaded`. A model's or a generator's is a compute Job: it
+    loads where the jobs that use it run (the compute kernel, which then holds it, and the window gets a plain
+    description: `ModelInfo`, `HeldGenerator`); the other inputs load in the window's process."""
+    return Job(open_input, {"request": request, "device": device}, compute=executor_for(request) == COMPUTE)
 
 
 def open_input(ctx: TaskContext, request: OpenRequest, device: str) -> Iterator[Progress | Partial]:
@@ -199,7 +205,7 @@ def dataset_root(spec: str) -> tuple[Path, str]:
 
 
 def _load_samples(request: OpenRequest, ctx: TaskContext, device: str) -> Iterator[Progress]:
-    from probescope.core.scoring.sources import TorchScriptGeneratorSource, open_source
+    from probescope.core.scoring.sources import open_source
 
     if request.spec == DEMO:
         from probescope.core.demo.sampler import DemoSampler
@@ -207,10 +213,10 @@ def _load_samples(request: OpenRequest, ctx: TaskContext, device: str) -> Iterat
         source = DemoSampler(DEMO_SAMPLES)
         label = f"demo sampler ({DEMO_SAMPLES} images)"
     elif request.generator:
-        z_dim, n, num_classes = request.generator
-        source = TorchScriptGeneratorSource(request.spec, z_dim, n, num_classes=num_classes, device=device,
-                                            trust=ctx.trust)
-        label = f"{request.label} (generator, {n} samples)"
+        from probescope.jobs.scoring_stream import hold_generator
+
+        source = hold_generator(ctx, request, device)
+        label = f"{request.label} (generator, {source.length} samples)"
     else:
         source = open_source(request.spec)
         label = f"{request.label} ({source.length} images)"

@@ -17,7 +17,7 @@ import numpy as np
 from probescope.core.dissection.formula import Formula
 from probescope.core.dissection.image_view import ImageSegmentation, segment_image
 from probescope.core.dissection.results import DissectionResult
-from probescope.core.featurevis.render import Direction, VisSettings, Visualization
+from probescope.core.featurevis.settings import Direction, VisSettings, Visualization
 from probescope.jobs.inputs import ModelInfo, model_of
 from probescope.jobs.protocol import Progress, TaskContext
 

@@ -29,7 +29,7 @@ from PySide6.QtWidgets import (
 
 from probescope.app.dissection.image_panel import seeded_ref
 from probescope.app.workers import TaskHandle, WorkerPool
-from probescope.core.featurevis.render import MAX_STEPS, Direction, VisSettings, Visualization
+from probescope.core.featurevis.settings import MAX_STEPS, Direction, VisSettings, Visualization
 from probescope.jobs.dissection import rows as r
 from probescope.jobs.dissection.layer_data import LayerData
 from probescope.jobs.inputs import ModelInfo

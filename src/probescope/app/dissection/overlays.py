@@ -101,13 +101,13 @@ def image_overlay(dataset, store, activations: np.ndarray, unit: int, threshold:
     """One image's overlay (and the composed RGB array, for the large view). `scale` normalises the heat map (the
     unit's maximum over the dataset)."""
     from probescope.core.dissection.masks import image_masks
-    from probescope.core.dissection.unitmasks import upsample
+    from probescope.core.dissection.unitmasks import bilinear
 
     picture = dataset.load_image(image)
     shape = picture.shape[:2]
     unit_m, concept_m = image_masks(store, activations, unit, threshold * options.display_threshold, image, formula)
     act = np.asarray(activations[image, unit], dtype=np.float32)
-    heat = upsample(act[None], shape)[0].numpy() / max(scale, 1e-12)
+    heat = bilinear(act[None], shape)[0] / max(scale, 1e-12)
     unit_big = nearest(unit_m, shape)
     concept_big = None if concept_m is None else nearest(concept_m, shape)
     rgb = compose(picture, heat, unit_big, concept_big, options)

@@ -14,7 +14,7 @@ from PySide6.QtCore import QObject, QTimer
 
 from probescope.core.demo.sampler import DemoSampler
 from probescope.jobs.protocol import COMPUTE, TaskError
-from probescope.jobs.scoring_stream import DemoRun, hold_samples, stream_job
+from probescope.jobs.scoring_stream import DemoRun, HeldGenerator, hold_samples, stream_job
 from probescope.widgets.images import to_qimage
 
 if TYPE_CHECKING:
@@ -77,6 +77,8 @@ class ScoringRun(QObject):
         if state.run is not None:  # (N may have changed since: the run goes on to the new N)
             samples = state.run = replace(state.run, n=ws.controls.target.value())
             length = samples.n
+        elif isinstance(source, HeldGenerator):  # held where it was opened (the compute kernel)
+            samples, length = source, source.length
         else:
             samples = hold_samples(ws.pool.session, ws.state.get("samples").spec, source)
             length = source.length

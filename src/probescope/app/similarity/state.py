@@ -13,7 +13,7 @@ import numpy as np
 from psygnal import evented
 
 from probescope.core.similarity.agreement import Agreement
-from probescope.core.similarity.embedding import Ensemble
+from probescope.core.similarity.ensemble import Ensemble
 from probescope.core.similarity.settings import Filters
 from probescope.core.similarity.trials import Trials
 from probescope.jobs.inputs import Loaded

@@ -15,13 +15,15 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING
 
 import numpy as np
-import torch
-import torch.nn.functional as F
 
 from probescope.core.bounds import IMAGE_SIDE
 from probescope.core.errors import InputError
+
+if TYPE_CHECKING:
+    import torch
 
 RESIZE_MODES = ("native", "stretch", "center_crop")
 
@@ -63,6 +65,9 @@ class Preprocess:
         self, images: np.ndarray | Sequence[np.ndarray], device: str | torch.device | None = None
     ) -> torch.Tensor:
         """uint8 images, (N, H, W, 3) or a sequence of (H, W, 3), to a float32 tensor (N, 3, H', W') on `device`."""
+        import torch  # here: the window's process holds preprocessing settings without torch
+        import torch.nn.functional as F
+
         batch = _validated(images)
         mean = torch.tensor(self.mean, dtype=torch.float32, device=device).view(1, 3, 1, 1)
         scale = 1.0 / torch.tensor(self.std, dtype=torch.float32, device=device).view(1, 3, 1, 1)

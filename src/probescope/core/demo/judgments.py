@@ -163,18 +163,27 @@ def write_demo_judgments(folder: str | Path, seed: int = SEED) -> DemoJudgments:
     return paths
 
 
-def ensure_demo_judgments(cache_dir: str | Path | None = None) -> DemoJudgments:
-    """The simulated judgments under `<cache>/demo_judgments`, generated on first use (deterministic)."""
+def _demo_folder(cache_dir: str | Path | None) -> Path:
     if cache_dir is None:
         from probescope.core.cache import cache_dir as default_cache
 
         cache_dir = default_cache()
-    folder = Path(cache_dir) / "demo_judgments"
+    return Path(cache_dir) / "demo_judgments"
+
+
+def demo_judgments_written(cache_dir: str | Path | None = None) -> bool:
+    """Whether the simulated judgments are on disk, complete (reading them needs no torch; simulating them does)."""
+    folder = _demo_folder(cache_dir)
     paths = _paths(folder)
     try:
         done = json.loads((folder / "done.json").read_text(encoding="utf-8"))
-        complete = done.get("version") == VERSION and done.get("seed") == SEED and all(
-            p.exists() for p in (paths.observations, paths.catalog, paths.coarse, paths.truth))
     except (OSError, ValueError):
-        complete = False
-    return paths if complete else write_demo_judgments(folder)
+        return False
+    return done.get("version") == VERSION and done.get("seed") == SEED and all(
+        p.exists() for p in (paths.observations, paths.catalog, paths.coarse, paths.truth))
+
+
+def ensure_demo_judgments(cache_dir: str | Path | None = None) -> DemoJudgments:
+    """The simulated judgments under `<cache>/demo_judgments`, generated on first use (deterministic)."""
+    folder = _demo_folder(cache_dir)
+    return _paths(folder) if demo_judgments_written(cache_dir) else write_demo_judgments(folder)

@@ -33,7 +33,7 @@ from probescope.core.dissection.formula import Formula
 from probescope.core.dissection.labels import LabelStore
 from probescope.core.dissection.masks import formula_mask
 from probescope.core.dissection.results import DissectionResult, Explanation, UnitResult
-from probescope.core.dissection.unitmasks import _ROUNDING_MARGIN, float32_threshold, upsample
+from probescope.core.dissection.unitmasks import _ROUNDING_MARGIN, bilinear, float32_threshold
 from probescope.core.errors import InputError
 
 METHODS = ("netdissect", "iou", "da-select", "da-stop", "optimal")  # "iou": the compositional beam search
@@ -153,8 +153,7 @@ class ImageSegmentation:
 
 def segment_image(result: DissectionResult, activations: np.ndarray, seg_shape: tuple[int, int] | None = None, *,
                   store: LabelStore | None = None, image: int | None = None, method: str = "netdissect",
-                  min_iou: float = 0.0, colors: dict[str, tuple[int, int, int]] | None = None,
-                  device: str = "cpu") -> ImageSegmentation:
+                  min_iou: float = 0.0, colors: dict[str, tuple[int, int, int]] | None = None) -> ImageSegmentation:
     """The view of one image from its activations at the dissected layer, (units, h, w).
 
     With `store` and `image` (the image's row in the dissected dataset) the segmentation has the image's
@@ -163,7 +162,7 @@ def segment_image(result: DissectionResult, activations: np.ndarray, seg_shape: 
     activations = np.asarray(activations)
     seg_shape = _segmentation_shape(result, activations, seg_shape, store, image, method, min_iou)
     colors = layer_colors(result, method) if colors is None else colors
-    keep, maps, masks, fired = _firing_units(result, activations, seg_shape, method, min_iou, device)
+    keep, maps, masks, fired = _firing_units(result, activations, seg_shape, method, min_iou)
     unit_thresholds = np.array([result.units[u].threshold for u, _ in keep])
     winner = _winners(maps, masks, unit_thresholds)
     concept_of: dict[str, int] = {}
@@ -201,7 +200,7 @@ def _segmentation_shape(result: DissectionResult, activations: np.ndarray, seg_s
 
 
 def _firing_units(result: DissectionResult, activations: np.ndarray, seg_shape: tuple[int, int], method: str,
-                  min_iou: float, device: str) -> tuple[list[tuple[int, Explanation]], np.ndarray, np.ndarray, int]:
+                  min_iou: float) -> tuple[list[tuple[int, Explanation]], np.ndarray, np.ndarray, int]:
     """(the units taking part with their explanations, their upsampled maps and masks, how many units fire)."""
     dissected = sorted(result.units)  # a partly dissected layer: the units done so far
     thresholds = np.array([result.units[u].threshold for u in dissected])
@@ -209,7 +208,7 @@ def _firing_units(result: DissectionResult, activations: np.ndarray, seg_shape: 
     # bilinear upsampling never exceeds the map's maximum (up to float32 rounding): only these can fire
     may_fire = peaks >= thresholds - _ROUNDING_MARGIN * (np.abs(thresholds) + np.abs(peaks))
     candidates = [u for u, m in zip(dissected, may_fire) if m]
-    ups = upsample(activations[candidates].astype(np.float32, copy=False), seg_shape, device).cpu().numpy()
+    ups = bilinear(activations[candidates], seg_shape)
     every_mask = _masks(ups, thresholds[may_fire])
     fires = every_mask.any(axis=(1, 2))
     keep, rows = [], []

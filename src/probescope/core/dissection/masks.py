@@ -20,8 +20,8 @@ def formula_mask(store: LabelStore, image: int, formula: Formula) -> np.ndarray:
 
 
 def image_masks(store: LabelStore, activations: np.ndarray, unit: int, threshold: float, image: int,
-                formula: Formula | None = None, device: str = "cpu") -> tuple[np.ndarray, np.ndarray | None]:
+                formula: Formula | None = None) -> tuple[np.ndarray, np.ndarray | None]:
     """(unit mask, formula mask or None) for `image`, as the dissection saw them (threshold from the results)."""
     shape = tuple(int(s) for s in store.seg_shapes[image])
-    unit_m = unit_mask(np.asarray(activations[image, unit], dtype=np.float32), threshold, shape, device)
+    unit_m = unit_mask(np.asarray(activations[image, unit], dtype=np.float32), threshold, shape)
     return unit_m, None if formula is None else formula_mask(store, image, formula)

@@ -17,10 +17,10 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 import numpy as np
-import torch
-import torch.nn.functional as F
 
 if TYPE_CHECKING:
+    import torch
+
     from probescope.core.dissection.labels import LabelStore
 
 _ROUNDING_MARGIN = 1e-5  # relative; far above the few-ulp error of a float32 bilinear weighted sum
@@ -48,9 +48,35 @@ def unit_thresholds(block: np.ndarray, quantile: float, chunk_values: int = 1 <<
 
 def upsample(maps: np.ndarray, seg_shape: tuple[int, int], device: str = "cpu") -> torch.Tensor:
     """Bilinear upsampling (align_corners=False) of float maps (n, h, w) to (n, sh, sw), float32 on `device`."""
+    import torch  # here, not at the top: the window's process imports this module's NumPy parts, never torch
+    import torch.nn.functional as F
+
     # a fresh writable copy: maps may be a read-only view of a memmap, which torch does not take
     t = torch.from_numpy(np.array(maps, dtype=np.float32)).to(device)[:, None]
     return F.interpolate(t, size=tuple(int(s) for s in seg_shape), mode="bilinear", align_corners=False)[:, 0]
+
+
+def bilinear(maps: np.ndarray, seg_shape: tuple[int, int]) -> np.ndarray:
+    """`upsample` in NumPy, float32 (n, sh, sw): the same sampling (align_corners=False: source x = (i + 0.5) *
+    in / out - 0.5, clamped at the edges) as two small weight matrices, for the window's views (its process has no
+    torch). It agrees with torch's kernel to float32 rounding (a few ulps), so a mask from it differs from the one
+    the dissection counted only at pixels within _ROUNDING_MARGIN of the threshold."""
+    maps = np.asarray(maps, np.float32)
+    rows = _bilinear_weights(maps.shape[-2], int(seg_shape[0]))
+    cols = _bilinear_weights(maps.shape[-1], int(seg_shape[1]))
+    return np.matmul(np.matmul(rows, maps), cols.T)
+
+
+def _bilinear_weights(n_in: int, n_out: int) -> np.ndarray:
+    """(n_out, n_in) float32: each output's two source samples and their weights along one axis."""
+    source = np.maximum((np.arange(n_out) + 0.5) * (n_in / n_out) - 0.5, 0.0)
+    low = np.minimum(np.floor(source).astype(np.int64), n_in - 1)
+    high = np.minimum(low + 1, n_in - 1)
+    frac = source - low
+    weights = np.zeros((n_out, n_in), np.float64)
+    np.add.at(weights, (np.arange(n_out), low), 1.0 - frac)
+    np.add.at(weights, (np.arange(n_out), high), frac)
+    return weights.astype(np.float32)
 
 
 def float32_threshold(threshold: float) -> float:
@@ -61,10 +87,10 @@ def float32_threshold(threshold: float) -> float:
     return float(t)
 
 
-def unit_mask(act_map: np.ndarray, threshold: float, seg_shape: tuple[int, int], device: str = "cpu") -> np.ndarray:
-    """One image's unit mask: bool (sh, sw). `act_map` is the unit's (h, w) activation map for that image."""
-    up = upsample(np.asarray(act_map)[None], seg_shape, device)[0]
-    return (up >= float32_threshold(threshold)).cpu().numpy()
+def unit_mask(act_map: np.ndarray, threshold: float, seg_shape: tuple[int, int]) -> np.ndarray:
+    """One image's unit mask for display: bool (sh, sw). `act_map` is the unit's (h, w) activation map for that
+    image (upsampled by `bilinear`: the views need no torch)."""
+    return bilinear(np.asarray(act_map)[None], seg_shape)[0] >= np.float32(float32_threshold(threshold))
 
 
 def unit_mask_regions(maps: np.ndarray, threshold: float, store: LabelStore, device: str = "cpu") -> np.ndarray:

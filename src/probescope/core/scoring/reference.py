@@ -20,7 +20,6 @@ from typing import TYPE_CHECKING, TypeVar
 import numpy as np
 
 from probescope.core.errors import InputError
-from probescope.core.scoring.classifiers import Classifier
 from probescope.core.scoring.frechet import FrechetReference, GaussianStats, RunningGaussian, read_npz
 from probescope.core.scoring.precision_recall import knn_radii_of
 from probescope.core.scoring.settings import DEFAULT_BATCH_SIZE, DEFAULT_WORKERS
@@ -36,6 +35,7 @@ from probescope.core.tasks import CancelCheck, ProgressCallback
 
 if TYPE_CHECKING:
     from probescope.core.data.broden import BrodenDataset
+    from probescope.core.scoring.classifiers import Classifier
 
 CACHE_VERSION = 1
 DEMO = "demo"

@@ -22,7 +22,8 @@ import torch
 
 from probescope.core.errors import InputError
 from probescope.core.similarity.correlation import expected_similarity
-from probescope.core.similarity.embedding import Ensemble, torch_threads
+from probescope.core.similarity.embedding import torch_threads
+from probescope.core.similarity.ensemble import Ensemble
 from probescope.core.similarity.luce import OutcomeModel, log_similarity
 from probescope.core.similarity.settings import DEFAULT_SEED
 from probescope.core.similarity.trials import Trials

@@ -11,10 +11,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-import torch
 
 from probescope.core.similarity.agreement import pairwise_rows, row_cosine
-from probescope.core.similarity.embedding import Ensemble
+from probescope.core.similarity.ensemble import Ensemble
 from probescope.core.similarity.settings import DEFAULT_MAX_PAIRS, DEFAULT_SEED
 
 MODEL_SIMILARITIES = ("cosine", "dot")
@@ -49,6 +48,8 @@ def expected_similarity(
 
     Monte-Carlo over independent posterior draws per pair (seeded); returns (len(members), P).
     """
+    import torch  # here: the window's process imports this module's NumPy parts without torch
+
     members = list(range(ensemble.n_members)) if members is None else members
     gen = torch.Generator().manual_seed(seed)
     out = np.empty((len(members), len(i)), dtype=np.float64)

@@ -11,91 +11,20 @@ cross-entropy picks the dimensionality and stops training early.
 from __future__ import annotations
 
 import contextlib
-import json
 import math
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 import torch
 
 from probescope.core.errors import InputError
-from probescope.core.similarity.luce import BETA, log_similarity, observed_log_likelihood
-from probescope.core.similarity.settings import DEFAULT_SEED, MAX_EPOCHS
+from probescope.core.similarity.ensemble import Ensemble, FitOptions, FitResult
+from probescope.core.similarity.luce import log_similarity, observed_log_likelihood
+from probescope.core.similarity.settings import BETA, DEFAULT_SEED
 from probescope.core.similarity.trials import PAD, Trials
 from probescope.core.tasks import CancelCheck, ProgressCallback, check_cancel
-
-
-@dataclass(frozen=True)
-class FitOptions:
-    """Optimiser settings; the defaults fit 1,000 stimuli / 25,000 trials in well under 5 minutes on a CPU core."""
-
-    max_epochs: int = MAX_EPOCHS
-    batch_size: int = 0  # 0: about 8 batches per epoch, at least 256 trials
-    learning_rate: float = 0.02
-    n_samples: int = 1  # Monte-Carlo samples per training step
-    eval_every: int = 5  # epochs between held-out evaluations
-    patience: int = 30  # epochs without held-out improvement before stopping
-    eval_samples: int = 16  # posterior samples for held-out cross-entropy
-    holdout: float = 0.05
-    init_scale: float = 0.1
-    threads: int = 1  # torch CPU threads while fitting (the batches are small: more threads mostly spin); 0 = as set
-
-
-@dataclass(frozen=True)
-class Ensemble:
-    """Members' posteriors: loc and scale (M, n, d), prior_scale (M,), held-out cross-entropy (M,)."""
-
-    loc: np.ndarray
-    scale: np.ndarray
-    prior_scale: np.ndarray
-    val_loss: np.ndarray
-    beta: float = BETA
-    meta: dict = field(default_factory=dict)
-
-    @property
-    def n_members(self) -> int:
-        return int(self.loc.shape[0])
-
-    @property
-    def n_stimuli(self) -> int:
-        return int(self.loc.shape[1])
-
-    @property
-    def dims(self) -> int:
-        return int(self.loc.shape[2])
-
-    def save(self, path: str | Path) -> None:
-        from probescope.core.atomic import atomic_open
-
-        with atomic_open(path, "wb") as fh:
-            np.savez(
-                fh, loc=self.loc.astype(np.float32), scale=self.scale.astype(np.float32),
-                prior_scale=self.prior_scale.astype(np.float64), val_loss=self.val_loss.astype(np.float64),
-                beta=np.float64(self.beta), meta=np.array(json.dumps(self.meta)),
-            )
-
-    @staticmethod
-    def load(path: str | Path) -> Ensemble:
-        path = Path(path)
-        try:
-            with np.load(path, allow_pickle=False) as data:
-                loc, scale = data["loc"], data["scale"]
-                ens = Ensemble(loc, scale, data["prior_scale"], data["val_loss"], float(data["beta"]),
-                               json.loads(str(data["meta"])))
-        except (OSError, KeyError, ValueError) as exc:
-            raise InputError(f"not a probescope embedding file ({exc})", path) from None
-        if loc.ndim != 3 or loc.shape != scale.shape or len(ens.prior_scale) != loc.shape[0]:
-            raise InputError(f"inconsistent embedding arrays (loc {loc.shape}, scale {scale.shape})", path)
-        return ens
-
-    def sample(self, n_samples: int, generator: torch.Generator, device: str = "cpu") -> torch.Tensor:
-        """(M * n_samples, n, d) posterior samples pooled over the members."""
-        loc = torch.as_tensor(self.loc, dtype=torch.float32, device=device)
-        scale = torch.as_tensor(self.scale, dtype=torch.float32, device=device)
-        eps = torch.randn((n_samples, *loc.shape), generator=generator, dtype=torch.float32).to(device)
-        return (loc + scale * eps).reshape(-1, *loc.shape[1:])
 
 
 # ------------------------------------------------------------------------------------------------- trial tensors
@@ -238,13 +167,6 @@ def fit_member(
 
 
 # -------------------------------------------------------------------------------------------------------- ensemble
-@dataclass(frozen=True)
-class FitResult:
-    ensemble: Ensemble
-    dims_loss: dict[int, float]  # mean held-out cross-entropy of each dimensionality tried
-    warm_started: tuple[bool, ...]  # per member: resumed from the previous fit
-
-
 def holdout_masks(m: int, n_members: int, fraction: float, seed: int) -> np.ndarray:
     """(M, m) bool: member k's own held-out trials (a different random `fraction` each, at least 1 when m >= 20)."""
     masks = np.zeros((n_members, m), dtype=bool)

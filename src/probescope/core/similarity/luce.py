@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import torch
 
+from probescope.core.similarity.settings import BETA
 from probescope.core.similarity.trials import outcome_table, prefix_table
 
-BETA = 10.0
 _EPS = 1e-12  # keeps the gradient of the Euclidean norm finite when two points coincide
 IMPOSSIBLE = -1e30  # log-probability of an impossible outcome in padded layouts (exp gives 0, p * log p gives 0)
 

@@ -24,6 +24,7 @@ from probescope.core.bounds import (
     Bound,
 )
 
+BETA = 10.0  # the similarity kernel's exp(-beta * distance), as in ImageNet-HSJ
 DEFAULT_SEED = 0  # every similarity workflow's seed (sampled pairs, posterior samples, fits, proposals)
 DEFAULT_MAX_PAIRS = 1_000_000  # pairs an embedding correlation samples at most (the engine's default too)
 MAX_EPOCHS = 300  # epochs per member (FitOptions' default)

@@ -8,7 +8,8 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from probescope.core.similarity.luce import BETA, OutcomeModel, log_similarity
+from probescope.core.similarity.luce import OutcomeModel, log_similarity
+from probescope.core.similarity.settings import BETA
 
 
 def random_references(rng: np.random.Generator, query: np.ndarray, pool: np.ndarray, r: int) -> np.ndarray:

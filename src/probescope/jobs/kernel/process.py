@@ -6,7 +6,8 @@ a restart: `jobs.inputs.model_of`), runs compute Jobs in one thread (the workspa
 pool) and the others in a small I/O pool. Messages are (kind, task id, payload) over a `transport.Channel`:
 
 - window to kernel: `submit` (Job, its name, executor, key, trust), `cancel`, `foreground` (a key group), `stop`;
-- kernel to window: `ready` (its pid), `started`, `progress` (Progress), `partial`, `result`, `error` (TaskError),
+- kernel to window: `ready` (its pid and its machine's compute devices), `started`, `progress` (Progress), `partial`,
+  `result`, `error` (TaskError),
   `cancelled`, and `fault` (what is about to kill it: an out-of-memory error in a Job) just before it exits.
 A cancel is answered with `cancelled` as soon as the task stops: at once for a queued task, at its next yield for a
 running one (the window restarts a kernel that does not answer in time).
@@ -22,6 +23,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
+from probescope.core.devices import available_devices
 from probescope.core.trust import Trust
 from probescope.jobs.kernel.transport import Channel, Undecodable, sweep
 from probescope.jobs.protocol import COMPUTE, Job, TaskContext, describe_error
@@ -162,7 +164,8 @@ def main(conn: Any, config: KernelConfig) -> None:
         _limit_address_space(config.memory_room)
     channel = Channel(conn)
     kernel = _Kernel(channel, config)
-    channel.send(("ready", 0, os.getpid()))
+    devices = available_devices() if config.torch else ["cpu"]
+    channel.send(("ready", 0, {"pid": os.getpid(), "devices": devices}))
     told_to_stop = kernel.serve()
     kernel.stop()
     sweep(os.getpid())

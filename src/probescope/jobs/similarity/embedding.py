@@ -24,7 +24,7 @@ from probescope.core.similarity.correlation import (
     upper_pairs,
     within_ensemble_correlation,
 )
-from probescope.core.similarity.embedding import Ensemble, FitOptions, FitResult, ensemble_cross_entropy, fit_ensemble
+from probescope.core.similarity.ensemble import Ensemble, FitOptions, FitResult
 from probescope.core.similarity.quality import FilterReport
 from probescope.core.similarity.readers import Judgments
 from probescope.core.similarity.settings import DEFAULT_SEED, EmbeddingSettings, Filters
@@ -49,6 +49,8 @@ def fit_embedding(trials: Trials, n_stimuli: int, dims: Sequence[int], n_members
                   device: str = "cpu") -> FitResult:
     """An ensemble of `n_members` for each dimensionality in `dims`, the one with the lowest held-out loss kept
     (with `previous`, its members warm-start at its dimensionality); autograd on wherever it runs."""
+    from probescope.core.similarity.embedding import fit_ensemble  # torch: imported where fits run (the kernel)
+
     with grad_enabled():
         return fit_ensemble(trials, n_stimuli, dims, n_members=n_members, previous=previous, seed=seed,
                             options=FitOptions() if options is None else options, progress=progress, cancel=cancel,
@@ -136,6 +138,8 @@ def coarse_trials(spec: str, judgments: Judgments) -> tuple[Trials | None, str]:
 
 def convergence(ensemble: Ensemble, dims_loss: dict[int, float], judgments: Judgments, coarse: Trials | None,
                 previous: Ensemble | None, n_trials: int) -> Convergence:
+    from probescope.core.similarity.embedding import ensemble_cross_entropy
+
     stimuli = non_mirror_stimuli(judgments)
     within = within_ensemble_correlation(ensemble, stimuli=stimuli).value if ensemble.n_members > 1 else float("nan")
     coarse_loss = ensemble_cross_entropy(ensemble, coarse) if coarse is not None else None
@@ -198,6 +202,8 @@ def embed(source: JudgmentSource, trials: Trials, report: FilterReport, dims: li
     if within is not None:
         summary["within_ensemble_correlation"] = {"pearson": within.value, "pairs": within.n_pairs}
     if coarse is not None and len(coarse):
+        from probescope.core.similarity.embedding import ensemble_cross_entropy
+
         summary["coarse_grained_loss"] = ensemble_cross_entropy(ens, coarse, seed=seed, source=coarse_name)
         summary["coarse_trials"] = len(coarse)
         summary["coarse_set"] = coarse_name

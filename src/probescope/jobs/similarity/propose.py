@@ -6,16 +6,19 @@ line's report against the same number of randomly assembled trials.
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from probescope.core import bounds
 from probescope.core.errors import InputError
-from probescope.core.similarity.active import Proposal, information_gain, propose_trials
-from probescope.core.similarity.embedding import Ensemble
+from probescope.core.similarity.ensemble import Ensemble
 from probescope.core.similarity.readers import Judgments
 from probescope.core.similarity.settings import ProposeSettings
 from probescope.core.tasks import CancelCheck, ProgressCallback
+
+if TYPE_CHECKING:  # the engine (active.py) needs torch: imported where proposals are made
+    from probescope.core.similarity.active import Proposal
 
 
 def check_proposal(ensemble: Ensemble, judgments: Judgments, settings: ProposeSettings,
@@ -45,6 +48,8 @@ def propose(ensemble: Ensemble, judgments: Judgments, settings: ProposeSettings,
             device: str = "cpu") -> Proposal:
     """The next batch by expected information gain (the engine's `propose_trials`), queries weighted by how often
     each stimulus already served as a query, mirrored catch images never used."""
+    from probescope.core.similarity.active import propose_trials
+
     counts = np.bincount(judgments.trials.query, minlength=ensemble.n_stimuli).astype(np.float64)
     return propose_trials(ensemble, n_queries=settings.queries, n_candidates=settings.candidates,
                           keep_per_query=settings.keep, n_confirmation=settings.confirmation,
@@ -63,6 +68,7 @@ def save_proposal(path: str | Path, proposal: Proposal) -> None:
 def random_baseline(ensemble: Ensemble, judgments: Judgments, proposal: Proposal, settings: ProposeSettings,
                     device: str = "cpu") -> np.ndarray:
     """Expected information gain of as many randomly assembled trials as `proposal` has (same queries' pool)."""
+    from probescope.core.similarity.active import information_gain
     from probescope.core.similarity.simulate import random_references
 
     rng = np.random.default_rng(settings.seed)

@@ -28,7 +28,7 @@ from probescope.core.similarity.correlation import (
     embedding_correlation,
     expected_similarity,
 )
-from probescope.core.similarity.embedding import Ensemble
+from probescope.core.similarity.ensemble import Ensemble
 from probescope.core.similarity.quality import FilterReport
 from probescope.core.similarity.readers import Judgments
 from probescope.core.similarity.settings import DEFAULT_SEED, AgreementSettings

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import numpy as np
 
-from probescope.core.similarity.embedding import Ensemble
+from probescope.core.similarity.ensemble import Ensemble
 from probescope.core.similarity.readers import Judgments
 from probescope.core.similarity.settings import Filters, ProposeSettings
 from probescope.core.similarity.trials import Trials
