@@ -5,6 +5,15 @@ prints one JSON object as its last line.
     python benchmarks/scale_gui.py dissection --dataset D --model SPEC [--units 50] [--wait-units 56]
     python benchmarks/scale_gui.py similarity --judgments F --catalog C --image-root R
     python benchmarks/scale_gui.py gallery --samples S.npz
+    python benchmarks/scale_gui.py dissection --compare [--fresh-dissection] ...   # before/after: see below
+
+`--kernel thread|local` says where the window computes (default local, as `probescope gui`: a compute kernel
+process). `--compare` runs the step twice in one run, as child processes: 'before' with the computation in the
+window's own process (thread) and 'after' with the kernel, and prints the two side by side with the targets (the
+longest GUI stall while the layer dissects < 50 ms, a unit switch < 100 ms, the Gallery's end-of-stream stall
+< 50 ms) and the peak memory of each process (the window's; the kernel's, from its VmHWM). `--fresh-dissection`
+removes the cache's saved dissections first, so the layer is dissected while the window is measured (its
+activations stay cached).
 
 The GUI thread's stalls are measured by a 5 ms timer that records how late each tick comes (as gui_bench.py does),
 with the GUI thread's own CPU time during each gap (a long gap with little CPU is the machine or another thread
@@ -18,6 +27,8 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
+import subprocess
 import sys
 import threading
 import time
@@ -123,11 +134,18 @@ def pause(seconds: float) -> None:
 
 def open_window(args: argparse.Namespace, workspace: str, size=(1600, 1000)):
     """The window as `probescope gui` opens it (same requests for the same flags); returns (app, window, probe)."""
-    import torch  # as the app: torch before Qt, the thread count once
+    from probescope.app.workers import keep_gui_responsive
 
-    from probescope.app.workers import compute_threads, keep_gui_responsive
+    if args.kernel == "thread":  # as the app: torch before Qt, the thread count once
+        import torch
 
-    torch.set_num_threads(compute_threads())
+        from probescope.app.workers import compute_threads
+
+        torch.set_num_threads(compute_threads())
+    if args.fresh_dissection:
+        from probescope.core.cache import cache_dir
+
+        shutil.rmtree(cache_dir() / "dissection", ignore_errors=True)
     import tempfile
 
     from PySide6.QtWidgets import QApplication
@@ -145,7 +163,7 @@ def open_window(args: argparse.Namespace, workspace: str, size=(1600, 1000)):
                                                               "image_root") if (value := getattr(args, name, None))]
     flags = gui_parser.parse_args(argv)  # the flags `probescope gui` would have, defaults included
     settings_dir = tempfile.mkdtemp(prefix="scale-gui-")
-    window = MainWindow(Settings(Path(settings_dir) / "settings.ini"), device="cpu")
+    window = MainWindow(Settings(Path(settings_dir) / "settings.ini"), device="cpu", kernel=args.kernel)
     keep_gui_responsive()
     window.resize(*size)
     window.set_workspace(workspace)
@@ -162,6 +180,32 @@ def rss_mb() -> float:
     import resource
 
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+def kernel_traffic(window) -> dict[str, list[int]]:
+    """What crossed to and from the compute kernel so far, per direction and message kind: [messages, bytes in
+    the pickles, bytes through shared memory, bytes of memmaps sent by their file's name]."""
+    kernel = window.pool.kernel
+    if kernel is None:
+        return {}
+    return {f"{way} {kind}": [t.messages, t.in_band, t.out_of_band, t.mapped]
+            for way, table in (("sent", kernel.sent), ("received", kernel.received)) for kind, t in table.items()}
+
+
+def traffic_since(window, before: dict[str, list[int]]) -> dict[str, list[int]]:
+    now = kernel_traffic(window)
+    return {k: [a - b for a, b in zip(v, before.get(k, [0, 0, 0, 0]))] for k, v in now.items()
+            if v != before.get(k)}
+
+
+def memory(window) -> dict:
+    """Peak resident memory of the window's process and of its compute kernel (None without one), MB."""
+    kernel = window.pool.kernel
+    peak = None
+    if kernel is not None and kernel.pid is not None:
+        with open(f"/proc/{kernel.pid}/status") as fh:
+            peak = next(int(line.split()[1]) / 1024 for line in fh if line.startswith("VmHWM:"))
+    return {"peak_rss_mb": rss_mb(), "kernel_peak_rss_mb": peak}
 
 
 # ------------------------------------------------------------------------------------------------------- dissection
@@ -191,6 +235,7 @@ def dissection(args: argparse.Namespace) -> dict:
     wait_for(lambda: ws.unit == order[0] and ws.unit_images.ready, 120)
     pause(0.5)
     ws.units.setFocus()
+    traffic = kernel_traffic(window)
     switches = []
     for _ in range(min(args.units, len(order) - 1)):
         before = ws.unit
@@ -203,6 +248,7 @@ def dissection(args: argparse.Namespace) -> dict:
     out["switch_median_ms"] = switches[len(switches) // 2] * 1000 if switches else None
     out["switch_max_ms"] = switches[-1] * 1000 if switches else None
     out["switches"] = len(switches)
+    out["kernel_traffic_while_switching"] = traffic_since(window, traffic)  # [messages, pickled, shm, mapped] B
     probe.set_phase("layer tab (plots of every unit)")
     t = time.perf_counter()
     ws.area.raise_panel("layer")
@@ -220,7 +266,7 @@ def dissection(args: argparse.Namespace) -> dict:
         _screenshot(window, args.screenshot, probe)
     probe.stop()
     out.update(probe.report())
-    out["peak_rss_mb"] = rss_mb()
+    out.update(memory(window))
     return out
 
 
@@ -304,7 +350,7 @@ def similarity(args: argparse.Namespace) -> dict:
         _screenshot(window, args.screenshot, probe)
     probe.stop()
     out.update(probe.report())
-    out["peak_rss_mb"] = rss_mb()
+    out.update(memory(window))
     return out
 
 
@@ -321,9 +367,11 @@ def gallery(args: argparse.Namespace) -> dict:
     wait_for(lambda: big() and ws.scores.n > 0 and not ws.grid.missing_thumbnails(), args.timeout)
     out["first_screen_s"] = time.perf_counter() - t0
     probe.set_phase("scoring every sample (streaming)")
+    traffic = kernel_traffic(window)
     wait_for(lambda: big() and not ws.streaming and ws.scores.n >= ws.samples_source.length, args.timeout)
     out["scored_s"] = time.perf_counter() - t0
     out["scored"] = ws.scores.n
+    out["kernel_traffic_while_streaming"] = traffic_since(window, traffic)  # [messages, pickled, shm, mapped] B
     probe.set_phase("sort by KL")
     c = ws.controls
     t = time.perf_counter()
@@ -364,8 +412,52 @@ def gallery(args: argparse.Namespace) -> dict:
         _screenshot(window, args.screenshot, probe)
     probe.stop()
     out.update(probe.report())
-    out["peak_rss_mb"] = rss_mb()
+    out.update(memory(window))
     return out
+
+
+FIGURES = {  # what the comparison prints for each step, with its target
+    "dissection": [("first_units_on_screen_s", "first units on screen (s)", None),
+                   ("dissecting_stall_ms", "longest GUI stall while the layer dissects (ms)", 50),
+                   ("switch_median_ms", "unit switch while dissecting, median (ms)", None),
+                   ("switch_max_ms", "unit switch while dissecting, max (ms)", 100),
+                   ("max_stall_ms", "longest GUI stall, whole run (ms)", None)],
+    "similarity": [("max_stall_ms", "longest GUI stall, whole run (ms)", 50)],
+    "gallery": [("scored_s", "every sample scored (s)", None),
+                ("stream_stall_ms", "longest GUI stall while streaming, end included (ms)", 50),
+                ("max_stall_ms", "longest GUI stall, whole run (ms)", None)],
+}
+
+
+def compare(args: argparse.Namespace) -> int:
+    """The step with the computation in the window's process (before) and in a kernel (after), side by side."""
+    argv = [a for a in sys.argv[1:] if a != "--compare" and not a.startswith("--kernel")]
+    runs = {}
+    for kernel in ("thread", "local"):
+        done = subprocess.run([sys.executable, __file__, *argv, f"--kernel={kernel}"], capture_output=True,
+                              text=True, timeout=args.timeout + 120)
+        if done.returncode != 0:
+            print(done.stderr[-3000:], file=sys.stderr)
+            return 1
+        runs[kernel] = json.loads(done.stdout.strip().splitlines()[-1])
+        stalls = runs[kernel]["stall_ms"]
+        runs[kernel]["dissecting_stall_ms"] = max((v for k, v in stalls.items() if "dissecting" in k or
+                                                   "switching" in k or "first units" in k), default=None)
+        runs[kernel]["stream_stall_ms"] = stalls.get("scoring every sample (streaming)")
+    print(f"{args.workspace}: before (computation in the window's process) | after (compute kernel)")
+    rows = [*FIGURES[args.workspace], ("peak_rss_mb", "peak memory, window process (MB)", None),
+            ("kernel_peak_rss_mb", "peak memory, kernel process (MB)", None)]
+    for key, label, target in rows:
+        before, after = runs["thread"].get(key), runs["local"].get(key)
+        verdict = "" if target is None or after is None else \
+            f"  target < {target}: {'ok' if after < target else 'MISSED'}"
+        print(f"  {label:<58} {_fmt(before):>9} | {_fmt(after):>9}{verdict}")
+    print(json.dumps(runs))
+    return 0
+
+
+def _fmt(value) -> str:
+    return "-" if value is None else f"{value:.1f}"
 
 
 def main() -> int:
@@ -381,7 +473,12 @@ def main() -> int:
     parser.add_argument("--wait-units", type=int, default=56, help="units dissected before switching starts")
     parser.add_argument("--timeout", type=float, default=3600.0)
     parser.add_argument("--screenshot")
+    parser.add_argument("--kernel", choices=("thread", "local"), default="local")
+    parser.add_argument("--fresh-dissection", action="store_true")
+    parser.add_argument("--compare", action="store_true", help="before (thread) and after (local) in one run")
     args = parser.parse_args()
+    if args.compare:
+        return compare(args)
     result = {"dissection": dissection, "similarity": similarity, "gallery": gallery}[args.workspace](args)
     print(json.dumps(result))
     sys.stdout.flush()

@@ -78,11 +78,11 @@ def test_size_option(capsys):
 
 
 def test_kernel_option(capsys):
-    """--kernel thread (the default: in this process) or local (a kernel process); anything else refused."""
+    """--kernel local (the default: a kernel process) or thread (in this process); anything else refused."""
     from probescope.main import build_parser
 
-    assert build_parser().parse_args(["gui"]).kernel == "thread"
-    assert build_parser().parse_args(["gui", "--kernel", "local"]).kernel == "local"
+    assert build_parser().parse_args(["gui"]).kernel == "local"
+    assert build_parser().parse_args(["gui", "--kernel", "thread"]).kernel == "thread"
     assert main(["gui", "--kernel", "ray"]) == 2
     assert capsys.readouterr().err.startswith("probescope gui: error: argument --kernel: invalid choice: 'ray'")
 
