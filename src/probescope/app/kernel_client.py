@@ -157,6 +157,7 @@ class KernelClient(QObject):
         if self._process is None:
             return
         self._send(("stop", 0, None))
+        self._channel.close_writer()
         self._process.join(timeout)
         if self._process.is_alive():
             self._process.kill()
@@ -175,7 +176,7 @@ class KernelClient(QObject):
         self._process.start()
         _RUNNING.add(self)
         theirs.close()  # the kernel's end: held only by the kernel, so its death ends the connection
-        self._channel = Channel(ours, self.sent, self.received)
+        self._channel = Channel(ours, self.sent, self.received, writer=True)
         self._ready = False
         self._ended.clear()
         self._reader = _Reader(self._channel, self._ended, self)
@@ -239,6 +240,7 @@ class KernelClient(QObject):
     def _died(self) -> None:
         process = self._process
         process.join(5)
+        self._channel.close_writer()  # its pipe is gone: the writer ends at once
         self._reader.wait()
         self._reader.deleteLater()  # a new kernel gets a new reader
         sweep(process.pid)  # what it sent and this side never read

@@ -9,6 +9,9 @@ protocol 5, large buffers out of band.
 - A numpy memmap of a file (the activation cache) travels as its path, offset, dtype and shape: the receiver maps
   the same file, nothing of the data is sent.
 - Everything else is in the pickle ("in band"). `Channel.stats` counts bytes each way per message kind.
+- The window's end writes from a thread of its own (`Channel(..., writer=True)`): a message is pickled where it is
+  sent (a payload that cannot be pickled fails there), but the GUI thread never waits for the pipe, which stays
+  full while a kernel that is starting imports torch.
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ import itertools
 import mmap
 import os
 import pickle
+import queue
 import tempfile
 import threading
 from collections import defaultdict
@@ -41,6 +45,11 @@ class Traffic:
     in_band: int = 0
     out_of_band: int = 0
     mapped: int = 0
+
+
+def _unlink_all(names: list[str]) -> None:
+    for name in names:
+        _unlink(name)
 
 
 def _open_mapped(path: str, offset: int, dtype: str, shape: tuple[int, ...]) -> np.memmap:
@@ -85,12 +94,36 @@ class Channel:
     `received` (pass them to count over several channels: one kernel after another)."""
 
     def __init__(self, conn: Any, sent: defaultdict[str, Traffic] | None = None,
-                 received: defaultdict[str, Traffic] | None = None) -> None:
+                 received: defaultdict[str, Traffic] | None = None, *, writer: bool = False) -> None:
         self.conn = conn
         self._lock = threading.Lock()
         self._numbers = itertools.count()
         self.sent = defaultdict(Traffic) if sent is None else sent
         self.received = defaultdict(Traffic) if received is None else received
+        self._frames: queue.SimpleQueue[tuple[bytes, list[str]] | None] | None = None
+        self._broken = False
+        if writer:
+            self._frames = queue.SimpleQueue()
+            self._writer = threading.Thread(target=self._write_frames, name="probescope-kernel-writer", daemon=True)
+            self._writer.start()
+
+    def close_writer(self, timeout: float = 5.0) -> None:
+        """End the writer thread once what was sent before is written (or the connection is gone)."""
+        if self._frames is not None:
+            self._frames.put(None)
+            self._writer.join(timeout)
+
+    def _write_frames(self) -> None:
+        while (item := self._frames.get()) is not None:
+            frame, files = item
+            if self._broken:
+                _unlink_all(files)
+                continue
+            try:
+                self.conn.send_bytes(frame)
+            except (OSError, EOFError, ValueError):  # the other side is gone: what is left is never read
+                self._broken = True
+                _unlink_all(files)
 
     def send(self, message: tuple[str, int, Any]) -> None:
         """Send (kind, task id, payload); raises what pickling the payload raises, having sent nothing."""
@@ -110,13 +143,18 @@ class Channel:
         try:
             _Pickler(out, out_of_band, counted).dump(payload)
         except BaseException:
-            for name in files:
-                _unlink(name)
+            _unlink_all(files)
             raise
         frame = pickle.dumps((kind, task_id, files, out.getvalue()), protocol=5)
         counted.in_band = len(frame)
-        with self._lock:
-            self.conn.send_bytes(frame)
+        if self._frames is not None:
+            if self._broken:
+                _unlink_all(files)
+                raise OSError("the compute kernel's connection is closed")
+            self._frames.put((frame, files))
+        else:
+            with self._lock:
+                self.conn.send_bytes(frame)
         _add(self.sent[kind], counted)
 
     def receive(self) -> tuple[str, int, Any]:
