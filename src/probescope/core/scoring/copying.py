@@ -30,8 +30,6 @@ import warnings
 from dataclasses import dataclass
 
 import numpy as np
-from scipy.cluster.vq import kmeans2
-from scipy.stats import rankdata
 
 from probescope.core.errors import InputError, Note
 from probescope.core.scoring.frechet import as_features
@@ -88,6 +86,8 @@ def mann_whitney_z(generated: np.ndarray, held_out: np.ndarray) -> float:
     """Z_U of generated distances against held-out distances: U counts pairs with generated > held-out (ties 1/2),
     from ranks in O((n + m) log(n + m))."""
     m, n = len(generated), len(held_out)
+    from scipy.stats import rankdata  # here: scipy.stats alone takes a third of a second to import
+
     ranks = rankdata(np.concatenate([generated, held_out]))  # average ranks: a tie counts 1/2 each way
     u = ranks[:m].sum() - m * (m + 1) / 2.0
     return float((u - n * m / 2.0) / math.sqrt(n * m * (n + m + 1) / 12.0))
@@ -102,6 +102,8 @@ def training_cells(train: np.ndarray, cells: int = DEFAULT_CELLS, seed: int = 0)
     data = np.asarray(train, dtype=np.float64)
     with warnings.catch_warnings():  # an empty cluster is dropped below; scipy's warning would only alarm
         warnings.simplefilter("ignore", UserWarning)
+        from scipy.cluster.vq import kmeans2
+
         centres, _ = kmeans2(data, cells, minit="++", seed=np.random.default_rng(seed), missing="warn")
     owners = np.bincount(nearest_centre(data, centres), minlength=len(centres))
     return centres[owners > 0]
