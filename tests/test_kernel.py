@@ -35,7 +35,7 @@ def make_pool(qtbot):
 
     yield make
     for pool in pools:
-        process = pool.kernel._process
+        process = pool.kernel.process
         pool.shutdown()
         assert process is None or not process.is_alive()
 

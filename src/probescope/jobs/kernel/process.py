@@ -55,7 +55,9 @@ class _Task:
     future: Future | None = None
 
 
-class _Kernel:
+class Kernel:
+    """Runs the Jobs that come over `channel` and sends back what they do (the process's and the Ray actor's)."""
+
     def __init__(self, channel: Channel, config: KernelConfig) -> None:
         self.channel = channel
         self.config = config
@@ -161,7 +163,7 @@ def main(conn: Any, config: KernelConfig) -> None:
     if config.memory_room is not None:
         _limit_address_space(config.memory_room)
     channel = Channel(conn)
-    kernel = _Kernel(channel, config)
+    kernel = Kernel(channel, config)
     channel.send(("ready", 0, os.getpid()))
     told_to_stop = kernel.serve()
     kernel.stop()

@@ -9,6 +9,9 @@ protocol 5, large buffers out of band.
 - A numpy memmap of a file (the activation cache) travels as its path, offset, dtype and shape: the receiver maps
   the same file, nothing of the data is sent.
 - Everything else is in the pickle ("in band"). `Channel.stats` counts bytes each way per message kind.
+
+A channel to a kernel on another machine (`local=False`: the Ray kernel) sends everything in band, memmaps as their
+data: neither /dev/shm nor the window's files are there.
 """
 
 from __future__ import annotations
@@ -59,12 +62,13 @@ def _mapped_reduce(array: np.memmap) -> tuple | None:
 
 
 class _Pickler(pickle.Pickler):
-    def __init__(self, out: io.BytesIO, buffer_callback, counted: Traffic) -> None:
-        super().__init__(out, protocol=5, buffer_callback=buffer_callback)
+    def __init__(self, out: io.BytesIO, buffer_callback, counted: Traffic, local: bool) -> None:
+        super().__init__(out, protocol=5, buffer_callback=buffer_callback if local else None)
         self._counted = counted
+        self._local = local
 
     def reducer_override(self, obj: Any) -> Any:
-        if isinstance(obj, np.memmap):
+        if self._local and isinstance(obj, np.memmap):
             reduced = _mapped_reduce(obj)
             if reduced is not None:
                 self._counted.mapped += obj.nbytes
@@ -81,12 +85,14 @@ class Undecodable(Exception):
 
 
 class Channel:
-    """One end of the connection: `send` from any thread, `receive` from one. Traffic is counted in `sent` and
-    `received` (pass them to count over several channels: one kernel after another)."""
+    """One end of the connection (`conn`: what has `send_bytes` and `recv_bytes`): `send` from any thread, `receive`
+    from one. Traffic is counted in `sent` and `received` (pass them to count over several channels: one kernel after
+    another). `local`: both ends are on this machine (large buffers through shared memory, memmaps by name)."""
 
     def __init__(self, conn: Any, sent: defaultdict[str, Traffic] | None = None,
-                 received: defaultdict[str, Traffic] | None = None) -> None:
+                 received: defaultdict[str, Traffic] | None = None, *, local: bool = True) -> None:
         self.conn = conn
+        self.local = local
         self._lock = threading.Lock()
         self._numbers = itertools.count()
         self.sent = defaultdict(Traffic) if sent is None else sent
@@ -108,7 +114,7 @@ class Channel:
 
         out = io.BytesIO()
         try:
-            _Pickler(out, out_of_band, counted).dump(payload)
+            _Pickler(out, out_of_band, counted, self.local).dump(payload)
         except BaseException:
             for name in files:
                 _unlink(name)
