@@ -201,7 +201,8 @@ def test_cancel_inside_a_long_c_call_restarts_the_kernel_and_says_so(qtbot, make
     qtbot.waitUntil(lambda: stuck.progress is not None, timeout=WAIT_MS)  # inside the sleep now
     with qtbot.waitSignal(pool.notice, timeout=WAIT_MS):
         stuck.cancel()
-    assert notices == ["The compute kernel did not stop long call within 80 ms of its cancel (inside a long call); "
+    ms = round(pool.kernel.cancel_deadline_s * 1000)  # 80 for a kernel process (the Ray kernel's is longer)
+    assert notices == [f"The compute kernel did not stop long call within {ms} ms of its cancel (inside a long call); "
                        "restarted it and running 1 interrupted task again."]
     qtbot.waitUntil(lambda: behind.done, timeout=WAIT_MS)
     assert stuck.done and results == [pool.kernel.pid]  # the queued task ran on the new kernel, the stuck one never

@@ -48,6 +48,7 @@ class _ActorConnection:
         self._held: list[bytes] = []
         self._actor: Any = None
         self._frames: deque[bytes] = deque()
+        self._taken = 0  # frames received from the actor (it holds a task's start until this side has it)
 
     def send_bytes(self, frame: bytes) -> None:
         with self._lock:
@@ -65,7 +66,7 @@ class _ActorConnection:
         ray = _ray()
         while not self._frames:
             try:
-                self._frames.extend(ray.get(self._actor.take.remote(POLL_S), timeout=START_TIMEOUT_S))
+                frames = ray.get(self._actor.take.remote(POLL_S, self._taken), timeout=START_TIMEOUT_S)
             except ray.exceptions.RayActorError as exc:
                 raise EOFError(_lost(exc)) from None
             except ray.exceptions.GetTimeoutError:
@@ -73,6 +74,8 @@ class _ActorConnection:
                                f"{self.spec.address}" + (" (no GPU came free?)" if self.spec.gpus else "")) from None
             except Exception as exc:  # noqa: BLE001  (the connection to the cluster is lost)
                 raise EOFError(f"lost the Ray cluster at {self.spec.address} ({_first_line(exc)})") from None
+            self._taken += len(frames)
+            self._frames.extend(frames)
         return self._frames.popleft()
 
     def kill(self) -> None:

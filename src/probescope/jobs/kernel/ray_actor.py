@@ -22,20 +22,46 @@ from probescope.jobs.kernel.transport import Channel
 from probescope.jobs.runner import compute_threads
 
 TAKE_BYTES = 64 << 20  # one `take` returns at most about this much (a large result goes alone)
+ACK_TIMEOUT_S = 30.0  # the longest a task waits for the window to have its 'started' (a window gone: it runs on)
 
 
 class _Mailbox:
-    """The actor's end of the connection: the frames the window posted, and those waiting for it to take."""
+    """The actor's end of the connection: the frames the window posted, and those waiting for it to take. `taken`
+    counts the frames the window has received (it says so at each take)."""
 
     def __init__(self) -> None:
         self.inbox: queue.SimpleQueue[bytes] = queue.SimpleQueue()
         self.outbox: queue.SimpleQueue[bytes] = queue.SimpleQueue()
+        self.put = 0
+        self.taken = 0
+        self._changed = threading.Condition()
 
-    def send_bytes(self, frame: bytes) -> None:
+    def send_bytes(self, frame: bytes) -> None:  # under the channel's lock: `put` counts in the frames' order
+        self.put += 1
         self.outbox.put(frame)
 
     def recv_bytes(self) -> bytes:
         return self.inbox.get()
+
+    def note_taken(self, taken: int) -> None:
+        with self._changed:
+            self.taken = taken
+            self._changed.notify_all()
+
+    def wait_taken(self, count: int) -> None:
+        with self._changed:
+            self._changed.wait_for(lambda: self.taken >= count, timeout=ACK_TIMEOUT_S)
+
+
+class _Channel(Channel):
+    """A task's 'started' goes on only once the window has it. Frames still in the outbox die with the actor, and
+    the window counts a task as interrupted (run again, failed the second time) only when it knew it had started:
+    without this, a task that kills the actor at once would be sent to new actors forever."""
+
+    def send(self, message: tuple) -> None:
+        super().send(message)
+        if message[0] == "started":
+            self.conn.wait_taken(self.conn.put)
 
 
 @ray.remote(concurrency_groups={"inbox": 1, "outbox": 1})
@@ -48,7 +74,7 @@ class RayKernel:
 
             torch.set_num_threads(compute_threads())
         self._mailbox = _Mailbox()
-        channel = Channel(self._mailbox, local=False)
+        channel = _Channel(self._mailbox, local=False)
         kernel = Kernel(channel, config)
         channel.send(("ready", 0, os.getpid()))
         threading.Thread(target=self._serve, args=(kernel,), name="probescope-kernel-serve", daemon=True).start()
@@ -63,8 +89,10 @@ class RayKernel:
         self._mailbox.inbox.put(frame)
 
     @ray.method(concurrency_group="outbox")
-    def take(self, timeout: float) -> list[bytes]:
-        """The frames waiting for the window, waiting up to `timeout` seconds for the first."""
+    def take(self, timeout: float, taken: int) -> list[bytes]:
+        """The frames waiting for the window (which has `taken` frames so far), waiting up to `timeout` seconds for
+        the first."""
+        self._mailbox.note_taken(taken)
         try:
             frames = [self._mailbox.outbox.get(timeout=timeout)]
         except queue.Empty:

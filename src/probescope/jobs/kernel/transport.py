@@ -10,8 +10,8 @@ protocol 5, large buffers out of band.
   the same file, nothing of the data is sent.
 - Everything else is in the pickle ("in band"). `Channel.stats` counts bytes each way per message kind.
 
-A channel to a kernel on another machine (`local=False`: the Ray kernel) sends everything in band, memmaps as their
-data: neither /dev/shm nor the window's files are there.
+A channel to a kernel on another machine (`local=False`: the Ray kernel) sends everything in band, a memmap as a
+plain array of its data: neither /dev/shm nor the window's files are there.
 """
 
 from __future__ import annotations
@@ -68,7 +68,9 @@ class _Pickler(pickle.Pickler):
         self._local = local
 
     def reducer_override(self, obj: Any) -> Any:
-        if self._local and isinstance(obj, np.memmap):
+        if isinstance(obj, np.memmap):
+            if not self._local:  # its file is not there: its data, as a plain array
+                return obj.view(np.ndarray).__reduce_ex__(5)
             reduced = _mapped_reduce(obj)
             if reduced is not None:
                 self._counted.mapped += obj.nbytes
