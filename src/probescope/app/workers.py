@@ -28,7 +28,7 @@ from typing import Any
 from PySide6.QtCore import QObject, QRunnable, QThread, QThreadPool, Signal
 
 from probescope.core.trust import NO_TRUST, Trust
-from probescope.jobs.kernel.spec import KernelSpec, parse_kernel
+from probescope.jobs.kernel.spec import KernelSpec, as_spec
 from probescope.jobs.protocol import COMPUTE, IO, Job, Progress, Task, TaskContext, TaskError, describe_error
 from probescope.jobs.runner import ComputeQueue, in_group, run_task
 from probescope.jobs.runner import compute_threads as compute_threads  # where the app and benchmarks find it
@@ -152,7 +152,7 @@ class WorkerPool(QObject):
     def __init__(self, io_threads: int = 2, parent: QObject | None = None, *, kernel: str | KernelSpec = "thread",
                  kernel_config: Any = None):
         super().__init__(parent)
-        spec = kernel if isinstance(kernel, KernelSpec) else parse_kernel(kernel)
+        spec = as_spec(kernel)
         self._bridge = _Bridge()
         self._bridge.event.connect(self._deliver)
         self._queue: ComputeQueue[TaskHandle] = ComputeQueue(lambda handle: handle.key)

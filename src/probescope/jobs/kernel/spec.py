@@ -10,12 +10,15 @@ explicit `insecure` (`--kernel-insecure`). Ray itself sends the token when that 
 
 from __future__ import annotations
 
+import argparse
 import ipaddress
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
 from urllib.parse import urlsplit
+
+from probescope.core.errors import InputError
 
 KINDS = ("thread", "local", "ray")
 RAY_SCHEME = "ray://"
@@ -56,6 +59,29 @@ def parse_kernel(text: str) -> KernelSpec:
     if not parts.hostname or port is None or parts.path or parts.query or parts.fragment or parts.username:
         raise ValueError(f"{text!r}: {expected}")
     return KernelSpec("ray", text)
+
+
+def as_spec(kernel: str | KernelSpec) -> KernelSpec:
+    """`kernel` as a KernelSpec (parsed when it is `--kernel` text)."""
+    return kernel if isinstance(kernel, KernelSpec) else parse_kernel(kernel)
+
+
+def kernel_arg(text: str) -> str:
+    """argparse type of `--kernel`: the text, once it names a kernel (argparse says the ValueError in one line)."""
+    try:
+        parse_kernel(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+    return text
+
+
+def kernel_from_args(text: str, insecure: bool) -> KernelSpec:
+    """The kernel `--kernel` and `--kernel-insecure` name; InputError (one line) for a cluster not to connect to."""
+    spec = replace(parse_kernel(text), insecure=insecure)
+    problem = refusal(spec)
+    if problem is not None:
+        raise InputError(problem)
+    return spec
 
 
 def on_device(spec: KernelSpec, device: str) -> KernelSpec:
