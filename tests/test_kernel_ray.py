@@ -25,6 +25,7 @@ pytest.importorskip("grpc", reason="Ray Client needs ray[client] (grpcio)")
 
 from test_kernel import (  # noqa: E402,F401  (the local kernel's tests, run here with this module's make_pool)
     WAIT_MS,
+    killed_while_running,
     run,
     test_a_request_superseded_inside_a_long_c_call_is_left_to_finish_without_a_restart,
     test_cancel_inside_a_long_c_call_restarts_the_kernel_and_says_so,
@@ -144,20 +145,10 @@ def test_results_travel_in_band_and_memmaps_as_their_data(qtbot, make_pool, tmp_
 
 
 def test_the_actor_killed_during_a_task_is_made_again_and_runs_it_again(qtbot, make_pool, tmp_path):
-    pool = make_pool()
-    gate = tmp_path / "go"
-    results, notices = [], []
-    pool.notice.connect(notices.append)
-    with qtbot.waitSignal(pool.started, timeout=WAIT_MS):
-        pool.submit(Job(kernel_jobs.wait_for, {"path": str(gate)}), name="dissect layer4", on_result=results.append)
-    killed = pool.kernel.pid
-    with qtbot.waitSignal(pool.notice, timeout=WAIT_MS):
-        ray.kill(pool.kernel._kernel._actor)  # as the node losing it would
+    notices, _ = killed_while_running(qtbot, make_pool(), tmp_path,
+                                      lambda pool: ray.kill(pool.kernel._kernel._actor))  # as a lost node would
     assert notices == ["The compute kernel was lost on the Ray cluster (The actor is dead because it was killed by "
                        "`ray.kill`) while running dissect layer4; restarted it and running 1 interrupted task again."]
-    gate.write_text("")
-    qtbot.waitUntil(lambda: not pool.active(), timeout=WAIT_MS)
-    assert results == ["done"] and pool.kernel.pid != killed and pool.kernel.restarts == 1
 
 
 def test_a_task_that_takes_the_actor_down_twice_fails_with_that_line(qtbot, make_pool):
