@@ -78,13 +78,67 @@ def test_size_option(capsys):
 
 
 def test_kernel_option(capsys):
-    """--kernel local (the default: a kernel process) or thread (in this process); anything else refused."""
+    """--kernel local (the default: a kernel process), thread (in this process) or a Ray Client address; anything
+    else refused in one line."""
     from probescope.main import build_parser
 
     assert build_parser().parse_args(["gui"]).kernel == "local"
     assert build_parser().parse_args(["gui", "--kernel", "thread"]).kernel == "thread"
-    assert main(["gui", "--kernel", "ray"]) == 2
-    assert capsys.readouterr().err.startswith("probescope gui: error: argument --kernel: invalid choice: 'ray'")
+    assert build_parser().parse_args(["gui", "--kernel", "ray://127.0.0.1:10001"]).kernel == "ray://127.0.0.1:10001"
+    for bad in ("ray", "ray://gpu1", "gpu1:6379", "auto", "ray://gpu1:10001/x", "ray://gpu1:port"):
+        assert main(["gui", "--kernel", bad]) == 2
+        err = capsys.readouterr().err
+        assert err.startswith(f"probescope gui: error: argument --kernel: {bad!r}: expected thread, local or a Ray "
+                              "Client address ray://HOST:PORT") and err.count("\n") == 1, err
+
+
+@pytest.fixture
+def no_ray_token(monkeypatch, tmp_path):
+    """No token authentication set up (and a home without ~/.ray/auth_token)."""
+    for name in ("RAY_AUTH_MODE", "RAY_AUTH_TOKEN", "RAY_AUTH_TOKEN_PATH"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("HOME", str(tmp_path))
+    return monkeypatch
+
+
+def test_a_ray_cluster_elsewhere_without_token_authentication_is_refused(capsys, no_ray_token, tmp_path):
+    """Ray runs any code a client sends: a cluster that is not on this machine needs the token, or --kernel-insecure;
+    this machine (an SSH tunnel's end) needs neither. Refused before anything connects."""
+    from probescope.core.errors import InputError
+    from probescope.jobs.kernel.spec import kernel_from_args
+
+    assert main(["gui", "--kernel", "ray://10.1.2.3:10001"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("probescope gui: error: --kernel ray://10.1.2.3:10001: the cluster is not on this machine "
+                          "and Ray token authentication is not set up") and err.count("\n") == 1, err
+    assert err.rstrip().endswith("or pass --kernel-insecure")
+    assert kernel_from_args("ray://10.1.2.3:10001", insecure=True).insecure  # the user said so
+    for here in ("ray://127.0.0.1:10001", "ray://127.8.0.1:10001", "ray://localhost:10001", "ray://[::1]:10001"):
+        assert kernel_from_args(here, insecure=False).host in ("127.0.0.1", "127.8.0.1", "localhost", "::1")
+    for name in ("thread", "local"):
+        assert kernel_from_args(name, insecure=False).kind == name
+
+    no_ray_token.setenv("RAY_AUTH_MODE", "token")
+    with pytest.raises(InputError, match=r"^--kernel ray://gpu1:10001: RAY_AUTH_MODE=token but there is no token"):
+        kernel_from_args("ray://gpu1:10001", insecure=True)  # Ray could not connect: said before it tries
+    no_ray_token.setenv("RAY_AUTH_TOKEN_PATH", str(tmp_path / "missing"))
+    with pytest.raises(InputError, match=r"RAY_AUTH_TOKEN_PATH names .*missing, which cannot be read or is empty$"):
+        kernel_from_args("ray://127.0.0.1:10001", insecure=False)  # (Ray would abort the window)
+    (tmp_path / "token").write_text("ab" * 32)
+    no_ray_token.setenv("RAY_AUTH_TOKEN_PATH", str(tmp_path / "token"))
+    assert kernel_from_args("ray://gpu1:10001", insecure=False).host == "gpu1"
+    no_ray_token.delenv("RAY_AUTH_TOKEN_PATH")
+    (tmp_path / ".ray").mkdir()
+    (tmp_path / ".ray" / "auth_token").write_text("cd" * 32)
+    assert kernel_from_args("ray://gpu1:10001", insecure=False).host == "gpu1"
+
+
+def test_a_ray_kernel_asks_for_a_gpu_when_the_window_computes_on_cuda():
+    from probescope.jobs.kernel.spec import on_device, parse_kernel
+
+    assert on_device(parse_kernel("ray://127.0.0.1:10001"), "cuda:1").gpus == 1
+    assert on_device(parse_kernel("ray://127.0.0.1:10001"), "cpu").gpus == 0
+    assert on_device(parse_kernel("local"), "cuda").gpus == 0  # a kernel process sees this machine's GPUs
 
 
 def test_screenshot_of_a_panel_and_a_unit(qtbot, small_world, tmp_path, capsys):

@@ -27,7 +27,7 @@ ADDRESS_SPACE = 8 << 30  # torch alone reserves about 3.4 GB of address space; e
 # options that take text which is not a number (names, paths, specs, lists of words)
 NOT_NUMERIC = {
     "gui": {"workspace", "model", "dataset", "batch", "samples", "judgments", "catalog", "image_root", "device",
-            "theme", "screenshot", "view", "panel", "settings", "trust"},
+            "theme", "screenshot", "view", "panel", "settings", "trust", "kernel"},
     "demo-data": {"dir"},
     "info": {"spec", "index", "trust", "class_names", "preprocess"},
     "dissect": {"dataset", "index", "source", "activations", "model", "layer", "trust", "out", "searches",

@@ -1,5 +1,7 @@
-"""The window's side of the compute kernel (`probescope.jobs.kernel`): it starts the kernel process when the first Job
-comes, sends it Jobs and cancels, and turns what comes back into Qt signals in the GUI thread.
+"""The window's side of the compute kernel (`probescope.jobs.kernel`): it starts the kernel when the first Job comes,
+sends it Jobs and cancels, and turns what comes back into Qt signals in the GUI thread. `KernelSide` is what every
+kind of kernel shares; `KernelClient` starts the kernel as a process of this machine (`app.ray_kernel_client`: as a
+Ray actor on a cluster).
 
 When the kernel dies (killed, a native crash, out of memory) the window stays: the client says in one line what
 happened (`notice`), starts a new kernel and sends it the interrupted tasks again, whose models the new kernel loads
@@ -50,8 +52,9 @@ class _Sent:
 
 
 class _Reader(QThread):
-    """Reads the connection; each message reaches the client through a queued signal, the end as ('died', 0, None).
-    Ends are also noted in `ended` at once, so a cancel's deadline sees them before the GUI thread has."""
+    """Reads the connection; each message reaches the client through a queued signal, the end as ('died', 0, what
+    the connection said of it, or None). Ends are also noted in `ended` at once, so a cancel's deadline sees them
+    before the GUI thread has."""
 
     message = Signal(object)
 
@@ -68,8 +71,8 @@ class _Reader(QThread):
         while True:
             try:
                 message = self._channel.receive()
-            except (EOFError, OSError):
-                self.message.emit(("died", 0, None))
+            except (EOFError, OSError) as exc:
+                self.message.emit(("died", 0, str(exc) or None))
                 return
             except Undecodable as exc:
                 message = ("error", exc.task_id, describe_error("reading a task's result from the compute kernel",
@@ -79,24 +82,30 @@ class _Reader(QThread):
             self.message.emit(message)
 
 
-class KernelClient(QObject):
+class KernelSide(QObject):
     """Signals (GUI thread): `event(task id, kind, payload)` with the kinds of `jobs.runner.run_task` (plus
     'progress'), `notice(line)` when the kernel died or was restarted, `ready(seconds)` when a kernel started
-    (`devices` is then its machine's compute devices: the window knows them only from the kernel)."""
+    (`devices` is then its machine's compute devices: the window knows them only from the kernel).
+
+    The bookkeeping of every kind of kernel: what was sent, cancels and their deadline, restarts and their notice.
+    A kind starts its kernel (`_launch`: the kernel and the connection to it), kills it (`_kill`), stops it
+    (`_stop`) and tells, once it is gone, why (`_reap`). `LOCAL`: the kernel is on this machine (transport.Channel).
+    """
 
     event = Signal(int, str, object)
     notice = Signal(str)
     ready = Signal(float)
+    LOCAL = True
 
-    def __init__(self, config: KernelConfig | None = None, cancel_deadline_s: float = CANCEL_DEADLINE_S,
-                 parent: QObject | None = None) -> None:
+    def __init__(self, config: KernelConfig | None, cancel_deadline_s: float, parent: QObject | None) -> None:
         super().__init__(parent)
         self.config = config or KernelConfig()
         self.cancel_deadline_s = cancel_deadline_s
         self._sent: dict[int, _Sent] = {}
         self._ended: set[int] = set()
         self._foreground = ""
-        self._process: Any = None
+        self._kernel: Any = None  # the kernel running now (what `_launch` made), None before the first Job
+        self._pid: int | None = None
         self._channel: Channel | None = None
         self._reader: _Reader | None = None
         self._cause = ""  # why the kernel is going down, when this side knows before it is gone
@@ -112,11 +121,12 @@ class KernelClient(QObject):
 
     @property
     def pid(self) -> int | None:
-        return None if self._process is None else self._process.pid
+        """The kernel's process id (on the machine it runs on), once it is ready."""
+        return self._pid
 
     def submit(self, task_id: int, job: Job, *, name: str, executor: str, key: str | None, trust: Trust) -> None:
         self._sent[task_id] = _Sent(job, name, executor, key, trust)
-        if self._process is None:
+        if self._kernel is None:
             self._start()
         else:
             self._send_task(task_id)
@@ -137,47 +147,58 @@ class KernelClient(QObject):
             self._deadlines.append(task_id)
 
     def _start_deadline(self, task_id: int) -> None:
-        process = self._process
-        QTimer.singleShot(round(self.cancel_deadline_s * 1000), lambda: self._check_cancelled(task_id, process))
+        kernel = self._kernel
+        QTimer.singleShot(round(self.cancel_deadline_s * 1000), lambda: self._check_cancelled(task_id, kernel))
 
     def set_foreground(self, group: str) -> None:
         self._foreground = group
-        if self._process is not None:
+        if self._kernel is not None:
             self._send(("foreground", 0, group))
 
     def kill(self, cause: str) -> None:
         """Kill the kernel (it restarts), saying `cause` as what happened."""
-        if self._process is not None and self._process.is_alive():
+        if self._kernel is not None and self._alive():
             self._cause = self._cause or cause
-            self._process.kill()
+            self._kill()
 
     def shutdown(self, timeout: float = 5.0) -> None:
         """Stop the kernel (asking first, then killing it) and the reader; tasks not ended are the pool's to end."""
         self._closed = True
-        if self._process is None:
+        if self._kernel is None:
             return
-        self._send(("stop", 0, None))
+        self._stop(timeout)
         self._channel.close_writer()
-        self._process.join(timeout)
-        if self._process.is_alive():
-            self._process.kill()
-            self._process.join()
         self._reader.wait()
-        sweep(self._process.pid)
-        _RUNNING.discard(self)
+        self._reap(self._kernel, None)
 
-    # -- the kernel process ---------------------------------------------------------------------------------------
+    # -- what each kind of kernel does ------------------------------------------------------------------------
+    def _launch(self) -> tuple[Any, Any]:
+        """Start a kernel: (the kernel, the connection to it: send_bytes and recv_bytes)."""
+        raise NotImplementedError
+
+    def _alive(self) -> bool:
+        raise NotImplementedError
+
+    def _kill(self) -> None:
+        raise NotImplementedError
+
+    def _stop(self, timeout: float) -> None:
+        """Ask the kernel to stop, and end it if it has not within `timeout` seconds."""
+        raise NotImplementedError
+
+    def _reap(self, kernel: Any, said: str | None) -> str:
+        """Once `kernel` is gone (`said`: what its connection said): clean up after it and tell how it ended, in
+        the words of the notice ("was killed ...")."""
+        raise NotImplementedError
+
+    # -- the kernel -------------------------------------------------------------------------------------------
     def _start(self) -> None:
-        context = multiprocessing.get_context("spawn")
-        ours, theirs = context.Pipe()
         self._started_at = time.monotonic()
-        # not a daemon: its jobs may start processes of their own (a dissection's workers); stopped at exit instead
-        self._process = context.Process(target=main, args=(theirs, self.config), name="probescope-kernel")
-        self._process.start()
-        _RUNNING.add(self)
-        theirs.close()  # the kernel's end: held only by the kernel, so its death ends the connection
-        self._channel = Channel(ours, self.sent, self.received, writer=True)
+        self._kernel, conn = self._launch()
+        # the GUI thread only pickles: a writer thread waits for the connection (full while a kernel starts)
+        self._channel = Channel(conn, self.sent, self.received, local=self.LOCAL, writer=True)
         self._ready = False
+        self._pid = None
         self._ended.clear()
         self._reader = _Reader(self._channel, self._ended, self)
         self._reader.message.connect(self._on_message)
@@ -204,9 +225,9 @@ class KernelClient(QObject):
         except (OSError, EOFError):
             pass  # the kernel is going down; its death is handled when the reader sees it
 
-    def _check_cancelled(self, task_id: int, process: Any) -> None:
+    def _check_cancelled(self, task_id: int, kernel: Any) -> None:
         sent = self._sent.get(task_id)
-        if sent is not None and task_id not in self._ended and process is self._process and not self._closed:
+        if sent is not None and task_id not in self._ended and kernel is self._kernel and not self._closed:
             ms = round(self.cancel_deadline_s * 1000)
             self.kill(f"did not stop {sent.name} within {ms} ms of its cancel (inside a long call)")
 
@@ -214,6 +235,7 @@ class KernelClient(QObject):
         kind, task_id, payload = message
         if kind == "ready":
             self._ready = True
+            self._pid = payload["pid"]
             self._failed_starts = 0
             for waiting in self._deadlines:
                 self._start_deadline(waiting)
@@ -225,7 +247,7 @@ class KernelClient(QObject):
             self._cause = payload
             return
         if kind == "died":
-            self._died()
+            self._died(payload)
             return
         sent = self._sent.get(task_id)
         if sent is None:
@@ -237,23 +259,21 @@ class KernelClient(QObject):
             self._ended.discard(task_id)
         self.event.emit(task_id, kind, payload)
 
-    def _died(self) -> None:
-        process = self._process
-        process.join(5)
-        self._channel.close_writer()  # its pipe is gone: the writer ends at once
+    def _died(self, said: str | None) -> None:
+        self._channel.close_writer()  # its connection is gone: the writer ends at once
         self._reader.wait()
         self._reader.deleteLater()  # a new kernel gets a new reader
-        sweep(process.pid)  # what it sent and this side never read
+        ended = self._reap(self._kernel, said)
         if self._closed:
             return
-        cause = self._cause or _exit_cause(process.exitcode)
+        cause = self._cause or ended
         self._cause = ""
         self._failed_starts += not self._ready
         if self._failed_starts >= STARTS:  # it cannot start (broken install, no memory): the tasks fail, said so
             failed = [(task_id, "error", TaskError(f"{sent.name} failed: the compute kernel could not start (it "
                                                    f"{cause})", cause, False)) for task_id, sent in self._sent.items()]
             self._sent.clear()
-            self._process = None  # the next Job tries again
+            self._kernel = None  # the next Job tries again
             self._failed_starts = 0
             self.notice.emit(f"The compute kernel could not start (it {cause}).")
             self._end(failed)
@@ -285,11 +305,57 @@ class KernelClient(QObject):
             self.event.emit(task_id, kind, payload)
 
 
+class KernelClient(KernelSide):
+    """The kernel as a process of this machine (multiprocessing's spawn, a pipe); see `KernelSide`."""
+
+    def __init__(self, config: KernelConfig | None = None, cancel_deadline_s: float = CANCEL_DEADLINE_S,
+                 parent: QObject | None = None) -> None:
+        super().__init__(config, cancel_deadline_s, parent)
+
+    @property
+    def process(self) -> Any:
+        """The kernel process running now (multiprocessing's), None before the first Job."""
+        return self._kernel
+
+    @property
+    def pid(self) -> int | None:
+        return None if self._kernel is None else self._kernel.pid
+
+    def _launch(self) -> tuple[Any, Any]:
+        context = multiprocessing.get_context("spawn")
+        ours, theirs = context.Pipe()
+        # not a daemon: its jobs may start processes of their own (a dissection's workers); stopped at exit instead
+        process = context.Process(target=main, args=(theirs, self.config), name="probescope-kernel")
+        process.start()
+        _RUNNING.add(self)
+        theirs.close()  # the kernel's end: held only by the kernel, so its death ends the connection
+        return process, ours
+
+    def _alive(self) -> bool:
+        return self._kernel.is_alive()
+
+    def _kill(self) -> None:
+        self._kernel.kill()
+
+    def _stop(self, timeout: float) -> None:
+        self._send(("stop", 0, None))
+        self._kernel.join(timeout)
+        if self._kernel.is_alive():
+            self._kernel.kill()
+            self._kernel.join()
+        _RUNNING.discard(self)
+
+    def _reap(self, kernel: Any, said: str | None) -> str:
+        kernel.join(5)
+        sweep(kernel.pid)  # what it sent and this side never read
+        return _exit_cause(kernel.exitcode)
+
+
 @atexit.register  # after multiprocessing's exit handler, so it runs before it
 def _stop_at_exit() -> None:
     """At the window's exit (the pool not shut down): each kernel still running is told to stop, then killed."""
     for client in list(_RUNNING):
-        process = client._process  # noqa: SLF001
+        process = client.process
         if process is not None and process.is_alive():
             client._send(("stop", 0, None))  # noqa: SLF001
             process.join(2)

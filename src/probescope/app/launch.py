@@ -16,7 +16,7 @@ from pathlib import Path
 
 from probescope.core import bounds, environment
 from probescope.jobs.arguments import BoundedArg, NumbersArg, add_trust_arguments, device_arg, trust_from_args
-from probescope.jobs.kernel import KERNELS
+from probescope.jobs.kernel.spec import kernel_arg, kernel_from_args
 
 WORKSPACE_NAMES = ("dissection", "gallery", "similarity")
 PRESET_KEYS = ("column", "page", "screen")  # probescope.app.export.PRESETS (not imported here: it loads Qt)
@@ -44,10 +44,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="how a psiz .hdf5 judgments file numbers its stimuli, when neither it nor a catalog tells")
     parser.add_argument("--device", type=device_arg,
                         help="compute device (cpu, cuda, cuda:1, mps); default: the saved setting")
-    parser.add_argument("--kernel", choices=KERNELS, default="local",
+    parser.add_argument("--kernel", type=kernel_arg, default="local", metavar="thread|local|ray://HOST:PORT",
                         help="where the computation runs: 'local' (a compute kernel process of its own, which owns "
-                             "torch and the GPU: a crash or a long computation there leaves the window responsive) "
-                             "or 'thread' (in the window's own process); default: local")
+                             "torch and the GPU: a crash or a long computation there leaves the window responsive), "
+                             "'thread' (in the window's own process) or a Ray Client address (the kernel as an actor "
+                             "on that cluster, with a GPU for --device cuda: docs/cluster.md); default: local")
+    parser.add_argument("--kernel-insecure", action="store_true",
+                        help="connect to a Ray cluster on another machine although Ray's token authentication is not "
+                             "set up (anyone who can reach that cluster can run code on it)")
     parser.add_argument("--theme", choices=("system", "light", "dark"), help="colour theme for this run")
     parser.add_argument("--screenshot", metavar="OUT.png|svg|pdf", type=Path,
                         help="render the window to OUT (PNG, or SVG/PDF vectors) once the workspace has loaded, "
@@ -109,6 +113,7 @@ def run(args: argparse.Namespace) -> int:
     size = args.size
     to_open = requests(args)
     trust = trust_from_args(args)
+    kernel = kernel_from_args(args.kernel, args.kernel_insecure)  # a cluster it must not reach: refused here
     if args.screenshot is not None:
         environment.default(environment.QT_PLATFORM, "offscreen")
     from probescope.app import splash
@@ -134,10 +139,10 @@ def run(args: argparse.Namespace) -> int:
     app.setDesktopFileName("io.github.probescope.Probescope")  # the .desktop file (packaging/linux) for taskbars
     app.setWindowIcon(_app_icon())
     if args.screenshot is not None:
-        return _screenshot(app, args, size, to_open, trust)
+        return _screenshot(app, args, size, to_open, trust, kernel)
     settings = Settings(args.settings)
     apply_theme(app, args.theme or settings.theme())
-    window = MainWindow(settings, device=args.device, trust=trust, kernel=args.kernel)
+    window = MainWindow(settings, device=args.device, trust=trust, kernel=kernel)
     _print_notes(settings)
     keep_gui_responsive()
     if args.workspace:
@@ -196,7 +201,7 @@ def _close_on_signals(window) -> None:
     timer.start(250)
 
 
-def _screenshot(app, args: argparse.Namespace, size: tuple[int, int], to_open: list, trust) -> int:
+def _screenshot(app, args: argparse.Namespace, size: tuple[int, int], to_open: list, trust, kernel) -> int:
     import tempfile
 
     from PySide6.QtCore import QEventLoop, QTimer
@@ -214,7 +219,7 @@ def _screenshot(app, args: argparse.Namespace, size: tuple[int, int], to_open: l
         settings = Settings(args.settings or Path(tmp) / "settings.ini")
         apply_theme(app, args.theme or "light")
         window = MainWindow(settings, device=args.device, trust=trust, ask_trust=False,  # nobody to ask
-                            kernel=args.kernel)
+                            kernel=kernel)
         _print_notes(settings)
         keep_gui_responsive()
         window.resize(*size)

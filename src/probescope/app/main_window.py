@@ -44,6 +44,7 @@ from probescope.jobs.inputs import (
     executor_for,
     open_task,
 )
+from probescope.jobs.kernel.spec import KernelSpec, as_spec, on_device
 from probescope.jobs.protocol import COMPUTE, TaskError
 from probescope.widgets.command_palette import CommandPalette
 from probescope.widgets.notification import Notification
@@ -61,15 +62,17 @@ class MainWindow(QMainWindow):
     open_failed = Signal(object, object)
 
     def __init__(self, settings: Settings, device: str | None = None, parent: QWidget | None = None, *,
-                 trust: Trust = NO_TRUST, ask_trust: bool = True, kernel: str = "thread"):
+                 trust: Trust = NO_TRUST, ask_trust: bool = True, kernel: str | KernelSpec = "thread"):
         super().__init__(parent)
         self.setWindowTitle("probescope")
         self.setAcceptDrops(True)
         self.settings = settings
-        self.device = device or settings.device(here=kernel == "thread")  # a kernel's machine: checked when it starts
+        # a kernel's machine has its own devices: the saved one is checked when the kernel has started
+        self.device = device or settings.device(here=as_spec(kernel).kind == "thread")
         self.state = AppState(self)
         self.state.device = self.device
-        self.pool = WorkerPool(parent=self, kernel=kernel)  # `kernel`: where compute Jobs run (workers.KERNELS)
+        # `kernel`: where compute Jobs run (jobs.kernel.spec); a Ray kernel asks for a GPU when computing on CUDA
+        self.pool = WorkerPool(parent=self, kernel=on_device(as_spec(kernel), self.device))
         self.pool.devices_known.connect(self._check_device)
         self.trust = TrustGate(self, self.pool, settings, trust, ask_trust, self.statusBar().showMessage,
                                self.notify)  # before any task: they load with its trust

@@ -12,9 +12,10 @@ first there (`foreground`): its queued tasks run before the others, and a runnin
 aside for them at its next yield (on a fresh launch the Gallery's sample stream and the Similarity fits otherwise
 held the thread while the Dissection's first units waited).
 
-Where the computation runs is the pool's `kernel`: 'thread' (every task in this process, in the threads above) or
-'local' (compute Jobs go to the compute kernel, a process of their own: `app.kernel_client`; every other task still
-runs here). Either way the callbacks, keys, cancel groups and foreground behave the same. The threads are QThreads.
+Where the computation runs is the pool's `kernel` (`jobs.kernel.spec`): 'thread' (every task in this process, in the
+threads above), 'local' (compute Jobs go to the compute kernel, a process of their own: `app.kernel_client`) or a Ray
+address (they go to the kernel as an actor on that cluster: `app.ray_kernel_client`); every other task still runs
+here. Either way the callbacks, keys, cancel groups and foreground behave the same. The threads are QThreads.
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ from typing import Any
 from PySide6.QtCore import QObject, QRunnable, QThread, QThreadPool, Signal
 
 from probescope.core.trust import NO_TRUST, Trust
-from probescope.jobs.kernel import KERNELS
+from probescope.jobs.kernel.spec import KernelSpec, as_spec
 from probescope.jobs.protocol import COMPUTE, IO, Job, Progress, Task, TaskContext, TaskError, describe_error
 from probescope.jobs.runner import ComputeQueue, in_group, run_task
 from probescope.jobs.runner import compute_threads as compute_threads  # where the app and benchmarks find it
@@ -139,7 +140,8 @@ class WorkerPool(QObject):
     `notice(line)` when the compute kernel died or was restarted (what happened, in one line), `devices_known(list)`
     when a kernel has started and said which compute devices its machine has.
     `trust` (set by the window) is handed to every task submitted after it is set, in its TaskContext.
-    `kernel`: where compute Jobs run (KERNELS); `kernel_config` is the kernel process's (tests make small ones).
+    `kernel`: where compute Jobs run (a KernelSpec, or its `--kernel` text); `kernel_config` is the kernel's
+    (jobs.kernel.process.KernelConfig: tests make small ones).
     """
 
     started = Signal(object)
@@ -149,11 +151,10 @@ class WorkerPool(QObject):
     notice = Signal(str)
     devices_known = Signal(list)
 
-    def __init__(self, io_threads: int = 2, parent: QObject | None = None, *, kernel: str = "thread",
+    def __init__(self, io_threads: int = 2, parent: QObject | None = None, *, kernel: str | KernelSpec = "thread",
                  kernel_config: Any = None):
         super().__init__(parent)
-        if kernel not in KERNELS:
-            raise ValueError(f"unknown kernel {kernel!r} (expected one of {', '.join(KERNELS)})")
+        spec = as_spec(kernel)
         self._bridge = _Bridge()
         self._bridge.event.connect(self._deliver)
         self._queue: ComputeQueue[TaskHandle] = ComputeQueue(lambda handle: handle.key)
@@ -168,10 +169,15 @@ class WorkerPool(QObject):
         self.trust: Trust = NO_TRUST
         self.session = Session()  # what the pool's tasks have loaded (Jobs name their inputs; see jobs.session)
         self.kernel = None
-        if kernel == "local":
+        if spec.kind == "local":
             from probescope.app.kernel_client import KernelClient
 
             self.kernel = KernelClient(kernel_config, parent=self)
+        elif spec.is_remote:
+            from probescope.app.ray_kernel_client import RayKernelClient
+
+            self.kernel = RayKernelClient(spec, kernel_config, parent=self)
+        if self.kernel is not None:
             self.kernel.event.connect(self._kernel_event)
             self.kernel.notice.connect(self.notice)
             self.kernel.ready.connect(lambda _seconds: self.devices_known.emit(self.kernel.devices))

@@ -1,4 +1,3 @@
-"""The compute kernel: the process that runs the window's Jobs (process.py) and the messages it exchanges with the
-window (transport.py). Qt-free; the window's side is `probescope.app.kernel_client`."""
-
-KERNELS = ("thread", "local")  # where the window's compute Jobs run: its own compute thread, or a kernel process
+"""The compute kernel: the process that runs the window's Jobs (process.py), the messages it exchanges with the
+window (transport.py), the same kernel as a Ray actor on a cluster (ray_actor.py) and how `--kernel` names where it
+runs (spec.py). Qt-free; the window's side is `probescope.app.kernel_client` (and `app.ray_kernel_client`)."""

@@ -60,7 +60,9 @@ class _Task:
     future: Future | None = None
 
 
-class _Kernel:
+class Kernel:
+    """Runs the Jobs that come over `channel` and sends back what they do (the process's and the Ray actor's)."""
+
     def __init__(self, channel: Channel, config: KernelConfig) -> None:
         self.channel = channel
         self.config = config
@@ -155,6 +157,13 @@ class _Kernel:
         self.channel.send((kind, task_id, payload))
 
 
+def ready(config: KernelConfig) -> tuple[str, int, dict]:
+    """The message a kernel sends once it runs: its pid and its machine's compute devices (the window knows them
+    only from here: it imports no torch)."""
+    devices = available_devices() if config.torch else ["cpu"]
+    return ("ready", 0, {"pid": os.getpid(), "devices": devices})
+
+
 def main(conn: Any, config: KernelConfig) -> None:
     """The kernel process's entry point (multiprocessing spawn target)."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C in the terminal is the window's to handle
@@ -167,9 +176,8 @@ def main(conn: Any, config: KernelConfig) -> None:
     if config.memory_room is not None:
         _limit_address_space(config.memory_room)
     channel = Channel(conn)
-    kernel = _Kernel(channel, config)
-    devices = available_devices() if config.torch else ["cpu"]
-    channel.send(("ready", 0, {"pid": os.getpid(), "devices": devices}))
+    kernel = Kernel(channel, config)
+    channel.send(ready(config))
     told_to_stop = kernel.serve()
     kernel.stop()
     sweep(os.getpid())

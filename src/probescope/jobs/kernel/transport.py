@@ -12,6 +12,8 @@ protocol 5, large buffers out of band.
 - The window's end writes from a thread of its own (`Channel(..., writer=True)`): a message is pickled where it is
   sent (a payload that cannot be pickled fails there), but the GUI thread never waits for the pipe, which stays
   full while a kernel that is starting imports torch.
+- A channel to a kernel on another machine (`local=False`: the Ray kernel) sends everything in band, a memmap as
+  a plain array of its data: neither /dev/shm nor the window's files are there.
 """
 
 from __future__ import annotations
@@ -68,12 +70,15 @@ def _mapped_reduce(array: np.memmap) -> tuple | None:
 
 
 class _Pickler(pickle.Pickler):
-    def __init__(self, out: io.BytesIO, buffer_callback, counted: Traffic) -> None:
-        super().__init__(out, protocol=5, buffer_callback=buffer_callback)
+    def __init__(self, out: io.BytesIO, buffer_callback, counted: Traffic, local: bool) -> None:
+        super().__init__(out, protocol=5, buffer_callback=buffer_callback if local else None)
         self._counted = counted
+        self._local = local
 
     def reducer_override(self, obj: Any) -> Any:
         if isinstance(obj, np.memmap):
+            if not self._local:  # its file is not there: its data, as a plain array
+                return obj.view(np.ndarray).__reduce_ex__(5)
             reduced = _mapped_reduce(obj)
             if reduced is not None:
                 self._counted.mapped += obj.nbytes
@@ -90,12 +95,15 @@ class Undecodable(Exception):
 
 
 class Channel:
-    """One end of the connection: `send` from any thread, `receive` from one. Traffic is counted in `sent` and
-    `received` (pass them to count over several channels: one kernel after another)."""
+    """One end of the connection (`conn`: what has `send_bytes` and `recv_bytes`): `send` from any thread, `receive`
+    from one. Traffic is counted in `sent` and `received` (pass them to count over several channels: one kernel after
+    another). `local`: both ends are on this machine (large buffers through shared memory, memmaps by name)."""
 
     def __init__(self, conn: Any, sent: defaultdict[str, Traffic] | None = None,
-                 received: defaultdict[str, Traffic] | None = None, *, writer: bool = False) -> None:
+                 received: defaultdict[str, Traffic] | None = None, *, local: bool = True,
+                 writer: bool = False) -> None:
         self.conn = conn
+        self.local = local
         self._lock = threading.Lock()
         self._numbers = itertools.count()
         self.sent = defaultdict(Traffic) if sent is None else sent
@@ -141,7 +149,7 @@ class Channel:
 
         out = io.BytesIO()
         try:
-            _Pickler(out, out_of_band, counted).dump(payload)
+            _Pickler(out, out_of_band, counted, self.local).dump(payload)
         except BaseException:
             _unlink_all(files)
             raise
