@@ -63,8 +63,10 @@ class ModelRows:
 
     def _show_scores(self, rows: list) -> None:
         self.models.show_scores(rows)
-        self.view.set_models([s.name for s in rows], self.state.wanted_view)
-        self.state.wanted_view = ""
+        names = [s.name for s in rows]
+        self.view.set_models(names, self.state.wanted_view)
+        if self.state.wanted_view in names:  # (scores of the rows before it came first: it is still wanted)
+            self.state.wanted_view = ""
         self.view_changed()
         self._shown()
 
