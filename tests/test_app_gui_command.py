@@ -134,7 +134,12 @@ def test_a_ray_cluster_elsewhere_without_token_authentication_is_refused(capsys,
 
 
 def test_a_ray_kernel_asks_for_a_gpu_when_the_window_computes_on_cuda():
+    """The GPU is the cluster's: --device cuda is taken on a desktop without one (the kernel's machine decides)."""
     from probescope.jobs.kernel.spec import on_device, parse_kernel
+    from probescope.main import build_parser
+
+    args = build_parser().parse_args(["gui", "--kernel", "ray://127.0.0.1:10001", "--device", "cuda:7"])
+    assert args.device == "cuda:7"
 
     assert on_device(parse_kernel("ray://127.0.0.1:10001"), "cuda:1").gpus == 1
     assert on_device(parse_kernel("ray://127.0.0.1:10001"), "cpu").gpus == 0

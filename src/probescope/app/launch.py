@@ -15,7 +15,8 @@ import sys
 from pathlib import Path
 
 from probescope.core import bounds, environment
-from probescope.jobs.arguments import BoundedArg, NumbersArg, add_trust_arguments, device_arg, trust_from_args
+from probescope.core.errors import InputError
+from probescope.jobs.arguments import BoundedArg, NumbersArg, add_trust_arguments, device_name_arg, trust_from_args
 from probescope.jobs.kernel.spec import kernel_arg, kernel_from_args
 
 WORKSPACE_NAMES = ("dissection", "gallery", "similarity")
@@ -42,8 +43,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--image-root", metavar="DIR", help="folder the catalog's image paths start from")
     parser.add_argument("--index-base", type=int, choices=(0, 1), metavar="0|1",
                         help="how a psiz .hdf5 judgments file numbers its stimuli, when neither it nor a catalog tells")
-    parser.add_argument("--device", type=device_arg,
-                        help="compute device (cpu, cuda, cuda:1, mps); default: the saved setting")
+    parser.add_argument("--device", type=device_name_arg,
+                        help="compute device (cpu, cuda, cuda:1, mps) of the machine that computes (this one, or a "
+                             "Ray kernel's); default: the saved setting")
     parser.add_argument("--kernel", type=kernel_arg, default="local", metavar="thread|local|ray://HOST:PORT",
                         help="where the computation runs: 'local' (a compute kernel process of its own, which owns "
                              "torch and the GPU: a crash or a long computation there leaves the window responsive), "
@@ -114,6 +116,12 @@ def run(args: argparse.Namespace) -> int:
     to_open = requests(args)
     trust = trust_from_args(args)
     kernel = kernel_from_args(args.kernel, args.kernel_insecure)  # a cluster it must not reach: refused here
+    if args.device is not None and not kernel.is_remote:  # computed on this machine: its devices decide, now
+        from probescope.core.devices import device_problem
+
+        problem = device_problem(args.device)
+        if problem is not None:
+            raise InputError(f"argument --device: {problem}")
     if args.screenshot is not None:
         environment.default(environment.QT_PLATFORM, "offscreen")
     from probescope.app import splash

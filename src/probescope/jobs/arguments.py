@@ -79,6 +79,17 @@ class CommandLineError(Exception):
     """A command line argparse cannot read: `main` prints it in one line and returns 2."""
 
 
+def device_name_arg(text: str) -> str:
+    """argparse type of a --device whose machine is decided later (the window's compute kernel may be elsewhere):
+    a device's name, refused in one line when it is not one."""
+    from probescope.core.devices import device_problem
+
+    problem = device_problem(text, here=False)
+    if problem is not None:
+        raise argparse.ArgumentTypeError(problem)
+    return text.strip()
+
+
 def device_arg(text: str) -> str:
     """argparse type of --device: a device of this machine (probescope.core.devices decides), refused in one line
     before anything loads."""
