@@ -20,7 +20,6 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-import scipy.sparse as sp
 
 from probescope.core.data.broden import BrodenDataset
 from probescope.core.dissection.inputs import dataset_identity
@@ -110,6 +109,8 @@ def open_store(folder: Path) -> LabelStore:
 
 
 def _store(folder: Path, arrays: dict[str, np.ndarray], meta: dict[str, Any]) -> LabelStore:
+    import scipy.sparse as sp  # (not at the top: see labels.py)
+
     n_images, n_labels = len(arrays["seg_shapes"]), int(meta["n_labels"])
     image_labels = sp.csr_matrix((arrays["image_labels_data"], arrays["image_labels_indices"],
                                   arrays["image_labels_indptr"]), shape=(n_images, n_labels))

@@ -18,13 +18,15 @@ take 556 MB, the regions themselves a few tens of MB.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 import numpy as np
-import scipy.sparse as sp
 
 from probescope.core.errors import InputError
 from probescope.core.tasks import CancelCheck, ProgressCallback, check_cancel, report
+
+if TYPE_CHECKING:  # scipy.sparse is imported where matrices are made: it is an eighth of the window's imports
+    import scipy.sparse as sp
 
 
 class LabelSource(Protocol):
@@ -125,6 +127,8 @@ class LabelStore:
         image_regions = np.concatenate([[0], np.cumsum([len(p) for p in per_image_pixels])]).astype(np.int64)
         for i, lb in enumerate(per_image_labels):
             region_labels[:len(lb), image_regions[i]:image_regions[i + 1]] = lb
+        import scipy.sparse as sp
+
         image_labels = sp.csr_matrix((np.ones(len(img_rows), np.int32), (img_rows, img_cols)), shape=(n, n_labels))
         names = {int(k): v.name for k, v in source.labels.items()}
         categories = {int(k): v.category for k, v in source.labels.items()}
@@ -147,6 +151,8 @@ class LabelStore:
         rows = np.concatenate([rows, il.row])
         cols = np.concatenate([labels[keep], il.col])
         vals = np.concatenate([vals, per_image[il.row]])
+        import scipy.sparse as sp
+
         hist = sp.csr_matrix((np.rint(vals).astype(np.int64), (rows, cols)), shape=(self.n_images, self.n_labels))
         hist.sum_duplicates()
         hist.eliminate_zeros()
@@ -198,6 +204,8 @@ class LabelStore:
             cols = np.tile(np.arange(n_regions, dtype=np.int64), planes)
             rows = self.region_labels.reshape(-1).astype(np.int64)
             keep = rows > 0
+            import scipy.sparse as sp
+
             self._label_regions = sp.csr_matrix((np.ones(int(keep.sum()), np.int8), (rows[keep], cols[keep])),
                                                 shape=(self.n_labels, n_regions))
         m = self._label_regions

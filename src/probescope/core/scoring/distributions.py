@@ -13,7 +13,6 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 import numpy as np
-from scipy.special import xlogy
 
 from probescope.core.errors import InputError
 
@@ -93,6 +92,8 @@ def rows_from_probabilities(
             source,
         )
     p = p / sums[:, None]
+    from scipy.special import xlogy  # (imported where it is used: scipy.special takes 56 ms to import)
+
     return Rows(p, xlogy(p, p).sum(axis=1))
 
 
@@ -139,6 +140,8 @@ class ClassScores:
 
 def entropy(q: np.ndarray) -> float:
     """H(q) in nats with 0 log 0 = 0."""
+    from scipy.special import xlogy
+
     return float(-xlogy(q, q).sum())
 
 
