@@ -94,7 +94,9 @@ def launch_child(kernel: str) -> None:
                 times["all_workspaces_s"] = time.perf_counter() - T0
                 times["all_workspaces_cpu_s"] = cpu_with_children()
                 times["longest_stall_s"] = probe.stop()  # from the first turn until every workspace is done
-                times.update(peak_memory(window))
+                from scale_gui import memory  # (this folder: the window's and its kernel's peak memory)
+
+                times.update(memory(window))
                 times["torch_in_window"] = "torch" in sys.modules
                 app.quit()
 
@@ -122,17 +124,6 @@ def launch_child(kernel: str) -> None:
         window.close()
     print(json.dumps(times))
     sys.exit(code)
-
-
-def peak_memory(window) -> dict[str, float | None]:
-    """Peak resident memory (MB) of this process and of the window's compute kernel (None without one)."""
-    import resource
-
-    kernel, peak = window.pool.kernel, None
-    if kernel is not None and kernel.pid is not None:
-        with open(f"/proc/{kernel.pid}/status") as fh:
-            peak = next(int(line.split()[1]) / 1024 for line in fh if line.startswith("VmHWM:"))
-    return {"peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, "kernel_peak_rss_mb": peak}
 
 
 def cpu_with_children() -> float:

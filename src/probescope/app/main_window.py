@@ -45,7 +45,7 @@ from probescope.jobs.inputs import (
     open_task,
 )
 from probescope.jobs.kernel.spec import KernelSpec, as_spec, on_device
-from probescope.jobs.protocol import COMPUTE, TaskError
+from probescope.jobs.protocol import COMPUTE, IO, TaskError
 from probescope.widgets.command_palette import CommandPalette
 from probescope.widgets.notification import Notification
 from probescope.widgets.task_panel import TaskPanel
@@ -150,8 +150,9 @@ class MainWindow(QMainWindow):
             self.source_bar.show_slot(request.kind)  # back to what is still loaded
             self.open_failed.emit(request, error)
 
-        return self.pool.submit(open_task(request, self.device), name=f"open {request.kind} {request.label}",
-                                key=f"open:{request.kind}", executor=executor_for(request),
+        task = open_task(request, self.device)  # (a compute Job loads where compute runs: its executor says so)
+        return self.pool.submit(task, name=f"open {request.kind} {request.label}", key=f"open:{request.kind}",
+                                executor=COMPUTE if task.compute else IO,
                                 on_result=loaded, on_partial=self.state.set, on_error=failed)
 
     def open_demo_world(self) -> None:
