@@ -87,3 +87,19 @@ def exit_once(ctx: TaskContext, marker: str):
         Path(marker).write_text("ran")
         sys.exit(3)
     return "survived"
+
+
+def growing(ctx: TaskContext, n: int):
+    """A layer's way: partials that each hold every unit so far (the same UnitResult objects), a read-only table
+    that never changes, and a writable array filled in place."""
+    from probescope.core.dissection.results import UnitResult
+
+    fixed = np.arange(1 << 16, dtype=np.float64)
+    fixed.setflags(write=False)
+    filled = np.zeros(1 << 15)
+    units: dict[int, UnitResult] = {}
+    for i in range(n):
+        units[i] = UnitResult(i, 0.5, 10, 1, None, {}, [], [], top_atoms=[(i, 0.1)] * 200)
+        filled[i] = i + 1
+        yield Partial({"units": dict(units), "fixed": fixed, "filled": filled})
+    return {"units": units, "fixed": fixed}

@@ -90,6 +90,51 @@ def test_arrays_travel_out_of_band_and_memmaps_as_their_file(qtbot, make_pool, t
     assert traffic.out_of_band == 4 << 20 and traffic.in_band < 2000  # no more bytes than its name
 
 
+def test_what_a_task_sent_once_is_not_sent_again_and_stays_one_object(qtbot, make_pool):
+    pool = make_pool()
+    value, partials, errors = run(qtbot, pool, Job(kernel_jobs.growing, {"n": 4}))
+    assert errors == []
+    fixed = partials[0]["fixed"]
+    assert all(p["fixed"] is fixed for p in partials) and value["fixed"] is fixed  # one object, held by number
+    assert np.array_equal(fixed, np.arange(1 << 16))
+    for k, p in enumerate(partials):  # the units of earlier partials are the same objects; only new ones travel
+        assert all(p["units"][u] is partials[u]["units"][u] for u in range(k + 1))
+        assert p["filled"][k] == k + 1  # a writable array is sent whole each time: filled in place, seen filled
+    assert value["units"][3] is partials[3]["units"][3]
+    traffic = pool.kernel.received["partial"]
+    filled, once = 4 * (1 << 18), 1 << 19  # the writable 256 KB four times, the read-only 512 KB once
+    assert traffic.messages == 4 and filled + once < traffic.in_band < filled + once + 4 * 20_000
+    assert pool.kernel._channel._held_in == {}  # let go at the task's end
+
+    _, partials, _ = run(qtbot, pool, Job(kernel_jobs.growing, {"n": 2}))  # another task: sent afresh
+    assert partials[0]["fixed"] is not fixed and np.array_equal(partials[0]["fixed"], fixed)
+
+
+def test_a_reference_to_what_a_task_never_sent_is_that_message_s_failure():
+    import multiprocessing
+
+    from probescope.jobs.kernel.transport import Channel, Undecodable, _Held, _Pickler
+
+    here, there = multiprocessing.Pipe()
+    sender, receiver = Channel(here), Channel(there)
+    table = np.arange(1 << 14, dtype=np.float64)
+    table.setflags(write=False)
+    sender.send(("partial", 7, table))
+    assert np.array_equal(receiver.receive()[2], table)
+    import io
+    import pickle
+
+    forged = io.BytesIO()  # a frame naming record 5 of task 8, which never sent one
+    held = _Held()
+    held.sent[id(table)] = (5, table)
+    _Pickler(forged, None, None, True, held).dump(table)
+    here.send_bytes(pickle.dumps(("partial", 8, [], forged.getvalue()), protocol=5))
+    with pytest.raises(Undecodable, match="never sent"):
+        receiver.receive()
+    sender.send(("result", 7, table))  # task 7 goes on: its record is still held there
+    assert np.array_equal(receiver.receive()[2], table) and receiver._held_in == {}
+
+
 def test_latest_request_wins_and_cancel_groups_reach_the_kernel(qtbot, make_pool, tmp_path):
     pool = make_pool()
     delivered = []

@@ -106,6 +106,7 @@ def layer_data_job(ctx: TaskContext, *, model: ModelInfo, model_label: str, laye
             if peaks is None:
                 yield Progress(None, "peak activation per image")
                 peaks = unit_peaks(item.value.activations)
+                peaks.setflags(write=False)  # (the same every block: a kernel sends it once, see transport)
             result, shown_first, first = item.value.result, first, False
             if result is not None and not (shown_first and (result.complete or not result.units)):
                 yield Partial(layer_data(item.value))  # (an earlier launch's units: on screen before the next block)

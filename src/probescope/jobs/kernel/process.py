@@ -25,14 +25,13 @@ from typing import Any
 
 from probescope.core.devices import available_devices
 from probescope.core.trust import Trust
-from probescope.jobs.kernel.transport import Channel, Undecodable, sweep
+from probescope.jobs.kernel.transport import ENDS, Channel, Undecodable, sweep
 from probescope.jobs.protocol import COMPUTE, Job, TaskContext, describe_error
 from probescope.jobs.runner import ComputeQueue, compute_threads, run_task
 from probescope.jobs.session import Session
 
 EXIT_OUT_OF_MEMORY = 75  # the kernel's exit status after a Job ran out of memory
 EXIT_FAULT = 70  # and after a Job raised what ends a thread (SystemExit)
-ENDS = ("result", "error", "cancelled")
 # the kernel's scheduling priority below the window's: on a machine whose cores the computation fills, the GUI
 # thread still gets one at once (measured on 2 cores: see benchmarks/scale_gui.py --compare)
 NICENESS = 10
@@ -144,10 +143,11 @@ class Kernel:
             os._exit(EXIT_FAULT)
 
     def _emit(self, task: _Task, kind: str, payload: Any) -> None:
-        if kind in ENDS:
-            with self.lock:
-                if self.tasks.pop(task.id, None) is None:
-                    return  # ended already (cancelled while it finished)
+        with self.lock:
+            if task.id not in self.tasks:
+                return  # ended already (cancelled while it ran): nothing more of it is sent
+            if kind in ENDS:
+                del self.tasks[task.id]
         try:
             self._send(kind, task.id, payload)
         except Exception as exc:  # noqa: BLE001  (a result that cannot travel is the task's failure, told as one)
