@@ -67,6 +67,17 @@ def test_exact_zeros_give_finite_scores():
     assert score_report(ClassScores(one_hot_uniform, "probs"), splits=1).is_all == pytest.approx(5.0, rel=1e-14)
 
 
+def test_xlogx_is_scipys_xlogy():
+    from scipy.special import xlogy
+
+    from probescope.core.scoring.distributions import xlogx
+
+    q = np.concatenate([np.random.default_rng(3).dirichlet(np.full(50, 0.1), 40).ravel(),
+                        [0.0, 1.0, 1e-300, 5e-324, np.inf, -0.5, np.nan]])
+    np.testing.assert_allclose(xlogx(q), xlogy(q, q), rtol=2e-16, atol=0)
+    assert np.array_equal(np.isnan(xlogx(q)), np.isnan(xlogy(q, q))) and xlogx(np.float32(0.0)) == 0.0
+
+
 def test_logits_with_minus_infinity_are_exact_zeros():
     logits = np.array([[0.0, -np.inf, 2.0], [1.0, 0.5, -np.inf], [-np.inf, -np.inf, 0.0]])
     rows = rows_from_logits(logits)

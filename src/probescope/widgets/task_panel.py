@@ -29,55 +29,71 @@ class TaskPanel(QWidget):
 
     def __init__(self, parent: QWidget | None = None):
         super().__init__(parent)
-        self.table = QTableWidget(0, len(COLUMNS))
-        self.table.setHorizontalHeaderLabels(list(COLUMNS))
-        self.table.verticalHeader().setVisible(False)
-        self.table.setEditTriggers(QTableWidget.EditTrigger.NoEditTriggers)
-        header = self.table.horizontalHeader()
+        self._table = QTableWidget(0, len(COLUMNS))
+        self._table.setHorizontalHeaderLabels(list(COLUMNS))
+        self._table.verticalHeader().setVisible(False)
+        self._table.setEditTriggers(QTableWidget.EditTrigger.NoEditTriggers)
+        header = self._table.horizontalHeader()
         header.setSectionResizeMode(QHeaderView.ResizeMode.Interactive)  # sized after each redraw, not per cell
         header.setSectionResizeMode(1, QHeaderView.ResizeMode.Stretch)
         layout = QVBoxLayout(self)
         layout.setContentsMargins(0, 0, 0, 0)
-        layout.addWidget(self.table)
+        layout.addWidget(self._table)
         self._keys: list[int] = []
         self._recent: list[int] = []
         self._more = 0
+        self._wanted: tuple[list, list] | None = None  # rows to show, not yet in the table (hidden)
 
     def sizeHint(self) -> QSize:  # noqa: N802
         """A few rows tall when it opens: the workspace above keeps its room (it took the Settings' height)."""
         return QSize(640, 150)
 
     def show_rows(self, rows: Sequence[Sequence], recent: Sequence[Sequence] = ()) -> None:
+        """Rows and recent rows as the class says; a hidden panel keeps them and builds its table when shown (its
+        buttons and bars cost 3 ms a redraw, at every unit switch's tasks)."""
+        self._wanted = (list(rows), list(recent))
+        if self.isVisible():
+            self._build()
+
+    def showEvent(self, event) -> None:  # noqa: N802
+        super().showEvent(event)
+        self._build()
+
+    def _build(self) -> None:
+        if self._wanted is None:
+            return
+        rows, recent = self._wanted
+        self._wanted = None
         more = max(0, len(rows) - MAX_ROWS)
         rows = rows[:MAX_ROWS]
         keys = [int(row[0]) for row in rows]
         ended = [int(row[0]) for row in recent]
         if keys != self._keys or more != self._more or ended != self._recent:  # other tasks: rebuild the rows
             self._keys, self._more, self._recent = keys, more, ended
-            self.table.setRowCount(len(rows) + (1 if more else 0) + len(recent))
-            for k in range(self.table.rowCount()):
-                self.table.removeCellWidget(k, 2)
-                self.table.removeCellWidget(k, 6)
+            self._table.setRowCount(len(rows) + (1 if more else 0) + len(recent))
+            for k in range(self._table.rowCount()):
+                self._table.removeCellWidget(k, 2)
+                self._table.removeCellWidget(k, 6)
             for k, key in enumerate(keys):
                 cancel = QToolButton()
                 cancel.setText("Cancel")
                 cancel.clicked.connect(lambda _=False, key=key: self.cancel_requested.emit(key))
-                self.table.setCellWidget(k, 6, cancel)
-            for k in [*range(len(keys)), *range(len(keys) + bool(more), self.table.rowCount())]:
+                self._table.setCellWidget(k, 6, cancel)
+            for k in [*range(len(keys)), *range(len(keys) + bool(more), self._table.rowCount())]:
                 bar = QProgressBar()
                 bar.setMaximumHeight(16)
-                self.table.setCellWidget(k, 2, bar)
+                self._table.setCellWidget(k, 2, bar)
             if more:
-                self.table.setItem(len(rows), 0, QTableWidgetItem(f"… and {more:,} more"))
+                self._table.setItem(len(rows), 0, QTableWidgetItem(f"… and {more:,} more"))
                 for column in range(1, len(COLUMNS)):
-                    self.table.setItem(len(rows), column, QTableWidgetItem(""))
+                    self._table.setItem(len(rows), column, QTableWidgetItem(""))
         first_recent = len(rows) + bool(more)
         listed = [(k, row, False) for k, row in enumerate(rows)]
         listed += [(first_recent + k, row, True) for k, row in enumerate(recent)]
         for k, (_key, name, stage, fraction, done, rate, left), finished in listed:
             for column, text in ((0, name), (1, stage), (3, done), (4, rate), (5, left), (6, "")):
-                self.table.setItem(k, column, QTableWidgetItem(text))
-            bar = self.table.cellWidget(k, 2)
+                self._table.setItem(k, column, QTableWidgetItem(text))
+            bar = self._table.cellWidget(k, 2)
             if fraction is None:
                 bar.setRange(0, 1000 if finished else 0)  # (a finished task's bar does not spin)
                 bar.setValue(0)
@@ -86,14 +102,22 @@ class TaskPanel(QWidget):
                 bar.setValue(round(1000 * min(max(fraction, 0.0), 1.0)))
             bar.setEnabled(not finished)
         for column in (0, 2, 3, 4, 5, 6):
-            self.table.resizeColumnToContents(column)
+            self._table.resizeColumnToContents(column)
+
+    @property
+    def table(self) -> QTableWidget:
+        """The table, with the rows shown last in it."""
+        self._build()
+        return self._table
 
     def stages(self) -> list[str]:
         """The running tasks' stages."""
-        return [self.table.item(k, 1).text() for k in range(len(self._keys))]
+        table = self.table
+        return [table.item(k, 1).text() for k in range(len(self._keys))]
 
     def recent(self) -> list[tuple[str, str]]:
         """(name, how it ended) of each recent finished task listed."""
+        table = self.table
         first = len(self._keys) + bool(self._more)
-        return [(self.table.item(k, 0).text(), self.table.item(k, 1).text())
+        return [(table.item(k, 0).text(), table.item(k, 1).text())
                 for k in range(first, first + len(self._recent))]

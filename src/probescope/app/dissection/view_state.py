@@ -21,6 +21,14 @@ from probescope.jobs.dissection.layer_data import LayerData
 _SAME = operator.is_  # results and formulas are compared by identity: a new object is a new view
 
 
+def later_part(before: LayerData | None, d: LayerData) -> bool:
+    """`d` is a later partial result of the run that gave `before` (a new object: not `before` altered in place), so
+    a unit whose result is the same object in both is unchanged. A kernel sends each unit's result once per run
+    (jobs.kernel.transport), so identity holds across processes too."""
+    return before is not None and before.result.units is not d.result.units and before.key == d.key and \
+        before.dataset is d.dataset and before.store is d.store and before.result.settings == d.result.settings
+
+
 @evented(equality_operators={"data": _SAME, "rows": _SAME, "formula": _SAME, "first_part": _SAME,
                              "cut_short": _SAME})
 @dataclass(eq=False)
@@ -40,8 +48,17 @@ class DissectionState:
     cut_short: LayerData | None = None
 
     def show_layer(self, d: LayerData) -> None:
-        """`d` on screen, with its table rows."""
-        self.rows = {u: r.unit_row(d.result, x, d.store.n_pixels) for u, x in d.result.units.items()}
+        """`d` on screen, with its table rows (a row is kept while its unit's result is the same object in a later
+        part of the same run)."""
+        before = self.data
+        same_run = later_part(before, d)
+        old = before.result.units if same_run else {}
+        n_pixels = d.store.n_pixels
+        self.rows = {u: self.rows[u] if u in self.rows and old.get(u) is x else r.unit_row(d.result, x, n_pixels)
+                     for u, x in d.result.units.items()}
+        if same_run:  # (histograms are computed in the window: a kernel's next part comes without them)
+            for unit, found in before.histograms.items():
+                d.histograms.setdefault(unit, found)
         self.data = d
 
     def clear(self) -> None:

@@ -34,7 +34,7 @@ from probescope.app.dissection.role import RolePanel
 from probescope.app.dissection.unit_images import UnitImages
 from probescope.app.dissection.unit_presenter import UnitPresenter
 from probescope.app.dissection.unit_view import UnitCharts, UnitView
-from probescope.app.dissection.view_state import DissectionState
+from probescope.app.dissection.view_state import DissectionState, later_part
 from probescope.app.export import ExportTarget, export_widget
 from probescope.app.panel_area import scrolled
 from probescope.app.workspace import Workspace
@@ -247,6 +247,9 @@ class DissectionWorkspace(Workspace):
     def show_layer(self, d: LayerData) -> None:
         state = self.current
         refined = state.data is not None and state.of_first_part(state.data) and not state.of_first_part(d)
+        unit = state.unit  # unchanged: a later part of the run on screen, the unit in view the same result in it
+        unchanged = later_part(state.data, d) and unit in d.result.units and \
+            state.data.result.units.get(unit) is d.result.units[unit]  # (re-drawing it took 30-150 ms each part)
         state.show_layer(d)
         rows = [self.rows[u] for u in sorted(self.rows)]
         first = self.units.rowCount() == 0
@@ -264,7 +267,7 @@ class DissectionWorkspace(Workspace):
             self.units.select_unit(state.picked)
             if state.picked == shown:
                 self.selected.show_unit(shown, force=True)
-        elif self.unit in self.rows:
+        elif self.unit in self.rows and not unchanged:
             self.selected.show_unit(self.unit, force=True)
         elif rows:
             state.picked = state.first_unit()

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from PySide6.QtCore import QRectF, QSize, Qt
+from PySide6.QtCore import QEvent, QRectF, QSize, Qt
 from PySide6.QtGui import QColor, QFont, QFontMetricsF, QImage, QPainter, QPaintEvent, QPalette, QPen
 from PySide6.QtWidgets import QSizePolicy, QWidget
 
@@ -67,6 +67,8 @@ class UnitCard(QWidget):
         self.images: list[QImage] = []
         self.lines: list[CardLine] = []
         self.legend = ""
+        self._heights: dict[int, int] = {}  # fit_height and table_layout per width, until the content or font change:
+        self._layouts: dict[float, TableLayout] = {}  # layouts ask for them many times (40 ms a card measured)
         policy = QSizePolicy(QSizePolicy.Policy.Preferred, QSizePolicy.Policy.Fixed)
         policy.setHeightForWidth(True)
         self.setSizePolicy(policy)
@@ -76,6 +78,8 @@ class UnitCard(QWidget):
                  legend: str = "") -> None:
         self.title, self.subtitle, self.legend = title, subtitle, legend
         self.images, self.lines = list(images), list(lines)
+        self._heights.clear()
+        self._layouts.clear()
         self._fit()
         self.update()
 
@@ -93,6 +97,12 @@ class UnitCard(QWidget):
 
     def minimumSizeHint(self) -> QSize:  # noqa: N802  (Qt override)
         return QSize(self.MIN_WIDTH, self.fit_height(self.MIN_WIDTH))
+
+    def changeEvent(self, event: QEvent) -> None:  # noqa: N802  (Qt override)
+        if event.type() in (QEvent.Type.FontChange, QEvent.Type.StyleChange):
+            self._heights.clear()
+            self._layouts.clear()
+        super().changeEvent(event)
 
     def resizeEvent(self, event) -> None:  # noqa: N802  (Qt override)
         super().resizeEvent(event)
@@ -145,6 +155,12 @@ class UnitCard(QWidget):
 
     def fit_height(self, width: int) -> int:
         """The height the card needs at `width` (the card is laid out top-down, nothing stretches)."""
+        found = self._heights.get(width)
+        if found is None:
+            found = self._heights[width] = self._height_at(width)
+        return found
+
+    def _height_at(self, width: int) -> int:
         text_w = width - 2 * PAD
         title = _wrapped_height(self._title_font(), self.title, text_w)
         sub = _wrapped_height(self.font(), self.subtitle, text_w)
@@ -159,6 +175,12 @@ class UnitCard(QWidget):
 
     def table_layout(self, width: float) -> TableLayout:
         """The explanations table at `width` (see the module text)."""
+        found = self._layouts.get(width)
+        if found is None:
+            found = self._layouts[width] = self._table_layout(width)
+        return found
+
+    def _table_layout(self, width: float) -> TableLayout:
         cells = self._cells()
         size = self.font().pointSizeF()
         while True:

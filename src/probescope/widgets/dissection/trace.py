@@ -52,11 +52,11 @@ class TraceTree(QTreeWidget):
         self.clear()
         bold = QFont(self.font())
         bold.setBold(True)
+        tops = []  # (built whole, then added at once: an item added to the tree one by one costs a model update each)
         for s, step in enumerate(steps):
             top = QTreeWidgetItem([step.title + (f"   ({step.note})" if step.note else ""), "", "", ""])
             top.setData(0, Qt.ItemDataRole.UserRole, None)
-            self.addTopLevelItem(top)
-            top.setFirstColumnSpanned(True)
+            tops.append(top)
             for p, e in enumerate(step.entries):
                 leaf = QTreeWidgetItem([e.label, f"{e.iou:.4f}", f"{e.da:.3f}", ", ".join(e.picked_by)])
                 leaf.setData(0, Qt.ItemDataRole.UserRole, (s, p))
@@ -67,6 +67,9 @@ class TraceTree(QTreeWidget):
                     for c in range(len(COLUMNS)):
                         leaf.setFont(c, bold)
                 top.addChild(leaf)
+        self.addTopLevelItems(tops)
+        for s, top in enumerate(tops):
+            top.setFirstColumnSpanned(True)
             top.setExpanded(expanded is None or s < expanded)
         self._ink_picks()
         for c in (1, 2, 3):
