@@ -63,6 +63,22 @@ def test_live_infinite_n_fits_equal_the_batch_fits():
         is_infinity(ClassScores(logits, "logits"), 5, 100, 9).intercept, rel=1e-12)
 
 
+def test_a_snapshot_stays_as_it_was_while_the_scores_grow():
+    rng = np.random.default_rng(4)
+    ref, _ = reference_set(rng)
+    gen = np.abs(rng.normal(size=(120, 12))).astype(np.float32)
+    logits = rng.normal(size=(120, 5))
+    live = LiveScores(ref, seed=1)
+    live.add(gen[:60], logits[:60])
+    frozen = live.snapshot()
+    before = (frozen.fid(), frozen.kid(), frozen.is_, frozen.gaussian.cov.copy())
+    live.add(gen[60:], logits[60:])
+    assert (frozen.fid(), frozen.kid(), frozen.is_) == before[:3] and frozen.n == 60 and live.n == 120
+    np.testing.assert_array_equal(frozen.gaussian.cov, before[3])
+    assert frozen.fid() == pytest.approx(frechet_distance(gaussian_stats(gen[:60]), ref.stats), rel=1e-7)
+    assert live.fid() == pytest.approx(frechet_distance(gaussian_stats(gen), ref.stats), rel=1e-7)
+
+
 def test_kid_pool_is_a_fixed_subset_of_a_large_reference():
     rng = np.random.default_rng(2)
     ref, real = reference_set(rng, n=500)

@@ -198,11 +198,12 @@ class LiveScores:
         return self._logits.values
 
     def snapshot(self) -> LiveScores:
-        """A frozen copy to read in another thread while this one goes on growing: O(d^2 + classes) to take (the
-        running fits are copied; the kept rows are shared, as appends never write over rows already there)."""
+        """A frozen copy to read in another thread while this one goes on growing: O(classes) to take (the Gaussian
+        fits are shared, as their updates make new arrays; the kept rows too, as appends never write over rows
+        already there)."""
         frozen = copy.copy(self)
         frozen.inception = copy.deepcopy(self.inception)
-        frozen.gaussian, frozen._whitened = copy.deepcopy(self.gaussian), copy.deepcopy(self._whitened)
+        frozen.gaussian, frozen._whitened = copy.copy(self.gaussian), copy.copy(self._whitened)  # (see .add)
         frozen._features, frozen._logits = copy.copy(self._features), copy.copy(self._logits)
         frozen._kid = copy.copy(self._kid)
         frozen._cache = {}

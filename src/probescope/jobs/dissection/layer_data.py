@@ -18,6 +18,8 @@ from probescope.jobs.dissection.layer import DatasetSpec, LayerRun, ModelLayer, 
 from probescope.jobs.inputs import ModelInfo
 from probescope.jobs.protocol import Partial, Progress, TaskContext
 
+HISTOGRAM_CHUNK = 512  # images per read of a unit's column: the window's GUI thread gets the GIL between them
+
 
 @dataclass
 class LayerData:
@@ -41,7 +43,10 @@ class LayerData:
         computes it with the unit's overlays and the view only draws it (`histograms` keeps it)."""
         found = self.histograms.get(unit)
         if found is None:
-            counts, edges = np.histogram(np.asarray(self.activations[:, unit], dtype=np.float32).ravel(), bins=60)
+            column = np.empty((len(self.activations), *self.activations.shape[2:]), np.float32)
+            for lo in range(0, len(column), HISTOGRAM_CHUNK):  # (one long copy would hold the GIL through every
+                column[lo:lo + HISTOGRAM_CHUNK] = self.activations[lo:lo + HISTOGRAM_CHUNK, unit]  # page fault)
+            counts, edges = np.histogram(column.ravel(), bins=60)
             found = self.histograms[unit] = (edges, counts)
         return found
 
