@@ -113,7 +113,7 @@ def test_what_a_task_sent_once_is_not_sent_again_and_stays_one_object(qtbot, mak
 def test_a_reference_to_what_a_task_never_sent_is_that_message_s_failure():
     import multiprocessing
 
-    from probescope.jobs.kernel.transport import Channel, Undecodable, _Held, _Pickler
+    from probescope.jobs.kernel.transport import Channel, Undecodable, _Held, _HeldPickler
 
     here, there = multiprocessing.Pipe()
     sender, receiver = Channel(here), Channel(there)
@@ -127,7 +127,7 @@ def test_a_reference_to_what_a_task_never_sent_is_that_message_s_failure():
     forged = io.BytesIO()  # a frame naming record 5 of task 8, which never sent one
     held = _Held()
     held.sent[id(table)] = (5, table)
-    _Pickler(forged, None, None, True, held).dump(table)
+    _HeldPickler(forged, None, None, True, held).dump(table)
     here.send_bytes(pickle.dumps(("partial", 8, [], forged.getvalue()), protocol=5))
     with pytest.raises(Undecodable, match="never sent"):
         receiver.receive()

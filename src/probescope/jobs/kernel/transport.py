@@ -119,10 +119,24 @@ class _Pickler(pickle.Pickler):
         self.new: dict[int, tuple[int, Any]] = {}  # sent once from this message on (kept only if it is sent)
         self._defining: int | None = None
 
+    def reducer_override(self, obj: Any) -> Any:
+        if isinstance(obj, np.memmap):
+            if not self._local:  # its file is not there: its data, as a plain array
+                return obj.view(np.ndarray).__reduce_ex__(5)
+            reduced = _mapped_reduce(obj)
+            if reduced is not None:
+                self._counted.mapped += obj.nbytes
+                return reduced
+        return NotImplemented
+
+
+class _HeldPickler(_Pickler):
+    """The pickler of a task's messages once it holds records (a Python call per object pickled: only then)."""
+
     def persistent_id(self, obj: Any) -> Any:
         """('held', n) for a record this task sent before; ('new', n, obj) the first time: the receiver keeps obj."""
         held = self._held
-        if held is None or type(obj) in _PLAIN or not _sent_once(obj):
+        if type(obj) in _PLAIN or not _sent_once(obj):
             return None
         key = id(obj)
         if key == self._defining:  # (obj inside its own ('new', n, obj): pickled in full here)
@@ -135,16 +149,6 @@ class _Pickler(pickle.Pickler):
         self.new[key] = (number, obj)
         self._defining = key
         return "new", number, obj
-
-    def reducer_override(self, obj: Any) -> Any:
-        if isinstance(obj, np.memmap):
-            if not self._local:  # its file is not there: its data, as a plain array
-                return obj.view(np.ndarray).__reduce_ex__(5)
-            reduced = _mapped_reduce(obj)
-            if reduced is not None:
-                self._counted.mapped += obj.nbytes
-                return reduced
-        return NotImplemented
 
 
 _PLAIN = frozenset({str, bytes, int, float, bool, type(None), tuple, list, dict, set, frozenset})
@@ -242,7 +246,7 @@ class Channel:
             return False
 
         out = io.BytesIO()
-        pickler = _Pickler(out, out_of_band, counted, self.local, held)
+        pickler = (_Pickler if held is None else _HeldPickler)(out, out_of_band, counted, self.local, held)
         try:
             pickler.dump(payload)
         except BaseException:

@@ -75,26 +75,66 @@ class _Rows(QAbstractTableModel):
     def replace(self, columns: Sequence[str], rows: Sequence[Sequence[object]], resort: bool = True) -> None:
         """New content; with `resort` False the rows already listed keep their places and new ones come last (in
         the sort order among themselves), so rows do not move under the pointer while more arrive."""
+        rows = [tuple(r) for r in rows]
+        if not resort and tuple(columns) == self.columns and self._append(rows):
+            return
         self.beginResetModel()
         if tuple(columns) != self.columns:
             self.columns = tuple(columns)
             self.sort_column = min(self.sort_column, len(self.columns) - 1)
             resort = True
         before = [self.rows[i][0] for i in self.ordered]
-        self.rows = [tuple(r) for r in rows]
+        self.rows = rows
         self._arrange()
         if not resort:
-            at = {row[0]: i for i, row in enumerate(self.rows)}
-            kept = [at[key] for key in before if key in at]
-            old = set(kept)
-            self.ordered = kept + [i for i in self.ordered if i not in old]
+            self.ordered = self._kept_first(before)
             self._filter()
         self.endResetModel()
 
-    def filter(self, keep: set | None) -> None:
-        self.layoutAboutToBeChanged.emit()
-        self.keep = keep
+    def _kept_first(self, before: list) -> list[int]:
+        """The sorted order with the rows of the keys `before` first, in their old order."""
+        at = {row[0]: i for i, row in enumerate(self.rows)}
+        kept = [at[key] for key in before if key in at]
+        old = set(kept)
+        return kept + [i for i in self.ordered if i not in old]
+
+    def _append(self, rows: list[tuple]) -> bool:
+        """`rows` are the rows listed plus new ones, each listed row unchanged: the new ones are inserted after
+        them (no reset: the view repaints only what moved, and keeps its selection). False when it is not so."""
+        listed = {row[0]: row for row in self.rows}
+        if len(rows) < len(self.rows) or any(listed.get(row[0], row) != row for row in rows) or \
+                len({row[0] for row in rows} & listed.keys()) != len(listed):
+            return False
+        before_shown = [self.rows[i][0] for i in self.shown]
+        previous = self.rows, self.ordered, self.shown
+        self.rows = rows
+        before = [previous[0][i][0] for i in previous[1]]
         self._arrange()
+        self.ordered = self._kept_first(before)
+        self._filter()
+        now = self.rows, self.ordered, self.shown
+        self.rows, self.ordered, self.shown = previous  # (what the view sees until the insertion is announced)
+        if [now[0][i][0] for i in now[2][:len(before_shown)]] != before_shown:  # (a filter showed an old row)
+            return False
+        growing = len(now[2]) > len(before_shown)
+        if growing:
+            self.beginInsertRows(QModelIndex(), len(before_shown), len(now[2]) - 1)
+        self.rows, self.ordered, self.shown = now
+        if growing:
+            self.endInsertRows()
+        return True
+
+    def filter(self, keep: set | None) -> None:
+        """Show only the rows whose keys are in `keep` (None: every row); nothing is redrawn when that is what is
+        shown already (the workspace filters again at every partial result)."""
+        shown_before = self.shown
+        self.keep = keep
+        self._filter()
+        if self.shown == shown_before:
+            return
+        self.shown = shown_before
+        self.layoutAboutToBeChanged.emit()
+        self._filter()
         self.layoutChanged.emit()
 
     def _arrange(self) -> None:
