@@ -8,7 +8,7 @@ from pathlib import Path
 
 import numpy as np
 
-from probescope.jobs.protocol import Partial, Progress, TaskContext
+from probescope.jobs.protocol import Partial, Progress, TaskContext, frozen
 
 
 def count(ctx: TaskContext, n: int, step_s: float = 0.0):
@@ -90,12 +90,11 @@ def exit_once(ctx: TaskContext, marker: str):
 
 
 def growing(ctx: TaskContext, n: int):
-    """A layer's way: partials that each hold every unit so far (the same UnitResult objects), a read-only table
-    that never changes, and a writable array filled in place."""
+    """A layer's way: partials that each hold every unit so far (the same UnitResult objects), a table marked
+    frozen, and an array filled in place."""
     from probescope.core.dissection.results import UnitResult
 
-    fixed = np.arange(1 << 16, dtype=np.float64)
-    fixed.setflags(write=False)
+    fixed = frozen(np.arange(1 << 16, dtype=np.float64))
     filled = np.zeros(1 << 15)
     units: dict[int, UnitResult] = {}
     for i in range(n):

@@ -50,6 +50,11 @@ def test_round_trip(tmp_path):
     assert ds.image_labels(2) == [("scene", 300)]
     np.testing.assert_array_equal(ds.load_image(2), items[2].image)
     assert ds.seg_shape(0) == (4, 5) and ds.image_shape(0) == (8, 10)
+    import pickle
+
+    copy = pickle.loads(pickle.dumps(ds, protocol=5))  # as it comes from the compute kernel
+    assert copy._rows == ds._rows and copy.labels == ds.labels and copy.pixel_categories == ds.pixel_categories
+    assert copy.image_labels(2) == [("scene", 300)] and copy.image_path(1) == ds.image_path(1)
 
 
 def test_label_png_encoding_above_255(tmp_path):

@@ -18,7 +18,7 @@ import pytest
 from probescope.app.workers import WorkerPool
 from probescope.jobs.kernel.process import KernelConfig
 from probescope.jobs.kernel.transport import PREFIX, SHM_DIR
-from probescope.jobs.protocol import IO, Job
+from probescope.jobs.protocol import IO, Job, frozen
 
 WAIT_MS = 20_000
 
@@ -99,10 +99,10 @@ def test_what_a_task_sent_once_is_not_sent_again_and_stays_one_object(qtbot, mak
     assert np.array_equal(fixed, np.arange(1 << 16))
     for k, p in enumerate(partials):  # the units of earlier partials are the same objects; only new ones travel
         assert all(p["units"][u] is partials[u]["units"][u] for u in range(k + 1))
-        assert p["filled"][k] == k + 1  # a writable array is sent whole each time: filled in place, seen filled
+        assert p["filled"][k] == k + 1  # an array not frozen is sent whole each time: filled in place, seen so
     assert value["units"][3] is partials[3]["units"][3]
     traffic = pool.kernel.received["partial"]
-    filled, once = 4 * (1 << 18), 1 << 19  # the writable 256 KB four times, the read-only 512 KB once
+    filled, once = 4 * (1 << 18), 1 << 19  # the 256 KB filled in place four times, the frozen 512 KB once
     assert traffic.messages == 4 and filled + once < traffic.in_band < filled + once + 4 * 20_000
     assert pool.kernel._channel._held_in == {}  # let go at the task's end
 
@@ -117,8 +117,7 @@ def test_a_reference_to_what_a_task_never_sent_is_that_message_s_failure():
 
     here, there = multiprocessing.Pipe()
     sender, receiver = Channel(here), Channel(there)
-    table = np.arange(1 << 14, dtype=np.float64)
-    table.setflags(write=False)
+    table = frozen(np.arange(1 << 14, dtype=np.float64))
     sender.send(("partial", 7, table))
     assert np.array_equal(receiver.receive()[2], table)
     import io

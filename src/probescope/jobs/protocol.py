@@ -15,6 +15,7 @@ from __future__ import annotations
 import threading
 import time
 import traceback
+import weakref
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -45,6 +46,22 @@ class Partial:
     """A result a view may show before the task is finished (e.g. the first thumbnails)."""
 
     value: Any
+
+
+_FROZEN: weakref.WeakValueDictionary[int, Any] = weakref.WeakValueDictionary()
+
+
+def frozen(array: Any) -> Any:
+    """Mark a NumPy array that a task's partial results share as never changed again (it is made read-only): the
+    compute kernel then sends it once per task, and later messages refer to it (jobs.kernel.transport). A layer's
+    peak activations are 45 MB at 22,210 images, in every partial result."""
+    array.setflags(write=False)
+    _FROZEN[id(array)] = array
+    return array
+
+
+def is_frozen(obj: Any) -> bool:
+    return _FROZEN.get(id(obj)) is obj
 
 
 @dataclass(frozen=True)

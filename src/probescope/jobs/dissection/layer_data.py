@@ -16,7 +16,7 @@ from probescope.core.dissection.results import DissectionResult
 from probescope.core.dissection.settings import DissectionSettings
 from probescope.jobs.dissection.layer import DatasetSpec, LayerRun, ModelLayer, dissect_layer
 from probescope.jobs.inputs import ModelInfo
-from probescope.jobs.protocol import Partial, Progress, TaskContext
+from probescope.jobs.protocol import Partial, Progress, TaskContext, frozen
 
 HISTOGRAM_CHUNK = 512  # images per read of a unit's column: the window's GUI thread gets the GIL between them
 
@@ -110,8 +110,7 @@ def layer_data_job(ctx: TaskContext, *, model: ModelInfo, model_label: str, laye
                 continue
             if peaks is None:
                 yield Progress(None, "peak activation per image")
-                peaks = unit_peaks(item.value.activations)
-                peaks.setflags(write=False)  # (the same every block: a kernel sends it once, see transport)
+                peaks = frozen(unit_peaks(item.value.activations))  # (the same in every block: sent once)
             result, shown_first, first = item.value.result, first, False
             if result is not None and not (shown_first and (result.complete or not result.units)):
                 yield Partial(layer_data(item.value))  # (an earlier launch's units: on screen before the next block)

@@ -10,8 +10,8 @@ protocol 5, large buffers out of band.
   the same file, nothing of the data is sent.
 - Everything else is in the pickle ("in band"). `Channel.stats` counts bytes each way per message kind.
 - Within one task, what does not change between its messages is sent once: from a task's first `partial` to its
-  end, a record that is never altered once built (a dataset, a label store, a unit's result: `_sent_once`) or a
-  read-only array of 64 KiB or more goes with the first message that holds it, and later messages of the task refer
+  end, a record that is never altered once built (a dataset, a label store, a unit's result: `_sent_once`) or an
+  array the task marked `jobs.protocol.frozen` goes with the first message that holds it, and later messages refer
   to it by number; the receiver keeps it under that number until the task's end. A layer's partial results are
   then only its new units: measured on the demo, each partial was 2.2-3.5 MB of pickle and 45-125 ms of unpickling
   in the window's reader thread, all of it holding the GIL the GUI thread waits for. It also keeps identity: every
@@ -40,8 +40,9 @@ from typing import Any
 
 import numpy as np
 
+from probescope.jobs.protocol import is_frozen
+
 OUT_OF_BAND_BYTES = 1 << 20
-SENT_ONCE_ARRAY_BYTES = 1 << 16
 HELD_FROM = ("partial",)  # the kinds of message from which a task's records are sent once
 ENDS = ("result", "error", "cancelled")  # a task's last message: what was held for it is let go
 SHM_DIR = Path("/dev/shm") if Path("/dev/shm").is_dir() else Path(tempfile.gettempdir())
@@ -96,7 +97,7 @@ _SENT_ONCE_TYPES: tuple[type, ...] | None = None
 
 def _sent_once(obj: Any) -> bool:
     if isinstance(obj, np.ndarray):
-        return not obj.flags.writeable and obj.nbytes >= SENT_ONCE_ARRAY_BYTES and not isinstance(obj, np.memmap)
+        return is_frozen(obj) and not isinstance(obj, np.memmap)
     return isinstance(obj, _sent_once_types())
 
 
