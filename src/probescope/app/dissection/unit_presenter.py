@@ -5,7 +5,7 @@ It writes the unit and what its overlays show into the view state (`view_state.D
 
 from __future__ import annotations
 
-from PySide6.QtCore import QObject
+from PySide6.QtCore import QObject, QTimer
 from PySide6.QtGui import QAction
 from PySide6.QtWidgets import QMenu
 
@@ -24,6 +24,7 @@ class UnitPresenter(QObject):
     def __init__(self, ws):
         super().__init__(ws)
         self.ws = ws
+        self._card_due = False  # the card is to be filled (update_card)
 
     def explanation(self, method: str | None = None) -> Explanation | None:
         """The selected unit's explanation by `method` (default: the one the overlay box names)."""
@@ -117,6 +118,15 @@ class UnitPresenter(QObject):
         ws.check_initial()
 
     def update_card(self) -> None:
+        """Fill the card once the GUI thread is done with what it is doing: a unit switch asks for it several
+        times (the overlays shown, the drawing panel blanked, its cached drawing), and laying the card out costs."""
+        if not self._card_due:
+            self._card_due = True
+            QTimer.singleShot(0, self.refresh_card)
+
+    def refresh_card(self) -> None:
+        """The card of the unit on screen, now."""
+        self._card_due = False
         ws, state = self.ws, self.ws.current
         if state.data is not None and state.unit in state.data.result.units:
             fill_card(ws.card, state.data, state.unit, self.explanation, ws.unit_images.caption,
@@ -129,5 +139,7 @@ class UnitPresenter(QObject):
 
     def export_card(self, preset) -> None:
         window = self.ws.window()
+        if self._card_due:
+            self.refresh_card()
         if hasattr(window, "figures"):
             window.figures.figure_request(ExportTarget("Unit card", self.ws.card, self.subject()), preset, False)

@@ -308,6 +308,7 @@ class DissectionWorkspace(Workspace):
 
     def export_unit_card(self, path: str | Path, width: int | None = None) -> Path:
         """Write the unit card (PNG at `width` pixels, SVG or PDF by suffix)."""
+        self.selected.refresh_card()
         return export_widget(self.card, path, width=width)
 
     def export_results(self, kind: str, path: str | Path) -> Path:
