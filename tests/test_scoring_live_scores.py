@@ -79,6 +79,34 @@ def test_a_snapshot_stays_as_it_was_while_the_scores_grow():
     assert live.fid() == pytest.approx(frechet_distance(gaussian_stats(gen), ref.stats), rel=1e-7)
 
 
+def test_a_worker_folds_the_gaussian_sums_and_the_live_scores_take_them_back():
+    import copy
+
+    from probescope.core.scoring.frechet import RunningGaussian
+
+    rng = np.random.default_rng(5)
+    x = rng.normal(size=(90, 6))
+    live = RunningGaussian()
+    live.add(x[:30])
+    live.add(x[30:60], lambda rows: 2 * rows)  # (a transform, as the whitening is applied)
+    frozen = copy.copy(live)
+    assert live._pending and frozen._pending is live._pending  # nothing folded yet: adding is O(1)
+    expected = np.cov(np.vstack([x[:30], 2 * x[30:60]]), rowvar=False)
+    np.testing.assert_allclose(frozen.cov, expected, rtol=1e-12)  # folded in the snapshot (a worker's read)
+    live.add(x[60:])
+    live.adopt(frozen)
+    assert live._gram is frozen._gram and len(live._pending) == 1 and live.n == 90
+    np.testing.assert_allclose(live.cov, np.cov(np.vstack([x[:30], 2 * x[30:60], x[60:]]), rowvar=False),
+                               rtol=1e-12)
+    stale = copy.copy(live)
+    live.add(x[:5])
+    live.mean  # noqa: B018  (folded here since the stale snapshot was taken)
+    stale.mean  # noqa: B018
+    gram = live._gram
+    live.adopt(stale)
+    assert live._gram is gram  # a snapshot of an older state is not taken back
+
+
 def test_kid_pool_is_a_fixed_subset_of_a_large_reference():
     rng = np.random.default_rng(2)
     ref, real = reference_set(rng, n=500)

@@ -1,6 +1,7 @@
 """The gallery's scores against real data, kept in the GUI thread and read in workers.
 
-Each streamed batch's features and logits go into one `LiveScores` (O(batch x d^2)). Reading is two kinds of
+Each streamed batch's features and logits go into one `LiveScores`; its O(batch x d^2) Gaussian sums are folded
+in by the readings, in workers, and taken back from them (`LiveScores.adopt`). Reading is two kinds of
 worker task on a snapshot: a quick one (IS, FID, KID) asked for whenever N moved and the last one came back, so it
 redraws as often as the machine allows (every batch at the demo's 128-d features), and a slow one (the infinite-N
 fits, coverage, and precision/recall, O(N^2 d)) asked for at most every few seconds while streaming and once more
@@ -204,6 +205,7 @@ class RealDataScores(QObject):
         def done(readout: Readout) -> None:
             if generation != self._generation:
                 return
+            live.adopt(frozen)  # (the batches it folded in the worker are not folded again here)
             if slow:
                 self.slow, self._slow_cost = readout, time.monotonic() - started
                 self._show_slow()

@@ -17,6 +17,7 @@ eigenvalues that are exactly 0 when N <= d, and the square roots turn that into 
 from __future__ import annotations
 
 import zipfile
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -102,14 +103,27 @@ class GaussianStats:
 
 
 class RunningGaussian:
-    """Running mean and covariance of rows added in batches: O(batch x d^2) per update, O(d^2) memory, and after
-    every update the same numbers as np.mean / np.cov of all rows so far (to float64 rounding)."""
+    """Running mean and covariance of rows added in batches: O(batch x d^2) per batch, O(d^2) memory, and the same
+    numbers as np.mean / np.cov of all rows so far (to float64 rounding).
+
+    `add` only keeps a batch (and the `transform` to apply to it); batches are folded into the sums, in the order
+    added, when a statistic is read (or when more than `MAX_PENDING_ROWS` wait). The window adds a streamed batch in
+    its GUI thread and reads the scores from snapshots in workers, so the d^2 work runs there (two rank-64 updates
+    of 2048 x 2048 took 90 ms of the GUI thread per batch); `adopt` then takes back what a snapshot folded. Arrays
+    are replaced, never written, and kept batches must not change: `copy.copy` of this is a frozen snapshot.
+    """
+
+    MAX_PENDING_ROWS = 4096
 
     def __init__(self) -> None:
-        self._n = 0
+        self._n = 0  # rows added, folded or not
+        self._dim: int | None = None
         self._shift: np.ndarray | None = None  # the first row: rows are summed as (x - shift) against cancellation
         self._sum: np.ndarray | None = None
-        self._gram: np.ndarray | None = None  # sum of (x - shift)(x - shift)^T
+        self._gram: np.ndarray | None = None  # sum of (x - shift)(x - shift)^T over the folded rows
+        self._pending: tuple = ()  # (rows, transform or None) not folded yet, oldest first
+        self._pending_rows = 0
+        self._folded_from: tuple | None = None  # (the Gram before, the batches) of the last fold, for `adopt`
 
     @property
     def n(self) -> int:
@@ -117,28 +131,55 @@ class RunningGaussian:
 
     @property
     def dim(self) -> int | None:
-        return None if self._shift is None else int(self._shift.shape[0])
+        return self._dim
 
-    def add(self, features: np.ndarray) -> None:
-        """Add a batch of rows (m, d); an invalid batch leaves the statistics as they were."""
+    def add(self, features: np.ndarray, transform: Callable[[np.ndarray], np.ndarray] | None = None) -> None:
+        """Add a batch of rows (m, d), as `transform(rows)` when given; an invalid batch leaves the statistics as
+        they were."""
         x = as_features(features)
-        if self._shift is None:
-            d = x.shape[1]
-            self._shift = x[0].astype(np.float64)
-            self._sum, self._gram = np.zeros(d), np.zeros((d, d))
-        elif x.shape[1] != self.dim:
+        if self._dim is None:
+            self._dim = int(x.shape[1])
+        elif x.shape[1] != self._dim:
             raise InputError(f"batch has {x.shape[1]} features per row, the running statistics {self.dim}")
-        centred = x.astype(np.float64) - self._shift
-        # new arrays, never written in place: `copy.copy` of this is then a frozen snapshot at no cost (the window
-        # reads its live scores from snapshots while the stream goes on; deep copies of d x d took 20-40 ms each)
-        self._sum = self._sum + centred.sum(axis=0)
-        self._gram = self._gram + centred.T @ centred  # NumPy sees the transpose of one buffer: a rank-k update
+        self._pending += ((x, transform),)
+        self._pending_rows += len(x)
         self._n += len(x)
+        if self._pending_rows > self.MAX_PENDING_ROWS:
+            self._fold()
+
+    def _fold(self) -> None:
+        if not self._pending:
+            return
+        self._folded_from = (self._gram, self._pending)
+        for x, transform in self._pending:
+            if transform is not None:
+                x = transform(x)
+            if self._shift is None:
+                d = x.shape[1]
+                self._shift = x[0].astype(np.float64)
+                self._sum, self._gram = np.zeros(d), np.zeros((d, d))
+            centred = x.astype(np.float64) - self._shift
+            self._sum = self._sum + centred.sum(axis=0)
+            self._gram = self._gram + centred.T @ centred  # NumPy sees the transpose of one buffer: a rank-k update
+        self._pending, self._pending_rows = (), 0
+
+    def adopt(self, snapshot: RunningGaussian) -> None:
+        """Take the sums `snapshot` (a copy of this one) folded, when this one has not folded since it was taken."""
+        folded = snapshot._folded_from
+        if folded is None or folded[0] is not self._gram:
+            return
+        batches = folded[1]
+        if len(batches) > len(self._pending) or any(a is not b for a, b in zip(batches, self._pending)):
+            return
+        self._shift, self._sum, self._gram = snapshot._shift, snapshot._sum, snapshot._gram
+        self._pending = self._pending[len(batches):]
+        self._pending_rows = sum(len(x) for x, _ in self._pending)
 
     @property
     def mean(self) -> np.ndarray:
         if self._n == 0:
             raise InputError("no samples yet")
+        self._fold()
         return self._shift + self._sum / self._n
 
     @property
@@ -146,6 +187,7 @@ class RunningGaussian:
         """The covariance with ddof 1 (np.cov's), (d, d) float64."""
         if self._n < 2:
             raise InputError(f"a covariance needs at least 2 samples, got {self._n}")
+        self._fold()
         centre = self._sum / self._n
         return (self._gram - self._n * np.outer(centre, centre)) / (self._n - 1)
 
@@ -154,6 +196,7 @@ class RunningGaussian:
         """tr(cov) in O(d): the sum of the variances."""
         if self._n < 2:
             raise InputError(f"a covariance needs at least 2 samples, got {self._n}")
+        self._fold()
         centre = self._sum / self._n
         return float((np.diag(self._gram) - self._n * centre**2).sum() / (self._n - 1))
 

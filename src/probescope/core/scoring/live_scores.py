@@ -105,7 +105,7 @@ class LiveScores:
         self.inception.add_logits(logits)  # validates the logits first: a rejected batch changes nothing
         self.gaussian.add(features)
         if self.reference is not None:
-            self._whitened.add(self.reference.frechet.whiten(features))
+            self._whitened.add(features, self.reference.frechet.whiten)  # (whitened where it is read)
         if self._kid is not None and self._kid.n < self.kid_sample_size:
             covered = self._kid.n
             self._kid.add(features[: self.kid_sample_size - covered], self._features.values[:covered])
@@ -209,6 +209,11 @@ class LiveScores:
         frozen._cache = {}
         frozen.history = {metric: list(points) for metric, points in self.history.items()}
         return frozen
+
+    def adopt(self, snapshot: LiveScores) -> None:
+        """Take back the Gaussian sums `snapshot` (this one's) folded while it was read in a worker."""
+        self.gaussian.adopt(snapshot.gaussian)
+        self._whitened.adopt(snapshot._whitened)
 
     def readout(self, *, distances: bool = True, fits: bool = False, prc: bool = False) -> Readout:
         """Every score asked for that can be read now: IS always; with `distances` FID and KID (cheap: the running
