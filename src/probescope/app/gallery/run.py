@@ -35,6 +35,7 @@ class ScoringRun(QObject):
         self._update_timer.setInterval(UPDATE_MS)
         self._update_timer.timeout.connect(ws.update_views)
         self._pending: deque = deque()  # batches received, not yet taken into the scores
+        self._ended = False  # the stream has ended: its last batches are being taken
         self._take_timer = QTimer(self)
         self._take_timer.setSingleShot(True)
         self._take_timer.setInterval(0)
@@ -46,6 +47,7 @@ class ScoringRun(QObject):
         ws = self.ws
         self.stop()
         self._pending.clear()
+        self._ended = False
         self.state.scores.reset()
         ws.splits.reset()
         ws.images.forget()  # pending reads and the split protocol belonged to the old scores
@@ -101,6 +103,7 @@ class ScoringRun(QObject):
         """Pause: the stream stops after its current batch; nothing it scored is lost."""
         self.ws.pool.cancel(self.ws.task_key("stream"))
         self._take_all()
+        self._ended = False
         self._stopped()
 
     def _stopped(self) -> None:
@@ -154,6 +157,8 @@ class ScoringRun(QObject):
             self._take(self._pending.popleft())
         if self._pending:
             self._take_timer.start()
+        elif self._ended:
+            self._finished()
 
     def _take_all(self) -> None:
         while self._pending:
@@ -174,7 +179,13 @@ class ScoringRun(QObject):
             self._update_timer.start()
 
     def _on_end(self, _n: int) -> None:
-        self._take_all()
+        """The stream is done; it is said so once its last batches are in (still taken one per turn)."""
+        self._ended = True
+        if not self._take_timer.isActive():
+            self._take_next()
+
+    def _finished(self) -> None:
+        self._ended = False
         self._stopped()
         self.ws.update_views()
         self.ws.mark_initial_work_done()
