@@ -111,14 +111,10 @@ class _Held:
 
 
 class _Pickler(pickle.Pickler):
-    def __init__(self, out: io.BytesIO, buffer_callback, counted: Traffic, local: bool,
-                 held: _Held | None = None) -> None:
+    def __init__(self, out: io.BytesIO, buffer_callback, counted: Traffic, local: bool) -> None:
         super().__init__(out, protocol=5, buffer_callback=buffer_callback if local else None)
         self._counted = counted
         self._local = local
-        self._held = held
-        self.new: dict[int, tuple[int, Any]] = {}  # sent once from this message on (kept only if it is sent)
-        self._defining: int | None = None
 
     def reducer_override(self, obj: Any) -> Any:
         if isinstance(obj, np.memmap):
@@ -133,6 +129,12 @@ class _Pickler(pickle.Pickler):
 
 class _HeldPickler(_Pickler):
     """The pickler of a task's messages once it holds records (a Python call per object pickled: only then)."""
+
+    def __init__(self, out: io.BytesIO, buffer_callback, counted: Traffic, local: bool, held: _Held) -> None:
+        super().__init__(out, buffer_callback, counted, local)
+        self._held = held
+        self.new: dict[int, tuple[int, Any]] = {}  # sent once from this message on (kept only if it is sent)
+        self._defining: int | None = None
 
     def persistent_id(self, obj: Any) -> Any:
         """('held', n) for a record this task sent before; ('new', n, obj) the first time: the receiver keeps obj."""
@@ -247,7 +249,8 @@ class Channel:
             return False
 
         out = io.BytesIO()
-        pickler = (_Pickler if held is None else _HeldPickler)(out, out_of_band, counted, self.local, held)
+        pickler = _Pickler(out, out_of_band, counted, self.local) if held is None else \
+            _HeldPickler(out, out_of_band, counted, self.local, held)
         try:
             pickler.dump(payload)
         except BaseException:
