@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import os
+import sys
 import threading
 import time
 
 import pytest
 
-from probescope.app.workers import WorkerPool
+from probescope.app.workers import IO_NICENESS, WorkerPool
 from probescope.core.errors import InputError
 from probescope.jobs.protocol import COMPUTE, IO, Partial, Progress
 
@@ -227,3 +229,18 @@ def test_without_a_foreground_the_compute_thread_takes_tasks_in_order(qtbot, poo
     gate.set()
     qtbot.waitUntil(lambda: not pool.active(), timeout=5000)
     assert order == ["a", "b", "c"]
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="a nice value per thread is Linux's")
+def test_the_decode_pool_runs_below_the_gui_thread(qtbot, pool):
+    """The pool's threads read live scores beside a busy kernel: the GUI thread goes first for a core."""
+    def own_niceness(cancel):
+        return os.getpriority(os.PRIO_PROCESS, threading.get_native_id())
+
+    seen = []
+    for _ in range(3):  # (each of the pool's threads, reused, lowered once)
+        with qtbot.waitSignal(pool.finished, timeout=5000):
+            pool.submit(own_niceness, name="nice", executor=IO, on_result=seen.append)
+    gui = os.getpriority(os.PRIO_PROCESS, threading.get_native_id())
+    assert seen == [min(19, gui + IO_NICENESS)] * 3
+    assert os.getpriority(os.PRIO_PROCESS, threading.get_native_id()) == gui  # the GUI thread is untouched

@@ -83,3 +83,26 @@ def test_without_rows_contributions_are_unavailable():
     assert live.is_ == pytest.approx(3.0)
     with pytest.raises(InputError, match="keep_rows"):
         live.contributions()
+
+
+@pytest.mark.parametrize("keep_rows", [True, False])
+def test_a_copy_keeps_its_estimate_while_the_original_grows(keep_rows):
+    rng = np.random.default_rng(9)
+    logits = rng.normal(scale=2.0, size=(300, 7)).astype(np.float32)
+    live = LiveInceptionScore(keep_rows=keep_rows)
+    for start in range(0, 150, 10):
+        live.add_logits(logits[start : start + 10])
+    twin = live.copy()
+    before = (twin.is_, twin.marginal.copy(), twin.argmax_counts.copy(), [a.copy() for a in twin.history])
+    for start in range(150, 300, 10):  # grows past the kept rows' capacity: the shared rows are reallocated
+        live.add_logits(logits[start : start + 10])
+    assert twin.n == 150 and live.n == 300
+    assert twin.is_ == before[0]
+    np.testing.assert_array_equal(twin.marginal, before[1])
+    np.testing.assert_array_equal(twin.argmax_counts, before[2])
+    for got, kept in zip(twin.history, before[3]):
+        np.testing.assert_array_equal(got, kept)
+    report = score_report(ClassScores(logits[:150], "logits"), splits=1)
+    assert twin.is_ == pytest.approx(report.is_all, rel=1e-9)
+    if keep_rows:
+        np.testing.assert_allclose(twin.contributions(), report.contributions, rtol=1e-9, atol=1e-12)

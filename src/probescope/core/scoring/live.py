@@ -13,6 +13,7 @@ protocol's mean over splits (protocol.split_inception_score); front ends show bo
 
 from __future__ import annotations
 
+import copy
 import math
 
 import numpy as np
@@ -101,6 +102,16 @@ class LiveInceptionScore:
             self._neg_entropy = neg
         self._rows[self._n : self._n + m] = rows.p
         self._neg_entropy[self._n : self._n + m] = rows.neg_entropy
+
+    def copy(self) -> LiveInceptionScore:
+        """An independent copy in O(classes + batches), for a snapshot taken in the GUI thread (a deep copy walked
+        the IS-vs-N history's Python numbers one by one: 71 ms at 12,000 batches). The kept rows are shared: appends
+        write only past the rows the copy counts."""
+        twin = copy.copy(self)
+        if self._sum_p is not None:
+            twin._sum_p, twin._argmax_counts = self._sum_p.copy(), self._argmax_counts.copy()
+        twin._history_n, twin._history_is = list(self._history_n), list(self._history_is)
+        return twin
 
     # -- state ---------------------------------------------------------------------------------------------
 

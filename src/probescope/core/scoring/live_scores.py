@@ -202,7 +202,7 @@ class LiveScores:
         fits are shared, as their updates make new arrays; the kept rows too, as appends never write over rows
         already there)."""
         frozen = copy.copy(self)
-        frozen.inception = copy.deepcopy(self.inception)
+        frozen.inception = self.inception.copy()
         frozen.gaussian, frozen._whitened = copy.copy(self.gaussian), copy.copy(self._whitened)  # (see .add)
         frozen._features, frozen._logits = copy.copy(self._features), copy.copy(self._logits)
         frozen._kid = copy.copy(self._kid)
