@@ -159,6 +159,22 @@ def test_screenshot_of_a_panel_and_a_unit(qtbot, small_world, tmp_path, capsys):
     assert code == 2 and "its panels: units" in capsys.readouterr().err
 
 
+def test_an_export_takes_the_card_of_the_unit_on_screen_not_its_previous_filling(qtbot, window, small_world):
+    """The card is filled at the next turn of the event loop; an export asked before that turn fills it first
+    (the dialog once took a card filled for the unit's partial overlays: 969 pixels tall instead of 1,294)."""
+    open_all(qtbot, window, world_requests(small_world)[:2], workspaces=("dissection",))
+    workspace = window.current_workspace()
+    assert workspace.units.select_unit(3)
+    qtbot.waitUntil(lambda: not window.pool.active() and workspace.unit_images.ready, timeout=60_000)
+    qtbot.wait(50)
+    whole = workspace.card.heightForWidth(1050)
+    workspace.card.clear()
+    assert workspace.card.heightForWidth(1050) < whole
+    workspace.selected.update_card()  # due, as after the last callback of a unit switch
+    targets = {t.name: t for t in workspace.export_targets()}
+    assert targets["Unit card"].widget.heightForWidth(1050) == whole
+
+
 def test_scripted_figure_is_the_export_dialogs(qtbot, window, small_world, tmp_path, capsys):
     """`--screenshot OUT --view NAME --preset column --unit N` writes what the export dialog's preset writes for
     that view and unit (one function does both), and the guide lists every view the flag takes."""

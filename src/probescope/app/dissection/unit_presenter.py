@@ -133,13 +133,17 @@ class UnitPresenter(QObject):
                       ws.role.card_line(state.unit), [i.thumbnail.image for i in ws.unit_images.overlays],
                       state.formula_label, ws.drawing.unit_drawing(state.unit))
 
+    def flush_card(self) -> None:
+        """Fill the card now if it is due: an export must not take it before its turn comes."""
+        if self._card_due:
+            self.refresh_card()
+
     def subject(self) -> str:
         """What the per-unit views show, for their figures' file names."""
         return f"unit {self.ws.current.unit}" if self.ws.current.unit >= 0 else ""
 
     def export_card(self, preset) -> None:
         window = self.ws.window()
-        if self._card_due:
-            self.refresh_card()
+        self.flush_card()
         if hasattr(window, "figures"):
             window.figures.figure_request(ExportTarget("Unit card", self.ws.card, self.subject()), preset, False)

@@ -161,6 +161,7 @@ class DissectionWorkspace(Workspace):
     # -- Workspace interface --------------------------------------------------------------------------------------
     def export_targets(self) -> list[ExportTarget]:
         self.layer_views.update_views()  # the Layer panel's views are exported even when not shown
+        self.selected.flush_card()  # (a unit shown in the last callback has its card filled at the next turn)
         v, c, lv, unit = self.view, self.charts, self.layer_views, self.selected.subject()
         return [ExportTarget("Dissection", self), ExportTarget("Unit images", v.images, unit),
                 ExportTarget("IoU and DA of the explanations", c.bars, unit),
