@@ -143,6 +143,33 @@ def test_svg_and_pdf_match_the_png_in_other_renderers(panel, tmp_path, qtlog):
     assert not [m for m in qtlog.records if "gradient" in m.message]
 
 
+
+def test_text_at_a_scroll_areas_fold_stops_at_the_fold(qtbot, tmp_path):
+    """A label half under a scroll area's fold (the Gallery's realism note at 1280 x 800) is cut where the area
+    ends in every format: painted straight into the PDF writer its text ran on over the status bar below."""
+    root = QWidget()
+    layout = QVBoxLayout(root)
+    scroll = QScrollArea()
+    content = QWidget()
+    content_layout = QVBoxLayout(content)
+    content_layout.addSpacing(180)
+    content_layout.addWidget(QLabel("<span style='color:#ff0000;font-size:40px'>possible copy</span><br>" * 6))
+    scroll.setWidget(content)
+    layout.addWidget(scroll)
+    layout.addWidget(QLabel("status bar"))
+    root.resize(400, 400)
+    qtbot.addWidget(root)
+    root.show()
+    qtbot.waitExposed(root)
+    fold = scroll.geometry().bottom() + 1
+    png = qimage_rgb(render_image(root, scale=1.0))
+    h, w = png.shape[:2]
+    pictures = {"png": png, "pdf (pdfium)": pdf_raster(export_widget(root, tmp_path / "fold.pdf"), w, h),
+                "svg (librsvg)": svg_raster(export_widget(root, tmp_path / "fold.svg"), w, h)}
+    for name, picture in pictures.items():
+        assert red_pixels(picture[:fold]) > 500, f"{name}: the label's shown part is missing"
+        assert red_pixels(picture[fold:]) == 0, f"{name}: text painted past the scroll area"
+
 def test_plot_strokes_keep_their_width_without_non_scaling_stroke(tmp_path, qtbot):
     plot = pg.PlotWidget(background="w")
     plot.plot([0, 1, 2, 3], [0.0, 0.7, 0.2, 0.6], pen=pg.mkPen((230, 126, 34), width=2))

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 from PySide6.QtCore import QBuffer, QByteArray, QIODevice, QMarginsF, QPoint, QPointF, QRect, QRectF, QSize, QSizeF, Qt
 from PySide6.QtGui import QImage, QPageLayout, QPageSize, QPainter, QPdfWriter
-from PySide6.QtSvg import QSvgGenerator
+from PySide6.QtSvg import QSvgGenerator, QSvgRenderer
 from PySide6.QtWidgets import (
     QAbstractButton,
     QAbstractSlider,
@@ -143,6 +143,15 @@ def paint_piece(piece: Piece, painter: QPainter, origin: QPoint) -> None:
         QWidget.render(widget, painter, origin, widget.rect(), piece.flags)  # (QGraphicsView overrides render)
 
 
+def paint_clipped(piece: Piece, painter: QPainter, dpi: int) -> None:
+    """A widget only part of which its parents show, painted through an SVG document of its own. Painted straight
+    into a PDF writer, the text of a label at a scroll area's fold ran past the painter's clip over the status bar
+    below: Qt's shared painter does not take the writer's clip into the widget's painting, while Qt SVG's renderer
+    draws under it."""
+    document = _svg_document(piece.widget.size(), dpi, lambda p: paint_piece(piece, p, QPoint(0, 0)))
+    QSvgRenderer(QByteArray(document)).render(painter, QRectF(QPointF(piece.origin), piece.widget.size().toSizeF()))
+
+
 def _hints(painter: QPainter) -> None:
     painter.setRenderHint(QPainter.RenderHint.Antialiasing)
     painter.setRenderHint(QPainter.RenderHint.TextAntialiasing)
@@ -219,7 +228,10 @@ def pdf_bytes(widget: QWidget, source: QRect, title: str, page_dpi: float | None
             for piece in pieces(widget, source):
                 painter.save()
                 painter.setClipRect(piece.shown)
-                paint_piece(piece, painter, piece.origin)
+                if piece.raster or piece.shown.size() == piece.widget.size():
+                    paint_piece(piece, painter, piece.origin)
+                else:  # partly shown (a scroll area's content at the fold): see `paint_clipped`
+                    paint_clipped(piece, painter, dpi)
                 painter.restore()
     finally:
         painter.end()
