@@ -96,8 +96,10 @@ def test_drawing_runs_as_a_task_is_cancellable_and_comes_from_the_cache(qtbot, e
     direct = visualize(loaded, "layer4", Direction.unit(unit, 128), VisSettings(steps=6), cache=cache_dir())
     assert np.array_equal(vis.image, direct.image) and direct.from_cache  # the same image, kept in the cache
     assert f"unit {unit}" in panel.caption.text() and "Geirhos" in panel.caveat.text()
-    # the unit card shows it as its last image, and says what it is
-    assert ws.card.images[-1] is panel.picture.image and "what the unit would draw" in ws.card.subtitle
+    # the unit card shows it as its last image, and says what it is (the card is filled at the next turn of the
+    # event loop, which a busy machine may not have reached yet)
+    qtbot.waitUntil(lambda: ws.card.images[-1] is panel.picture.image, timeout=WAIT_MS)
+    assert "what the unit would draw" in ws.card.subtitle
     # another unit and back: from the cache without a Draw
     other = next(u for u in ws.units.visible_units() if u != unit)
     ws.units.select_unit(other)
