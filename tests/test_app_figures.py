@@ -230,3 +230,48 @@ def test_figures_are_light_in_a_dark_window_unless_they_follow_the_theme(qtbot, 
                 assert app.palette() == dark
     finally:
         apply_theme(app, "light")
+
+
+def test_a_plot_under_another_tab_recolours_when_shown_and_exports_in_paper_colours(qtbot, tmp_path):
+    """Plots out of sight (another workspace, a panel under another's tab) follow a palette change when they are
+    shown, not at once: every export swaps the application's palette twice, and each swap redrew every plot of
+    every workspace. Exported while hidden, such a plot is still drawn in the figure's colours."""
+    from PySide6.QtWidgets import QTabWidget
+
+    from probescope.widgets.plot_frame import titled_plot
+
+    app = QApplication.instance()
+
+    def settle() -> None:
+        for _ in range(3):
+            app.processEvents()
+
+    def base() -> object:
+        return app.palette().color(app.palette().ColorRole.Base)
+
+    apply_theme(app, "dark")
+    try:
+        tabs = QTabWidget()
+        front, behind = titled_plot("front", "y", "x"), titled_plot("IoU by length", "IoU", "length")
+        behind.plot([1, 2, 3], [0.1, 0.3, 0.2])
+        tabs.addTab(behind, "behind")
+        tabs.addTab(front, "front")
+        qtbot.addWidget(tabs)
+        tabs.resize(500, 400)
+        tabs.show()
+        qtbot.waitExposed(tabs)
+        tabs.setCurrentWidget(front)  # the dark plot goes under the other tab
+        settle()
+        dark = behind.backgroundBrush().color()
+        assert dark == base()
+        png = export_preset(behind, tmp_path / "behind.png", PRESETS[0])
+        assert QImage(str(png)).pixelColor(2, 2).lightnessF() > 0.9  # paper, not the dark theme
+        apply_theme(app, "light")
+        settle()
+        assert front.backgroundBrush().color() == base()
+        tabs.setCurrentWidget(behind)
+        settle()
+        assert behind.backgroundBrush().color() == base() != dark
+        assert behind.getAxis("left").textPen().color() == app.palette().color(app.palette().ColorRole.Text)
+    finally:
+        apply_theme(app, "light")

@@ -118,8 +118,10 @@ def _label_contrast(label: QLabel) -> float:
 def test_text_and_plots_follow_the_theme_with_enough_contrast(qtbot, loaded, theme):
     apply_theme(QApplication.instance(), theme)
     try:
-        for _ in range(3):
-            QApplication.processEvents()
+        for name in loaded.workspaces:  # each looked at: views hidden under another workspace recolour when shown
+            loaded.set_workspace(name)
+            for _ in range(3):
+                QApplication.processEvents()
         for ws in loaded.workspaces.values():
             for label in ws.findChildren(QLabel):
                 if label.isVisibleTo(loaded) and label.text().strip() and label.width() > 4:

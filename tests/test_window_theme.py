@@ -140,6 +140,9 @@ def test_switching_the_theme_at_run_time_recolours_every_coloured_text(qtbot, lo
         for theme in ("dark", "light", "dark"):
             loaded.set_theme(theme)  # View > Theme
             _pump()
+            for name in loaded.workspaces:  # each looked at: views hidden under another workspace recolour when shown
+                loaded.set_workspace(name)
+                _pump()
             found = coloured_texts(loaded)
             poor = [(where[:80], fg.name(), bg.name(), round(contrast(fg, bg), 2)) for where, fg, bg in found
                     if contrast(fg, bg) < 4.5]

@@ -162,9 +162,14 @@ def _hints(painter: QPainter) -> None:
 def export_mode(root: QWidget) -> Iterator[None]:
     """pyqtgraph's export mode for every plot under `root` (vector scatter symbols, no cached pixmaps), and no item
     index in their scenes: a plot just laid out at a figure's size has moved items the index has not caught up with
-    (Qt updates it later, from the event loop), and a view paints only the items its index finds."""
+    (Qt updates it later, from the event loop), and a view paints only the items its index finds. Views that
+    follow a palette change only once shown are brought to the current one (the figure's colours) first."""
     import pyqtgraph as pg
 
+    for widget in [root, *root.findChildren(QWidget)]:
+        follow = getattr(widget, "follow_palette", None)
+        if follow is not None:
+            follow()
     views = root.findChildren(pg.GraphicsView) + ([root] if isinstance(root, pg.GraphicsView) else [])
     items = [item for view in views for item in view.scene().items() if hasattr(item, "setExportMode")]
     scenes = {view.scene(): view.scene().itemIndexMethod() for view in views}

@@ -131,7 +131,16 @@ class FigurePlot(pg.PlotWidget):
 
     def changeEvent(self, event: QEvent) -> None:  # noqa: N802  (Qt override)
         super().changeEvent(event)
-        if event.type() == QEvent.Type.PaletteChange and self._ready and self._colours() != self._applied:
+        if event.type() == QEvent.Type.PaletteChange and self.isVisible():
+            self.follow_palette()
+
+    def showEvent(self, event) -> None:  # noqa: N802  (Qt override)
+        self.follow_palette()  # a palette that changed while the plot was hidden (another workspace, a closed
+        super().showEvent(event)  # window): every export swaps the application's palette twice
+
+    def follow_palette(self) -> None:
+        """Drawn in the palette's colours, if it changed since (a figure export asks a hidden plot for it)."""
+        if self._ready and self._colours() != self._applied:
             self.apply_palette()
 
     def _colours(self) -> tuple[int, int]:

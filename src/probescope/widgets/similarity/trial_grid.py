@@ -168,6 +168,7 @@ class TrialGrid(QWidget):
         self._n_references = 0
         self._wrong: set[int] = set()
         self._view: ModelView | None = None
+        self._inked = ""  # the warning ink the model's lines were written in
         self._fitted: tuple[int, int, float] = (cell_size, cell_size + CAPTION_EXTRA, self.font().pointSizeF())
         for position, cell in enumerate(self._cells):
             cell.setParent(self)
@@ -238,7 +239,16 @@ class TrialGrid(QWidget):
     def changeEvent(self, event: QEvent) -> None:  # noqa: N802  (Qt override)
         """A new palette (a theme, or a figure's paper colours): the model's lines in its shade of red."""
         super().changeEvent(event)
-        if event.type() == QEvent.Type.PaletteChange and self._view is not None:
+        if event.type() == QEvent.Type.PaletteChange and self.isVisible():
+            self.follow_palette()
+
+    def showEvent(self, event) -> None:  # noqa: N802  (Qt override)
+        self.follow_palette()  # a palette that changed while the grid was hidden (another workspace)
+        super().showEvent(event)
+
+    def follow_palette(self) -> None:
+        """The model's lines in the palette's warning ink, if it changed since."""
+        if self._view is not None and self._inked != ink("warning", self.palette()):
             self.set_model_view(self._view)
 
     def minimumSizeHint(self) -> QSize:  # noqa: N802  (Qt override)
@@ -283,6 +293,7 @@ class TrialGrid(QWidget):
     def set_model_view(self, view: ModelView | None) -> None:
         """Each reference's model rank and distance; red marks the references of the triplets the model gets wrong."""
         self._view = view
+        self._inked = ink("warning", self.palette())
         involved = {p for pair in view.wrong for p in pair} if view is not None else set()
         self._wrong = {p for p in involved if p < self._n_references}
         for position, cell in enumerate(self._cells[:8]):
