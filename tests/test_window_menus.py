@@ -189,11 +189,12 @@ def run_context_menus(window, shown: list[QMenu]) -> None:
             widget.customContextMenuRequested.emit(QPoint(5, 5))
             for menu in list(shown):
                 for action in menu.actions():
-                    preset = action.text().startswith("Export for a ")
-                    if preset and action.text() in presets_run:
+                    if action.isSeparator() or not action.isEnabled() or action.menu() is not None:
                         continue
-                    if not action.isSeparator() and action.isEnabled() and action.menu() is None:
-                        presets_run.update([action.text()] if preset else [])
-                        action.trigger()
-                        QApplication.processEvents()
-                        close_windows(window)
+                    if action.text().startswith("Export for a "):
+                        if action.text() in presets_run:
+                            continue
+                        presets_run.add(action.text())
+                    action.trigger()
+                    QApplication.processEvents()
+                    close_windows(window)

@@ -143,6 +143,12 @@ def paint_piece(piece: Piece, painter: QPainter, origin: QPoint) -> None:
         QWidget.render(widget, painter, origin, widget.rect(), piece.flags)  # (QGraphicsView overrides render)
 
 
+def scene_view(piece: Piece) -> QGraphicsView | None:
+    """The graphics view (a plot) whose viewport `piece` is, if it is one."""
+    view = piece.widget.parent()
+    return view if isinstance(view, QGraphicsView) and piece.widget is view.viewport() else None
+
+
 def paint_clipped(piece: Piece, painter: QPainter, dpi: int) -> None:
     """A widget only part of which its parents show, painted through an SVG document of its own. Painted straight
     into a PDF writer, the text of a label at a scroll area's fold ran past the painter's clip over the status bar
@@ -197,8 +203,8 @@ def svg_bytes(widget: QWidget, source: QRect, title: str, page_dpi: float | None
         for piece in pieces(widget, source):
             origin, shown = piece.origin - source.topLeft(), piece.shown.translated(-source.topLeft())
             rect = (shown.x(), shown.y(), shown.width(), shown.height())
-            view = piece.widget.parent()
-            if isinstance(view, QGraphicsView) and piece.widget is view.viewport():  # a plot: item by item
+            view = scene_view(piece)
+            if view is not None:  # a plot: item by item
                 for clip, item in scene_items(view):
                     box = (clip.translated(QPointF(origin)) & QRectF(shown)).getRect()
                     placed.append((type(item).__name__ if item is not None else "background", (origin.x(), origin.y()),
@@ -233,8 +239,8 @@ def pdf_bytes(widget: QWidget, source: QRect, title: str, page_dpi: float | None
             for piece in pieces(widget, source):
                 painter.save()
                 painter.setClipRect(piece.shown)
-                if piece.raster or piece.shown.size() == piece.widget.size():
-                    paint_piece(piece, painter, piece.origin)
+                if piece.raster or piece.shown.size() == piece.widget.size() or scene_view(piece) is not None:
+                    paint_piece(piece, painter, piece.origin)  # (a graphics view clips its own painting)
                 else:  # partly shown (a scroll area's content at the fold): see `paint_clipped`
                     paint_clipped(piece, painter, dpi)
                 painter.restore()
