@@ -132,6 +132,27 @@ def test_unit_view_shows_overlays_and_the_trace_of_the_engine(qtbot, env):
     assert ws.unit in ws.units.visible_units()
 
 
+def test_a_unit_asked_for_again_after_its_overlays_were_cancelled_gets_its_own(qtbot, env):
+    """Unit b's overlays are asked for, unit a's from the cache cancel them, and b is asked for again before b's
+    cancelled task has ended: b's overlays are built again. (They were taken for 'on their way', and the grid kept
+    a's images under b's title: the cancelled task's result is dropped.)"""
+    ws, pool, state = env
+    order = ws.units.visible_units()
+    a, b = order[0], order[-1]
+    ws.units.select_unit(a)
+    idle(qtbot, pool)
+    ws.units.select_unit(b)  # built in the I/O pool
+    assert not ws.unit_images.ready
+    ws.units.select_unit(a)  # from the cache, at once: b's overlays are cancelled
+    assert ws.unit_images.ready and ws.unit_images.unit == a
+    ws.units.select_unit(b)  # in the same turn of the event loop: b's cancelled task has not ended
+    qtbot.waitUntil(lambda: ws.unit_images.ready, timeout=WAIT_MS)
+    k = ws.view.controls.k.value()
+    assert ws.unit == ws.unit_images.unit == b
+    assert [o.image for o in ws.overlays] == [int(i) for i in ws.data.top_images(b, k)]
+    assert ws.view.images.thumbnails.rowCount() == k
+
+
 def test_images_behind_detection_accuracy_are_marked(qtbot, env):
     from probescope.core.dissection.masks import image_masks
 

@@ -43,7 +43,7 @@ class UnitImages(QObject):
         self.data: LayerData | None = None
         self.unit = -1
         self._cache: OrderedDict[tuple, list[ImageOverlay]] = OrderedDict()
-        self._on_the_way: tuple | None = None
+        self._on_the_way: tuple | None = None  # (key, handle) of the overlays being built
         self.prefetch_timer = QTimer(self)
         self.prefetch_timer.setSingleShot(True)
         self.prefetch_timer.setInterval(PREFETCH_DELAY_MS)
@@ -62,8 +62,9 @@ class UnitImages(QObject):
         options, present, k = c.options(), c.present(), c.k.value()
         key = (d.key, unit, formula, options, present, k)
         what = f"“{label}”" if formula is not None else "no explanation"
-        if key == self._on_the_way and self.pool.is_running(self._key("overlays")):
-            return  # on its way
+        if self._on_the_way is not None and self._on_the_way[0] == key and not self._on_the_way[1].cancelled \
+                and not self._on_the_way[1].done:
+            return  # on its way (a cancelled one is not: its result will be dropped, so it is asked for again)
         cached = self._cache.get(key)
         # (a result shown again, from the disk cache or a kept run, may be a LayerData without the unit's histogram:
         # then the task below computes it with the overlays; from the cache the chart stayed empty)
@@ -77,7 +78,6 @@ class UnitImages(QObject):
         collected: list[ImageOverlay] = []
         self.grid.thumbnails.set_items([])
         self.overlays = []
-        self._on_the_way = key
         self.ready = False
 
         def task(ctx):
@@ -100,8 +100,9 @@ class UnitImages(QObject):
             self._remember(key, collected)
             self._set(collected, what, present, total)
 
-        self.pool.submit(task, name=f"overlays of unit {unit}", key=self._key("overlays"), executor=IO,
-                         on_partial=partial, on_result=finished)
+        handle = self.pool.submit(task, name=f"overlays of unit {unit}", key=self._key("overlays"), executor=IO,
+                                  on_partial=partial, on_result=finished)
+        self._on_the_way = (key, handle)
 
     def _set(self, items: list[ImageOverlay], what: str, present: bool, total: int | None = None) -> None:
         self.ready = True

@@ -52,6 +52,7 @@ class TraceTree(QTreeWidget):
         self.clear()
         bold = QFont(self.font())
         bold.setBold(True)
+        pick = QBrush(ink_color("pick", self.palette()))
         tops = []  # (built whole, then added at once: an item added to the tree one by one costs a model update each)
         for s, step in enumerate(steps):
             top = QTreeWidgetItem([step.title + (f"   ({step.note})" if step.note else ""), "", "", ""])
@@ -63,15 +64,15 @@ class TraceTree(QTreeWidget):
                 leaf.setToolTip(0, e.label)
                 for c in (1, 2):
                     leaf.setTextAlignment(c, Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
-                if e.picked_by:
+                if e.picked_by:  # (styled before the tree holds it: each change there is a model update)
                     for c in range(len(COLUMNS)):
                         leaf.setFont(c, bold)
+                        leaf.setForeground(c, pick)
                 top.addChild(leaf)
         self.addTopLevelItems(tops)
         for s, top in enumerate(tops):
             top.setFirstColumnSpanned(True)
             top.setExpanded(expanded is None or s < expanded)
-        self._ink_picks()
         for c in (1, 2, 3):
             self.resizeColumnToContents(c)
 
