@@ -20,7 +20,7 @@ with the GUI thread's own CPU time during each gap (a long gap with little CPU i
 holding the GIL, not work done in the GUI thread); a watchdog thread samples the GUI thread's Python stack whenever a
 tick is 40 ms late, so each long stall comes with where it happened. Stalls are reported per phase (what the script
 was doing then). The first phase is the launch: the inputs opened and the window laid out and painted for the first
-time, in the event loop's first turn, before the kernel has started or any task has run (measured: 80-140 ms on
+time, in the event loop's first turn, before the kernel has started or any task has run (measured: 53-60 ms on
 the demo at 1600 x 1000; `gui_bench.py` measures the launch); the targets apply to the phases after it.
 """
 
