@@ -153,6 +153,25 @@ def test_a_unit_asked_for_again_after_its_overlays_were_cancelled_gets_its_own(q
     assert ws.view.images.thumbnails.rowCount() == k
 
 
+def test_a_later_part_of_the_run_keeps_the_unit_the_user_chose(qtbot, env):
+    """A partial result of the run on screen whose selected unit is unchanged leaves the user on that unit. (It
+    jumped to the workspace's first unit: with the arrow keys, a unit switch snapped back while the layer dissected.)"""
+    import dataclasses
+
+    ws, pool, state = env
+    first = ws.current.first_unit()
+    chosen = next(u for u in ws.units.visible_units() if u != first)
+    ws.units.select_unit(chosen)
+    idle(qtbot, pool)
+    d = ws.data
+    later = dataclasses.replace(d, result=dataclasses.replace(d.result, units=dict(d.result.units)))
+    ws.show_layer(later)  # the same units, the same result objects: nothing to redraw
+    assert ws.data is later
+    assert ws.unit == chosen
+    assert ws.units.selected_units() == [chosen]
+    assert ws.unit_images.unit == chosen and ws.unit_images.ready
+
+
 def test_images_behind_detection_accuracy_are_marked(qtbot, env):
     from probescope.core.dissection.masks import image_masks
 

@@ -268,8 +268,9 @@ class DissectionWorkspace(Workspace):
             self.units.select_unit(state.picked)
             if state.picked == shown:
                 self.selected.show_unit(shown, force=True)
-        elif self.unit in self.rows and not unchanged:
-            self.selected.show_unit(self.unit, force=True)
+        elif self.unit in self.rows:
+            if not unchanged:
+                self.selected.show_unit(self.unit, force=True)
         elif rows:
             state.picked = state.first_unit()
             self.units.select_unit(state.picked)
