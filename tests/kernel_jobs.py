@@ -102,3 +102,19 @@ def growing(ctx: TaskContext, n: int):
         filled[i] = i + 1
         yield Partial({"units": dict(units), "fixed": fixed, "filled": filled})
     return {"units": units, "fixed": fixed}
+
+
+def open_dataset(ctx: TaskContext, spec):
+    """The dataset `spec` names, opened in the kernel: as a partial, then with the kernel's pid."""
+    from probescope.jobs.dissection.layer import dataset_of
+
+    dataset = dataset_of(ctx, spec)
+    yield Partial(dataset)
+    return {"dataset": dataset, "pid": os.getpid()}
+
+
+def is_held_here(ctx: TaskContext, dataset) -> bool:
+    """`dataset`, sent to the kernel, is the one the kernel's jobs get from its spec."""
+    from probescope.jobs.dissection.layer import DatasetSpec, dataset_of
+
+    return dataset is dataset_of(ctx, DatasetSpec.of(dataset))

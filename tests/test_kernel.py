@@ -110,6 +110,29 @@ def test_what_a_task_sent_once_is_not_sent_again_and_stays_one_object(qtbot, mak
     assert partials[0]["fixed"] is not fixed and np.array_equal(partials[0]["fixed"], fixed)
 
 
+def test_a_dataset_crosses_by_name_and_comes_back_as_the_one_opened_here(qtbot, make_pool, small_world):
+    """A dataset travels as its spec: the window gets back the very object it holds (the workspace tells the demo's
+    first images from the whole by it), not 22,210 rows to unpickle; the kernel its own, opened once."""
+    from probescope.core.data.broden import BrodenDataset
+    from probescope.jobs.dissection.layer import hold_dataset
+
+    pool = make_pool()
+    dataset = BrodenDataset.open(small_world["dataset"])
+    spec = hold_dataset(pool.session, dataset)
+    value, partials, errors = run(qtbot, pool, Job(kernel_jobs.open_dataset, {"spec": spec}))
+    assert errors == [] and value["pid"] == pool.kernel.pid
+    assert partials == [dataset] and partials[0] is dataset and value["dataset"] is dataset
+    assert pool.kernel.received["result"].in_band < 1_000  # its name, not its rows
+    held, _, _ = run(qtbot, pool, Job(kernel_jobs.is_held_here, {"dataset": dataset}))
+    assert held is True  # the other way: the kernel's own copy of it, the one its jobs open from the spec
+
+    pool.session.drop("dataset", spec)  # not held here: opened here from its spec, once for every message
+    value, partials, _ = run(qtbot, pool, Job(kernel_jobs.open_dataset, {"spec": spec}))
+    again = value["dataset"]
+    assert again is not dataset and partials[0] is again and again.n_images == dataset.n_images == 12
+    assert [again.image_path(i) for i in range(12)] == [dataset.image_path(i) for i in range(12)]
+
+
 def test_a_reference_to_what_a_task_never_sent_is_that_message_s_failure():
     import multiprocessing
 

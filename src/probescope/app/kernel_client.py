@@ -32,6 +32,7 @@ from probescope.core.trust import Trust
 from probescope.jobs.kernel.process import ENDS, EXIT_OUT_OF_MEMORY, KernelConfig, main
 from probescope.jobs.kernel.transport import Channel, Traffic, Undecodable, sweep
 from probescope.jobs.protocol import Job, TaskError, describe_error
+from probescope.jobs.session import Session
 
 CANCEL_DEADLINE_S = 0.08  # then killed: its cancel has taken effect within 100 ms (measured: benchmarks/kernel_bench)
 RUNS = 2  # times a task may be running when the kernel dies before it fails
@@ -116,6 +117,7 @@ class KernelSide(QObject):
         self._closed = False
         self.restarts = 0
         self.devices: list[str] | None = None  # the kernel's compute devices, once one has started
+        self.session = Session()  # where what the kernel sends by name is found (the pool gives its own)
         self.sent: defaultdict[str, Traffic] = defaultdict(Traffic)  # the traffic with every kernel so far
         self.received: defaultdict[str, Traffic] = defaultdict(Traffic)
 
@@ -196,7 +198,7 @@ class KernelSide(QObject):
         self._started_at = time.monotonic()
         self._kernel, conn = self._launch()
         # the GUI thread only pickles: a writer thread waits for the connection (full while a kernel starts)
-        self._channel = Channel(conn, self.sent, self.received, local=self.LOCAL, writer=True)
+        self._channel = Channel(conn, self.sent, self.received, local=self.LOCAL, writer=True, session=self.session)
         self._ready = False
         self._pid = None
         self._ended.clear()

@@ -198,6 +198,7 @@ class WorkerPool(QObject):
 
             self.kernel = RayKernelClient(spec, kernel_config, parent=self)
         if self.kernel is not None:
+            self.kernel.session = self.session  # a dataset comes back from the kernel as the one opened here
             self.kernel.event.connect(self._kernel_event)
             self.kernel.notice.connect(self.notice)
             self.kernel.ready.connect(lambda _seconds: self.devices_known.emit(self.kernel.devices))

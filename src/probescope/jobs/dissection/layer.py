@@ -35,6 +35,7 @@ from probescope.core.dissection.settings import DissectionSettings
 from probescope.core.errors import InputError
 from probescope.jobs.inputs import ModelInfo
 from probescope.jobs.protocol import Partial, Progress, TaskContext
+from probescope.jobs.session import Session
 
 
 @dataclass(frozen=True)
@@ -47,8 +48,9 @@ class DatasetSpec:
 
     @staticmethod
     def of(dataset) -> DatasetSpec:
-        """The spec that opens `dataset` (a BrodenDataset) again."""
-        return DatasetSpec(Path(dataset.root), dataset.index_path.name, dataset.source or "")
+        """The spec that opens `dataset` (a BrodenDataset) again (an index file outside its folder by its path)."""
+        root, index = Path(dataset.root), Path(dataset.index_path)
+        return DatasetSpec(root, index.name if index.parent == root else str(index), dataset.source or "")
 
 
 @dataclass(frozen=True)
@@ -86,10 +88,15 @@ class LayerRun:
 
 def dataset_of(ctx: TaskContext, spec: DatasetSpec):
     """The BrodenDataset `spec` names, from the session of the process running the job (opened there once)."""
+    return held_dataset(ctx.session, spec)
+
+
+def held_dataset(session: Session, spec: DatasetSpec):
+    """The BrodenDataset `spec` names, held in `session` (opened the first time it is asked for)."""
     from probescope.core.data.broden import BrodenDataset
 
-    return ctx.session.get("dataset", spec, lambda: BrodenDataset.open(spec.root, spec.index,
-                                                                          only_source=spec.source or None))
+    return session.get("dataset", spec, lambda: BrodenDataset.open(spec.root, spec.index,
+                                                                      only_source=spec.source or None))
 
 
 def hold_dataset(session, dataset) -> DatasetSpec:

@@ -65,7 +65,7 @@ class Kernel:
     def __init__(self, channel: Channel, config: KernelConfig) -> None:
         self.channel = channel
         self.config = config
-        self.session = Session()
+        self.session = channel.session = Session()  # (what the window sends by name is found here)
         self.queue: ComputeQueue[_Task] = ComputeQueue(lambda task: task.key)
         self.io = ThreadPoolExecutor(config.io_threads, thread_name_prefix="probescope-kernel-io")
         self.tasks: dict[int, _Task] = {}
