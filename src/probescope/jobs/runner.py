@@ -111,9 +111,11 @@ class ComputeQueue(Generic[T]):
             return None if foreground_only else self._items.popleft()
 
     def serve(self, run: Callable[[T], None]) -> None:
-        """The compute thread's loop: run each item taken, until None is."""
+        """The compute thread's loop: run each item taken, until None is. An item that has run is let go before the
+        next is waited for (held, its task's inputs and results stayed in memory until the next task came)."""
         while (item := self.take()) is not None:
             run(item)
+            del item
 
     def step_aside(self, item: T, run: Callable[[T], None]) -> None:
         """Between two steps of `item`, a compute task outside the foreground: run the foreground's queued ones."""
