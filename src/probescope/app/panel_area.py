@@ -21,16 +21,25 @@ AREAS = {"left": Qt.DockWidgetArea.LeftDockWidgetArea, "right": Qt.DockWidgetAre
 class FittingScroll(QScrollArea):
     """Gives its widget the viewport's size, and scrolls only the part that does not fit at the widget's minimum.
     A resizable QScrollArea lays a widget with wrapped text out at its preferred height for the width, so a panel
-    of plots and captions scrolled (its plots at full height, the last ones out of view) while it all fitted."""
+    of plots and captions scrolled (its plots at full height, the last ones out of view) while it all fitted.
+
+    The widget's layout changes whenever one of its labels gets new text (live numbers, many times a second while
+    samples stream), so a fit is done once per turn of the event loop however many changes asked for it, and not at
+    all while the panel is out of sight (under another tab, in a workspace not shown): it is fitted when shown. Each
+    fit lays out every label of the panel at the width; measured at 50,000 gallery samples, fits ran 80 times a
+    second, for 13% of the GUI thread's time."""
 
     def __init__(self, widget: QWidget, parent: QWidget | None = None):
         super().__init__(parent)
         self.setWidget(widget)  # (not "resizable": sized here)
         self.setFrameShape(QScrollArea.Shape.NoFrame)
         widget.installEventFilter(self)
+        self._fit_due = False
 
     def eventFilter(self, watched: QObject, event: QEvent) -> bool:  # noqa: N802
-        if watched is self.widget() and event.type() == QEvent.Type.LayoutRequest:
+        if watched is self.widget() and event.type() == QEvent.Type.LayoutRequest and not self._fit_due \
+                and self.isVisible():
+            self._fit_due = True
             QTimer.singleShot(0, self.fit)  # (after the widget's layout has taken the change in)
         return super().eventFilter(watched, event)
 
@@ -38,7 +47,12 @@ class FittingScroll(QScrollArea):
         super().resizeEvent(event)
         self.fit()
 
+    def showEvent(self, event) -> None:  # noqa: N802
+        super().showEvent(event)
+        self.fit()  # (changes made while it was out of sight)
+
     def fit(self) -> None:
+        self._fit_due = False
         widget = self.widget()
         if widget is None:
             return
@@ -49,6 +63,8 @@ class FittingScroll(QScrollArea):
             least = layout.minimumHeightForWidth(width) if layout is not None and layout.hasHeightForWidth() \
                 else widget.minimumSizeHint().height()
             widget.resize(width, max(room.height(), least))
+            if self.viewport().size() == room:
+                break
 
 
 def scrolled(widget: QWidget) -> QScrollArea:
