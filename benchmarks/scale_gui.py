@@ -248,8 +248,10 @@ def dissection(args: argparse.Namespace) -> dict:
     switches = []
     for _ in range(min(args.units, len(order) - 1)):
         before = ws.unit
+        # (the table is sorted again when the layer completes, which may put the unit on its last row)
+        last = ws.units.currentIndex().row() == ws.units.model().rowCount() - 1
         t = time.perf_counter()
-        QTest.keyClick(ws.units, Qt.Key.Key_Down)
+        QTest.keyClick(ws.units, Qt.Key.Key_Up if last else Qt.Key.Key_Down)
         wait_for(lambda before=before: ws.unit != before and ws.unit_images.ready, 60)
         switches.append(time.perf_counter() - t)
         pause(0.3)  # the user looks at the unit; the neighbours are prefetched meanwhile
