@@ -31,6 +31,7 @@ def test_window_opens_on_the_demo_world(qtbot, window, monkeypatch):
     assert state.samples.length == 20
     assert state.judgments.simulated
     assert window.workspaces["dissection"].view.images.thumbnails.rowCount() == 12  # the unit's top 12 of 14 images
+    window.set_workspace("gallery")  # (a workspace out of sight draws its views when shown)
     assert window.workspaces["gallery"].grid.thumbnails.rowCount() == 20
     assert "demo" in window.source_bar.buttons["model"].text()
     assert not window.notification.isVisible()
@@ -43,6 +44,7 @@ def test_every_open_action_works_on_real_files(qtbot, window, small_world):
     assert state.dataset.n_images == 12
     assert state.samples.length == 10
     assert len(state.judgments.trials) == 20
+    window.set_workspace("gallery")  # (a workspace out of sight draws its views when shown)
     assert window.workspaces["gallery"].grid.thumbnails.rowCount() == 10
     assert "12 images" in window.source_bar.buttons["dataset"].text()
     recent = window.settings.recent()
@@ -273,6 +275,7 @@ def test_torchscript_model_and_generator_open(qtbot, settings_path, small_world,
     assert window.state.layers() == ["output"]
     qtbot.waitUntil(lambda: window.workspaces["gallery"].is_initial_work_done and not window.pool.active(),
                     timeout=WAIT_MS)
+    window.set_workspace("gallery")  # (a workspace out of sight draws its views when shown)
     assert window.workspaces["gallery"].grid.thumbnails.rowCount() == 6
     assert len(asked) == 2 and "gen.pt" in asked[0] and "clf.pt" in asked[1]
     if kernel == "local":

@@ -293,3 +293,23 @@ def test_worked_examples_keep_the_scored_set_and_a_new_model_is_offered_not_impo
     qtbot.waitUntil(lambda: ws.scores.n == 40 and not ws.streaming and ws.classifier.name == "demo again",
                     timeout=WAIT_MS)
     assert ws.score_panel.notice.isHidden()
+
+
+def test_out_of_sight_the_views_wait_and_are_drawn_when_shown_or_exported(qtbot, gallery, demo_model, tmp_path):
+    """Another workspace on screen: the Gallery takes every batch but draws nothing (its redraws and readings took
+    the GUI thread and a core from the workspace shown); shown, or exported from out of sight, its views are those
+    of every image scored."""
+    ws = gallery
+    ws.hide()
+    open_samples(qtbot, ws, demo_model, DemoSampler(24))
+    drawn = ws.score_updates
+    assert ws.scores.n == 24 and ws.grid.thumbnails.rowCount() < 24 and "N = 24" not in ws.score_panel.n_label.text()
+    targets = {t.name: t for t in ws.export_targets()}  # an export from out of sight: drawn first
+    assert ws.score_updates == drawn + 1 and "N = 24" in ws.score_panel.n_label.text()
+    export_widget(targets["Score panel"].widget, tmp_path / "score.png", width=600)
+    ws.run.reset(start=True)
+    qtbot.waitUntil(lambda: ws.scores.n == 24 and not ws.streaming, timeout=WAIT_MS)
+    assert ws.score_updates == drawn + 1  # the new stream was taken, nothing drawn
+    ws.show()
+    assert ws.score_updates == drawn + 2 and ws.grid.thumbnails.rowCount() == 24
+    assert ws.score_panel.is_label.text() == f"IS {ws.scores.live.is_:.2f}"
