@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from PySide6.QtCore import Qt
+from PySide6.QtCore import Qt, QTimer
 from PySide6.QtWidgets import QFileDialog, QLabel, QVBoxLayout, QWidget
 
 from probescope.app.dissection.batch_browser import BatchBrowser
@@ -273,6 +273,15 @@ class DissectionWorkspace(Workspace):
                 self.selected.show_unit(self.unit, force=True)
         elif rows:
             state.picked = state.first_unit()
+            if first:  # the table and header are painted in this turn of the event loop, the unit in the next:
+                QTimer.singleShot(0, self._show_picked)  # together they were one 45-60 ms stall on the demo
+            else:
+                self.units.select_unit(state.picked)
+
+    def _show_picked(self) -> None:
+        """The unit the workspace picked, unless the user chose one meanwhile (or the layer went)."""
+        state = self.current
+        if state.unit < 0 and state.picked in self.rows:
             self.units.select_unit(state.picked)
 
     def iou_min(self) -> float:
