@@ -52,7 +52,7 @@ def test_round_trip(tmp_path):
     assert ds.seg_shape(0) == (4, 5) and ds.image_shape(0) == (8, 10)
     import pickle
 
-    copy = pickle.loads(pickle.dumps(ds, protocol=5))  # as it comes from the compute kernel
+    copy = pickle.loads(pickle.dumps(ds, protocol=5))  # (to a worker process; the kernel sends its spec instead)
     assert copy._rows == ds._rows and copy.labels == ds.labels and copy.pixel_categories == ds.pixel_categories
     assert copy.image_labels(2) == [("scene", 300)] and copy.image_path(1) == ds.image_path(1)
 

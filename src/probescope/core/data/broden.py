@@ -104,18 +104,6 @@ class BrodenDataset:
         self.pixel_categories = tuple(c for c in categories if c in pixel)
         self.image_categories = tuple(c for c in categories if c in image)
 
-    def __getstate__(self) -> dict:
-        """Rows travel as plain tuples (to the window, from its compute kernel): unpickling 22,210 row objects is one
-        C call of 95 ms that holds the GIL the GUI thread waits for; tuples take 12 ms, and the rows are rebuilt in
-        Python (42 ms), which gives the GIL up as it goes."""
-        state = self.__dict__.copy()
-        state["_rows"] = [(r.image, r.split, r.image_shape, r.seg_shape, r.cells) for r in self._rows]
-        return state
-
-    def __setstate__(self, state: dict) -> None:
-        state["_rows"] = [_Row(*row) for row in state["_rows"]]
-        self.__dict__.update(state)
-
     @classmethod
     def open(cls, root: str | Path, index: str | Path = "index.csv", only_source: str | None = None) -> BrodenDataset:
         """Open `root` with the given index file (e.g. `index_ade20k.csv`).
