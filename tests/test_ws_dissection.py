@@ -410,3 +410,27 @@ def test_the_window_dissects_in_worker_processes_with_the_same_results(qtbot, en
     idle(qtbot, pool)
     assert ws.data.settings.jobs == 2 and ws.data.result.complete
     assert ws.data.result.to_json() == alone
+
+
+def test_a_window_closed_as_the_first_units_arrive_picks_no_unit_afterwards(qtbot, monkeypatch, make_workspace,
+                                                                             open_input):
+    """The workspace shows its picked unit one turn after the first units' table; a window closed in between (its
+    pool shut down) does not ask the closed pool for that unit's overlays. (CI caught the error it raised.)"""
+    monkeypatch.setattr(inputs, "DEMO_DATASET_IMAGES", 300)
+    monkeypatch.setattr(DissectionWorkspace, "default_settings", SETTINGS)
+    shown = DissectionWorkspace.show_layer
+    closed = []
+
+    def show_layer_and_close(ws, d):
+        shown(ws, d)
+        if ws.rows and not closed:
+            closed.append(True)
+            pool.shutdown()  # as the window does when it closes
+
+    monkeypatch.setattr(DissectionWorkspace, "show_layer", show_layer_and_close)
+    ws, pool, state = make_workspace(DissectionWorkspace)
+    open_input(pool, state, OpenRequest("model", "demo"))
+    open_input(pool, state, OpenRequest("dataset", "demo"))
+    qtbot.waitUntil(lambda: bool(closed), timeout=WAIT_MS)
+    qtbot.wait(50)  # the next turns of the event loop: the picked unit's would-be turn
+    assert ws.unit < 0 and ws.unit_images.unit != ws.current.picked

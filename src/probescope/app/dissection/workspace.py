@@ -279,9 +279,9 @@ class DissectionWorkspace(Workspace):
                 self.units.select_unit(state.picked)
 
     def _show_picked(self) -> None:
-        """The unit the workspace picked, unless the user chose one meanwhile (or the layer went)."""
+        """The unit the workspace picked, unless the user chose one meanwhile (or the layer or the window went)."""
         state = self.current
-        if state.unit < 0 and state.picked in self.rows:
+        if not self.pool.is_shut_down and state.unit < 0 and state.picked in self.rows:
             self.units.select_unit(state.picked)
 
     def iou_min(self) -> float:
