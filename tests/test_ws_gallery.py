@@ -313,3 +313,21 @@ def test_out_of_sight_the_views_wait_and_are_drawn_when_shown_or_exported(qtbot,
     ws.show()
     assert ws.score_updates == drawn + 2 and ws.grid.thumbnails.rowCount() == 24
     assert ws.score_panel.is_label.text() == f"IS {ws.scores.live.is_:.2f}"
+
+
+def test_a_stream_cancelled_from_outside_the_gallery_is_paused(qtbot, gallery, demo_model):
+    """Cancel in the status bar or the Tasks panel stops the stream as Pause does: the button offers Resume, the
+    numbers no longer say 'streaming', the grid holds every image scored. (The Gallery went on saying it streamed,
+    its button on Pause, since a cancelled task's callbacks never run.)"""
+    ws = gallery
+    ws.state.set(loaded_model(ws.pool, demo_model))
+    ws.state.set(Loaded("samples", "demo", "demo", DemoSampler(400)))
+    qtbot.waitUntil(lambda: ws.scores.n >= 16, timeout=WAIT_MS)
+    stream = next(h for h in ws.pool.active() if h.key == ws.task_key("stream"))
+    stream.cancel()  # as the status bar's Cancel does
+    qtbot.waitUntil(lambda: not ws.streaming, timeout=WAIT_MS)
+    assert ws.controls.play.text() == "Resume" and not ws.controls.play.isChecked()
+    assert "streaming" not in ws.score_panel.n_label.text() and f"N = {ws.scores.n:,}" in ws.score_panel.n_label.text()
+    assert ws.grid.thumbnails.rowCount() == ws.scores.n < 400 and ws.is_initial_work_done
+    ws.controls.play.click()  # Resume goes on from there
+    qtbot.waitUntil(lambda: ws.scores.n == 400 and not ws.streaming, timeout=WAIT_MS)

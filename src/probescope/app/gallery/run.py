@@ -40,7 +40,9 @@ class ScoringRun(QObject):
         self._take_timer.setSingleShot(True)
         self._take_timer.setInterval(0)
         self._take_timer.timeout.connect(self._take_next)
+        self._stream = None  # the task of the stream running now
         self.state.events.streaming.connect(lambda _on: self.show_play())
+        ws.pool.finished.connect(self._stream_finished)
 
     def clear(self) -> None:
         """Forget every score (and stop)."""
@@ -95,16 +97,25 @@ class ScoringRun(QObject):
             self.reset(start=True)
             return
         state.streaming = True
-        ws.pool.submit(stream_job(samples, state.classifier.choice, start, ws.images.keep_thumbnails),
+        self._stream = ws.pool.submit(stream_job(samples, state.classifier.choice, start, ws.images.keep_thumbnails),
                        name="score samples", key=ws.task_key("stream"), executor=COMPUTE, on_partial=self._on_batch,
                        on_result=self._on_end, on_error=self._on_error)
 
     def stop(self) -> None:
         """Pause: the stream stops after its current batch; nothing it scored is lost."""
+        self._stream = None
         self.ws.pool.cancel(self.ws.task_key("stream"))
         self._take_all()
         self._ended = False
         self._stopped()
+
+    def _stream_finished(self, handle) -> None:
+        """The stream cancelled from outside the Gallery (the status bar, the Tasks panel) is paused as Pause does:
+        its callbacks never run, and the Gallery went on saying it streamed."""
+        if handle is self._stream and handle.cancelled:
+            self.stop()
+            self.ws.update_views()
+            self.ws.mark_initial_work_done()
 
     def _stopped(self) -> None:
         self.state.streaming = False
