@@ -37,9 +37,12 @@ def wait_for(ctx: TaskContext, path: str, tag: str = "done"):
     return tag
 
 
-def sleep_in_c(ctx: TaskContext, seconds: float):
-    """One long call that does not come back to Python (as a long torch or decoder call)."""
+def sleep_in_c(ctx: TaskContext, seconds: float, inside: str):
+    """One long call that does not come back to Python (as a long torch or decoder call). The file `inside` is
+    written once the task is past its last yield: from then on only the call is left (its progress came before it,
+    and a cancel that beat the task there stops it at that yield)."""
     yield Progress(0.0, "sleeping")
+    Path(inside).write_text("sleeping")
     time.sleep(seconds)
     return "woke"
 

@@ -252,15 +252,15 @@ def test_a_job_that_exits_restarts_the_kernel_instead_of_ending_its_compute_thre
                        "interrupted task again."]
 
 
-def test_a_request_superseded_inside_a_long_c_call_is_left_to_finish_without_a_restart(qtbot, make_pool):
+def test_a_request_superseded_inside_a_long_c_call_is_left_to_finish_without_a_restart(qtbot, make_pool, tmp_path):
     """A newer request of the same key (the next unit) replaces one stuck in a C call: its result is dropped, and
     the kernel is not restarted for it (torch and the models loaded again at every switch)."""
     pool = make_pool()
     results = []
     with qtbot.waitSignal(pool.started, timeout=WAIT_MS):
-        old = pool.submit(Job(kernel_jobs.sleep_in_c, {"seconds": 1}), name="old", key="view",
-                          on_result=results.append)
-    qtbot.waitUntil(lambda: old.progress is not None, timeout=WAIT_MS)  # inside the sleep now
+        old = pool.submit(Job(kernel_jobs.sleep_in_c, {"seconds": 1, "inside": str(tmp_path / "in")}), name="old",
+                          key="view", on_result=results.append)
+    qtbot.waitUntil((tmp_path / "in").exists, timeout=WAIT_MS)  # inside the sleep now
     new = pool.submit(Job(kernel_jobs.count, {"n": 2}), name="new", key="view", on_result=results.append)
     qtbot.waitUntil(lambda: new.done, timeout=WAIT_MS)
     assert old.cancelled and results == [pool.kernel.pid] and pool.kernel.restarts == 0
@@ -271,9 +271,10 @@ def test_cancel_inside_a_long_c_call_restarts_the_kernel_and_says_so(qtbot, make
     notices, results = [], []
     pool.notice.connect(notices.append)
     with qtbot.waitSignal(pool.started, timeout=WAIT_MS):
-        stuck = pool.submit(Job(kernel_jobs.sleep_in_c, {"seconds": 60}), name="long call", on_result=results.append)
+        stuck = pool.submit(Job(kernel_jobs.sleep_in_c, {"seconds": 60, "inside": str(tmp_path / "in")}),
+                            name="long call", on_result=results.append)
     behind = pool.submit(Job(kernel_jobs.count, {"n": 2}), name="next", on_result=results.append)
-    qtbot.waitUntil(lambda: stuck.progress is not None, timeout=WAIT_MS)  # inside the sleep now
+    qtbot.waitUntil((tmp_path / "in").exists, timeout=WAIT_MS)  # inside the sleep now (its progress came before)
     with qtbot.waitSignal(pool.notice, timeout=WAIT_MS):
         stuck.cancel()
     ms = round(pool.kernel.cancel_deadline_s * 1000)  # 80 for a kernel process (the Ray kernel's is longer)
