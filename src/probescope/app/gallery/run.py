@@ -97,9 +97,9 @@ class ScoringRun(QObject):
             self.reset(start=True)
             return
         state.streaming = True
-        self._stream = ws.pool.submit(stream_job(samples, state.classifier.choice, start, ws.images.keep_thumbnails),
-                       name="score samples", key=ws.task_key("stream"), executor=COMPUTE, on_partial=self._on_batch,
-                       on_result=self._on_end, on_error=self._on_error)
+        job = stream_job(samples, state.classifier.choice, start, ws.images.keep_thumbnails)
+        self._stream = ws.pool.submit(job, name="score samples", key=ws.task_key("stream"), executor=COMPUTE,
+                                      on_partial=self._on_batch, on_result=self._on_end, on_error=self._on_error)
 
     def stop(self) -> None:
         """Pause: the stream stops after its current batch; nothing it scored is lost."""
@@ -112,7 +112,10 @@ class ScoringRun(QObject):
     def _stream_finished(self, handle) -> None:
         """The stream cancelled from outside the Gallery (the status bar, the Tasks panel) is paused as Pause does:
         its callbacks never run, and the Gallery went on saying it streamed."""
-        if handle is self._stream and handle.cancelled:
+        if handle is not self._stream:
+            return
+        self._stream = None  # (held, it would keep the finished task's inputs)
+        if handle.cancelled:
             self.stop()
             self.ws.update_views()
             self.ws.mark_initial_work_done()
