@@ -121,3 +121,11 @@ def is_held_here(ctx: TaskContext, dataset) -> bool:
     from probescope.jobs.dissection.layer import DatasetSpec, dataset_of
 
     return dataset is dataset_of(ctx, DatasetSpec.of(dataset))
+
+
+def similarity_inputs(ctx: TaskContext, judgments, trialset):
+    """What the kernel got for the window's judgments and trial set: the ones its session holds (read and analysed
+    there from their names), sent back with the kernel's pid and what the window can compare."""
+    return {"pid": os.getpid(), "held": ctx.session.name_of(judgments) is not None
+            and ctx.session.name_of(trialset) is not None, "same trials": trialset.trials is judgments.trials,
+            "kept": trialset.kept, "judgments": judgments, "trialset": trialset}

@@ -133,6 +133,35 @@ def test_a_dataset_crosses_by_name_and_comes_back_as_the_one_opened_here(qtbot, 
     assert [again.image_path(i) for i in range(12)] == [dataset.image_path(i) for i in range(12)]
 
 
+def test_judgments_and_their_trial_set_cross_by_name(qtbot, make_pool, small_world):
+    """The judgments the window opened and the trial set it analysed travel as the names its session holds them
+    under (at 312,500 trials their pickles took 91 ms of the GUI thread at each Similarity job); the kernel reads and
+    analyses its own, and what comes back is the window's own objects. Judgments changed on disk are another name."""
+    import os
+
+    from probescope.core.similarity.settings import Filters
+    from probescope.jobs.inputs import OpenRequest, judgments_key, open_task
+    from probescope.jobs.similarity.tasks import analyse_job
+
+    pool = make_pool()
+    request = OpenRequest("judgments", str(small_world["judgments"]), str(small_world["catalog"]))
+    loaded, _, _ = run(qtbot, pool, open_task(request))  # (read in the window, as the window does)
+    judgments = loaded.value
+    (trialset, _), _, _ = run(qtbot, pool, Job(analyse_job, {"judgments": judgments, "filters": Filters()},
+                                               compute=False))
+    assert pool.session.name_of(trialset) == ("trialset", (judgments_key(request), Filters()))
+    got, _, errors = run(qtbot, pool, Job(kernel_jobs.similarity_inputs, {"judgments": judgments,
+                                                                           "trialset": trialset}))
+    assert errors == [] and got["pid"] == pool.kernel.pid and got["held"] and got["same trials"]
+    assert np.array_equal(got["kept"], trialset.kept)
+    assert got["judgments"] is judgments and got["trialset"] is trialset
+    assert pool.kernel.sent["submit"].out_of_band == 0 and pool.kernel.sent["submit"].in_band < 2_000
+
+    path = small_world["judgments"]
+    os.utime(path, ns=(path.stat().st_atime_ns, path.stat().st_mtime_ns + 10**9))  # the file changed
+    assert judgments_key(request) != pool.session.name_of(judgments)[1]
+
+
 def test_a_reference_to_what_a_task_never_sent_is_that_message_s_failure():
     import multiprocessing
 
@@ -149,7 +178,7 @@ def test_a_reference_to_what_a_task_never_sent_is_that_message_s_failure():
     forged = io.BytesIO()  # a frame naming record 5 of task 8, which never sent one
     held = _Held()
     held.sent[id(table)] = (5, table)
-    _HeldPickler(forged, None, None, True, held).dump(table)
+    _HeldPickler(forged, None, None, True, None, held).dump(table)
     here.send_bytes(pickle.dumps(("partial", 8, [], forged.getvalue()), protocol=5))
     with pytest.raises(Undecodable, match="never sent"):
         receiver.receive()

@@ -225,20 +225,29 @@ def _load_samples(request: OpenRequest, ctx: TaskContext, device: str) -> Iterat
 
 
 def _load_judgments(request: OpenRequest, ctx: TaskContext, device: str) -> Iterator[Progress]:
-    from probescope.core.similarity.readers import load_judgments
-
-    if request.spec == DEMO:
-        from probescope.core.demo.judgments import ensure_demo_judgments
-
-        demo = ensure_demo_judgments()
-        ctx.check()
-        judgments = load_judgments(demo.observations, demo.catalog)
-    else:
-        judgments = load_judgments(request.spec, request.catalog or None, request.image_root or None,
-                                   request.index_base)
+    judgments = ctx.session.hold("judgments", judgments_key(request), _read_judgments(request))
     yield Progress(1.0, f"{len(judgments.trials)} trials read")
     label = f"{request.label} ({len(judgments.trials)} trials)"
     return Loaded("judgments", request.spec, label, judgments)
+
+
+def _read_judgments(request: OpenRequest):
+    from probescope.core.similarity.sources import open_judgments
+
+    return open_judgments(request.spec, request.catalog or None, request.image_root or None,
+                          index_base=request.index_base).judgments
+
+
+def judgments_key(request: OpenRequest) -> tuple:
+    """What a session holds the judgments of `request` under: the request and the size and time of its files, so
+    that a file changed and opened again is read again in every process (the compute kernel's too)."""
+    files = [] if request.spec == DEMO else [Path(request.spec), *([Path(request.catalog)] if request.catalog else [])]
+    return request, tuple((p.stat().st_size, p.stat().st_mtime_ns) if p.exists() else None for p in files)
+
+
+def held_judgments(session: Session, key: tuple):
+    """The judgments held in `session` under `key` (a `judgments_key`), read from their files when none are."""
+    return session.get("judgments", key, lambda: _read_judgments(key[0]))
 
 
 def batch_folder(path: str | Path) -> Path | None:
