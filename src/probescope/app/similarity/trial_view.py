@@ -9,7 +9,7 @@ from PySide6.QtCore import QEvent, Qt
 from PySide6.QtWidgets import QComboBox, QHBoxLayout, QLabel, QScrollArea, QVBoxLayout, QWidget
 
 from probescope.jobs.similarity.scores import Scores
-from probescope.jobs.similarity.trials import TrialSet, model_ranks, wrong_triplets
+from probescope.jobs.similarity.trials import TrialSet, model_ranks, n_references, wrong_triplets
 from probescope.widgets.ink import InkLabel, inked
 from probescope.widgets.similarity.trial_grid import ModelView, TrialGrid
 
@@ -92,7 +92,7 @@ class TrialView(QWidget):
         metric = self.distance.currentText()
         trials = ts.trials
         distance = scores.distances[metric][t]
-        n_ref = int(trials.n_reference[t])
+        n_ref = n_references(trials, t)
         agreement = scores.agreement[metric]
         wrong = wrong_triplets(trials, t, distance)
         view = ModelView(scores.name, tuple(model_ranks(distance, n_ref)), tuple(distance[:n_ref].tolist()),

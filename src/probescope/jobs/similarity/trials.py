@@ -200,6 +200,11 @@ def wrong_triplets(trials: Trials, row: int, distance: np.ndarray) -> list[tuple
     return out
 
 
+def n_references(trials: Trials, row: int) -> int:
+    """How many references trial `row` shows (`Trials.n_reference` counts every trial's: 10 ms at 312,500)."""
+    return int((trials.references[row] != PAD).sum())
+
+
 def model_ranks(distance: np.ndarray, n_references: int) -> list[int]:
     """1-based rank of each reference by distance (closest first; ties keep presentation order)."""
     order = np.argsort(distance[:n_references], kind="stable")
