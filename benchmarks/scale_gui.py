@@ -297,17 +297,18 @@ def similarity(args: argparse.Namespace) -> dict:
 
     app, window, probe = open_window(args, "similarity")
     ws = window.workspaces["similarity"]
+    shown = ws.shown  # the workspace's state: what is on show
     out: dict = {}
     t0 = time.perf_counter()
     probe.set_phase("open to trial list")
-    wait_for(lambda: ws.trialset is not None and ws.trials.trial_list.list_model.rowCount() > 0
-             and (ws.loaded is None or len(ws.loaded.value.trials) > 10_000), args.timeout)
+    wait_for(lambda: shown.trialset is not None and ws.trials.trial_list.list_model.rowCount() > 0
+             and (shown.loaded is None or len(shown.loaded.value.trials) > 10_000), args.timeout)
     out["trial_list_s"] = time.perf_counter() - t0
     out["trial_rows"] = ws.trials.trial_list.list_model.rowCount()
-    wait_for(lambda: ws._trial_shown, args.timeout)
+    wait_for(lambda: shown.trial_shown, args.timeout)
     out["first_trial_s"] = time.perf_counter() - t0
     probe.set_phase("quick embedding")
-    wait_for(lambda: ws.ensemble is not None, args.timeout)
+    wait_for(lambda: shown.ensemble is not None, args.timeout)
     out["embedding_s"] = time.perf_counter() - t0
     wait_for(lambda: ws.is_initial_work_done, args.timeout)
     out["initial_work_s"] = time.perf_counter() - t0
@@ -316,9 +317,9 @@ def similarity(args: argparse.Namespace) -> dict:
     steps = []
     for _ in range(20):
         t = time.perf_counter()
-        before = ws.trial
+        before = shown.trial
         QTest.keyClick(ws.trials.trial_list, Qt.Key.Key_Down)
-        wait_for(lambda before=before: ws.trial != before, 30)
+        wait_for(lambda before=before: shown.trial != before, 30)
         steps.append(time.perf_counter() - t)
     out["trial_step_median_ms"] = sorted(steps)[len(steps) // 2] * 1000
     probe.set_phase("filters")

@@ -202,6 +202,46 @@ def test_trial_list_sorts_by_query_name_and_measures_only_rows_on_screen(qtbot):
     assert calls  # (the count above sees the view's reads)
 
 
+def test_trial_list_filters_and_sorts_as_a_stable_sort_of_the_rows_listed(qtbot):
+    """Every column, both orders, masks changing and agreement coming after the sort: the rows listed are those of
+    the mask, ordered as a stable sort of them in trial order (the list keeps one order of all trials per sort)."""
+    from probescope.widgets.similarity.tables import AGREE, TRIAL_COLUMNS
+
+    rng = np.random.default_rng(3)
+    m = 400
+    grade = np.where(rng.random(m) < 0.2, np.nan, rng.integers(0, 3, m) / 2)
+    catch = np.where(rng.random(m) < 0.7, np.nan, rng.integers(0, 3, m) / 2)
+    query = rng.integers(0, 30, m)
+    columns = TrialColumns(rng.integers(-1, 5, m), grade, catch, query, [str(q) for q in query], rng.random(m) < 0.8,
+                           query.copy())
+    view = TrialList()
+    qtbot.addWidget(view)
+    model = view.list_model
+    model.set_trials(columns)
+
+    def expected(mask, column, order):
+        rows = np.nonzero(mask)[0]
+        key = model.sort_key(column)[rows]
+        return rows[np.argsort(-key if order == Qt.SortOrder.DescendingOrder else key, kind="stable")]
+
+    for column in range(len(TRIAL_COLUMNS)):
+        for order in (Qt.SortOrder.AscendingOrder, Qt.SortOrder.DescendingOrder):
+            mask = rng.random(m) < 0.6
+            model.show_rows(mask)
+            model.sort(column, order)
+            assert model.rows.tolist() == expected(mask, column, order).tolist()
+            mask = rng.random(m) < 0.3
+            model.show_rows(mask)
+            assert model.rows.tolist() == expected(mask, column, order).tolist()
+    model.sort(AGREE, Qt.SortOrder.DescendingOrder)  # sorted by agreement, then the scores come and change
+    model.set_agreement(rng.integers(0, 5, m), np.full(m, 4))
+    model.show_rows(mask)
+    assert model.rows.tolist() == expected(mask, AGREE, Qt.SortOrder.DescendingOrder).tolist()
+    model.set_agreement(rng.integers(0, 5, m), np.full(m, 4))
+    model.show_rows(mask)
+    assert model.rows.tolist() == expected(mask, AGREE, Qt.SortOrder.DescendingOrder).tolist()
+
+
 def test_gallery_grid_lays_a_new_order_out_in_batches(qtbot):
     """A new order of many samples is laid out a batch of cells per event-loop turn (no single long turn), and a
     cell far down is still selected and scrolled to."""

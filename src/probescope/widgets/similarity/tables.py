@@ -43,6 +43,7 @@ class TrialListModel(QAbstractTableModel):
         self.correct: np.ndarray | None = None
         self.total: np.ndarray | None = None
         self._sort = (0, Qt.SortOrder.AscendingOrder)
+        self._order: np.ndarray | None = None  # every trial in the sort order (None: to be sorted)
 
     def rowCount(self, parent: QModelIndex | QPersistentModelIndex = QModelIndex()) -> int:  # noqa: N802
         return 0 if parent.isValid() else len(self.rows)
@@ -84,47 +85,59 @@ class TrialListModel(QAbstractTableModel):
         self.columns = columns
         self.rows = np.arange(len(columns.session), dtype=np.int64)
         self.correct = self.total = None
+        self._order = None
         self.endResetModel()
 
     def set_agreement(self, correct: np.ndarray | None, total: np.ndarray | None) -> None:
         self.correct, self.total = correct, total
+        if self._sort[0] == AGREE:
+            self._order = None
         if self.rows.size:
             self.dataChanged.emit(self.index(0, AGREE), self.index(len(self.rows) - 1, AGREE))
 
     def show_rows(self, mask: np.ndarray) -> None:
         """Show the trials where `mask` is true, in the current sort order."""
         self.beginResetModel()
-        self.rows = self._ordered(np.nonzero(mask)[0])
+        self.rows = self._ordered(mask)
         self.endResetModel()
 
     def sort(self, column: int, order: Qt.SortOrder = Qt.SortOrder.AscendingOrder) -> None:
-        self._sort = (column, order)
+        if (column, order) != self._sort:
+            self._sort, self._order = (column, order), None
         self.layoutAboutToBeChanged.emit()
-        self.rows = self._ordered(self.rows)
+        if self.columns is not None:
+            shown = np.zeros(len(self.columns.session), dtype=bool)
+            shown[self.rows] = True
+            self.rows = self._ordered(shown)
         self.layoutChanged.emit()
 
     def sort_key(self, column: int) -> np.ndarray:
         c = self.columns
         m = len(c.session)
-        keys = {
-            0: np.arange(m, dtype=np.float64),
-            1: c.session.astype(np.float64),
-            2: np.nan_to_num(c.grade, nan=-1.0),
-            3: np.nan_to_num(c.catch_grade, nan=-1.0),
-            AGREE: (self.correct / np.maximum(self.total, 1)) if self.correct is not None else np.zeros(m),
-            QC: c.kept.astype(np.float64),
-        }
-        if column == QUERY:
-            return c.query_rank
-        return keys[column]
+        if column == 0:
+            return np.arange(m, dtype=np.float64)
+        if column == 1:
+            return c.session.astype(np.float64)
+        if column in (2, 3):
+            return np.nan_to_num(c.grade if column == 2 else c.catch_grade, nan=-1.0)
+        if column == AGREE:
+            return (self.correct / np.maximum(self.total, 1)) if self.correct is not None else np.zeros(m)
+        if column == QC:
+            return c.kept.astype(np.float64)
+        return c.query_rank
 
-    def _ordered(self, rows: np.ndarray) -> np.ndarray:
-        if self.columns is None or rows.size == 0:
-            return rows
-        column, order = self._sort
-        rows = np.sort(rows)  # equal keys keep trial order: a stable sort of the rows in trial order
-        key = self.sort_key(column)[rows]
-        return rows[np.argsort(-key if order == Qt.SortOrder.DescendingOrder else key, kind="stable")]
+    def _ordered(self, mask: np.ndarray) -> np.ndarray:
+        """The trials where `mask` is true in the sort order: every trial's order is computed once per sort and
+        data (a stable sort, so equal keys keep trial order) and filtered by the mask (at 312,500 trials each
+        filter change or model score sorted them again: 40-60 ms of the GUI thread)."""
+        if self.columns is None:
+            return np.nonzero(mask)[0]
+        if self._order is None:
+            column, order = self._sort
+            key = self.sort_key(column)
+            self._order = np.arange(len(key)) if column == 0 and order == Qt.SortOrder.AscendingOrder else \
+                np.argsort(-key if order == Qt.SortOrder.DescendingOrder else key, kind="stable")
+        return self._order[mask[self._order]]
 
     def row_of(self, trial: int) -> int:
         """Row showing trial `trial`, -1 when it is filtered out."""
