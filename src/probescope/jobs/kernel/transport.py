@@ -36,6 +36,7 @@ protocol 5, large buffers out of band.
 
 from __future__ import annotations
 
+import functools
 import io
 import itertools
 import mmap
@@ -92,44 +93,26 @@ def _mapped_reduce(array: np.memmap) -> tuple | None:
                           array.shape)
 
 
-def _sent_once_types() -> tuple[type, ...]:
-    """Records that are never altered once built, so a task sends each once (imported when first needed)."""
-    global _SENT_ONCE_TYPES
-    if _SENT_ONCE_TYPES is None:
-        from probescope.core.dissection.labels import LabelStore
-        from probescope.core.dissection.results import UnitResult
+@dataclass(frozen=True)
+class _Kinds:
+    """The classes the picklers treat apart: records never altered once built (a task sends each once), the
+    probing dataset (sent as its spec), and the inputs sent by the name a session holds them under."""
 
-        _SENT_ONCE_TYPES = (LabelStore, UnitResult)
-    return _SENT_ONCE_TYPES
-
-
-_SENT_ONCE_TYPES: tuple[type, ...] | None = None
+    sent_once: tuple[type, ...]
+    dataset: type
+    named: tuple[type, ...]
 
 
-def _dataset_type() -> type:
-    global _DATASET_TYPE
-    if _DATASET_TYPE is None:
-        from probescope.core.data.broden import BrodenDataset
+@functools.cache
+def _kinds() -> _Kinds:
+    """(imported when first needed: this module is imported where they are not used)"""
+    from probescope.core.data.broden import BrodenDataset
+    from probescope.core.dissection.labels import LabelStore
+    from probescope.core.dissection.results import UnitResult
+    from probescope.core.similarity.readers import Judgments
+    from probescope.jobs.similarity.trials import TrialSet
 
-        _DATASET_TYPE = BrodenDataset
-    return _DATASET_TYPE
-
-
-_DATASET_TYPE: type | None = None
-
-
-def _named_types() -> tuple[type, ...]:
-    """The inputs that travel by the name a session holds them under (imported when first needed)."""
-    global _NAMED_TYPES
-    if _NAMED_TYPES is None:
-        from probescope.core.similarity.readers import Judgments
-        from probescope.jobs.similarity.trials import TrialSet
-
-        _NAMED_TYPES = (Judgments, TrialSet)
-    return _NAMED_TYPES
-
-
-_NAMED_TYPES: tuple[type, ...] | None = None
+    return _Kinds((LabelStore, UnitResult), BrodenDataset, (Judgments, TrialSet))
 
 
 def by_name(kind: str, spec: Any) -> Any:
@@ -160,7 +143,7 @@ def _by_name(dataset: Any) -> tuple:
 def _sent_once(obj: Any) -> bool:
     if isinstance(obj, np.ndarray):
         return is_frozen(obj) and not isinstance(obj, np.memmap)
-    return isinstance(obj, _sent_once_types())
+    return isinstance(obj, _kinds().sent_once)
 
 
 class _Held:
@@ -181,9 +164,9 @@ class _Pickler(pickle.Pickler):
         self._session = session
 
     def reducer_override(self, obj: Any) -> Any:
-        if isinstance(obj, _dataset_type()):
+        if isinstance(obj, _kinds().dataset):
             return _by_name(obj)
-        if self._session is not None and isinstance(obj, _named_types()):
+        if self._session is not None and isinstance(obj, _kinds().named):
             name = self._session.name_of(obj)
             if name is not None:
                 return by_name, name
