@@ -157,6 +157,18 @@ def test_judgments_and_their_trial_set_cross_by_name(qtbot, make_pool, small_wor
     assert got["judgments"] is judgments and got["trialset"] is trialset
     assert pool.kernel.sent["submit"].out_of_band == 0 and pool.kernel.sent["submit"].in_band < 2_000
 
+    import multiprocessing
+
+    from probescope.jobs.kernel.transport import Channel
+    from probescope.jobs.session import Session
+
+    here, there = multiprocessing.Pipe()  # to a kernel on another machine: by value (the files need not be there)
+    remote, far = Channel(here, local=False, session=pool.session), Channel(there, local=False, session=Session())
+    remote.send(("submit", 1, judgments))
+    copy = far.receive()[2]
+    assert copy is not judgments and np.array_equal(copy.trials.query, judgments.trials.query)
+    assert far.session.held("judgments") == []
+
     path = small_world["judgments"]
     os.utime(path, ns=(path.stat().st_atime_ns, path.stat().st_mtime_ns + 10**9))  # the file changed
     assert judgments_key(request) != pool.session.name_of(judgments)[1]

@@ -18,7 +18,8 @@ protocol 5, large buffers out of band.
   the name they are held under (`Session.name_of`: the request that opened the files, with their sizes and times,
   and the filters); the receiver takes the ones its session holds, reading or analysing them there when it holds
   none. Measured at 312,500 trials, sending them by value took 91 ms of pickling in the GUI thread at each submit
-  of a Similarity job (the model table's scores after every filter change, the embedding fits).
+  of a Similarity job (the model table's scores after every filter change, the embedding fits). To a kernel on
+  another machine they go by value: the files the window opened need not be there.
 - Everything else is in the pickle ("in band"). `Channel.stats` counts bytes each way per message kind.
 - Within one task, what does not change between its messages is sent once: from a task's first `partial` to its
   end, a record that is never altered once built (a label store, a unit's result: `_sent_once`) or an
@@ -166,7 +167,7 @@ class _Pickler(pickle.Pickler):
     def reducer_override(self, obj: Any) -> Any:
         if isinstance(obj, _kinds().dataset):
             return _by_name(obj)
-        if self._session is not None and isinstance(obj, _kinds().named):
+        if self._local and self._session is not None and isinstance(obj, _kinds().named):
             name = self._session.name_of(obj)
             if name is not None:
                 return by_name, name
