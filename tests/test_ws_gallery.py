@@ -315,6 +315,22 @@ def test_out_of_sight_the_views_wait_and_are_drawn_when_shown_or_exported(qtbot,
     assert ws.score_panel.is_label.text() == f"IS {ws.scores.live.is_:.2f}"
 
 
+def test_pause_says_at_once_that_it_no_longer_streams(qtbot, gallery, demo_model):
+    """Pause with no batch left to come: the numbers stop saying 'streaming' (they waited for a batch's redraw,
+    which a paused stream never sends)."""
+    ws = gallery
+    ws.state.set(loaded_model(ws.pool, demo_model))
+    ws.state.set(Loaded("samples", "demo", "demo", DemoSampler(400)))
+    qtbot.waitUntil(lambda: ws.scores.n >= 16, timeout=WAIT_MS)
+    ws.run._take_all()  # every batch that came is in and drawn: no redraw is due
+    ws.run._update_timer.stop()
+    ws.update_views()
+    assert "streaming" in ws.score_panel.n_label.text()
+    ws.controls.play.click()
+    assert "streaming" not in ws.score_panel.n_label.text() and f"N = {ws.scores.n:,}" in ws.score_panel.n_label.text()
+    assert ws.controls.play.text() == "Resume"
+
+
 def test_a_stream_cancelled_from_outside_the_gallery_is_paused(qtbot, gallery, demo_model):
     """Cancel in the status bar or the Tasks panel stops the stream as Pause does: the button offers Resume, the
     numbers no longer say 'streaming', the grid holds every image scored. (The Gallery went on saying it streamed,

@@ -116,9 +116,7 @@ class ScoringRun(QObject):
             return
         self._stream = None  # (held, it would keep the finished task's inputs)
         if handle.cancelled:
-            self.stop()
-            self.ws.update_views()
-            self.ws.mark_initial_work_done()
+            self.pause()
 
     def _stopped(self) -> None:
         self.state.streaming = False
@@ -144,8 +142,12 @@ class ScoringRun(QObject):
         if on:
             self.start()
         else:
-            self.stop()
-            self.ws.mark_initial_work_done()
+            self.pause()
+
+    def pause(self) -> None:
+        """Stop as the user asked (Pause, or Cancel outside the Gallery)."""
+        self.stop()
+        self._show_stopped()
 
     def show_run(self) -> None:
         """What this run scores, and a run with other knobs offered when they differ (they apply to the next run)."""
@@ -201,11 +203,16 @@ class ScoringRun(QObject):
     def _finished(self) -> None:
         self._ended = False
         self._stopped()
-        self.ws.update_views()
-        self.ws.mark_initial_work_done()
+        self._show_stopped()
 
     def _on_error(self, _error: TaskError) -> None:
         self._take_all()  # (what it scored before it failed stays)
         self._stopped()
+        self._show_stopped()
+
+    def _show_stopped(self) -> None:
+        """The numbers as they stand, at once: they said 'streaming' until a batch's redraw came, and after a stop
+        none may come (the Pause button and a failed stream left the word there)."""
+        self.ws.update_views()
         self.ws.mark_initial_work_done()
 
