@@ -53,6 +53,22 @@ def _double(ctx: TaskContext, value: int) -> int:
     return 2 * ctx.session.get("n", value, lambda: value)
 
 
+def test_an_object_held_is_known_by_its_name_until_it_is_let_go():
+    """`hold` replaces what a key held; `name_of` names what is held, and forgets it when it is dropped, evicted or
+    replaced (the kernel's messages send a held object by that name)."""
+    session = Session()
+    first, second = object(), object()
+    assert session.hold("judgments", "a", first) is first and session.name_of(first) == ("judgments", "a")
+    session.hold("judgments", "a", second)
+    assert session.get("judgments", "a", object) is second
+    assert session.name_of(first) is None and session.name_of(second) == ("judgments", "a")
+    others = [session.hold("judgments", k, object()) for k in range(KEPT["judgments"])]  # "a" is evicted
+    assert session.name_of(second) is None and session.name_of(others[-1]) == ("judgments", KEPT["judgments"] - 1)
+    session.drop("judgments")
+    assert [session.name_of(o) for o in others] == [None] * len(others)
+    assert session.name_of(object()) is None
+
+
 def test_a_job_runs_its_function_and_travels_by_name():
     job = pickle.loads(pickle.dumps(Job(_double, {"value": 21}, compute=False)))
     assert job(TaskContext()) == 42

@@ -159,8 +159,7 @@ def _load_model(request: OpenRequest, ctx: TaskContext, device: str) -> Iterator
 
 def hold_model(session: Session, request: OpenRequest, device: str, model) -> ModelInfo:
     """`model` (a LoadedModel opened by `request` on `device`) held in `session`, and the ModelInfo that finds it."""
-    session.drop("model", (request, device))
-    session.get("model", (request, device), lambda: model)
+    session.hold("model", (request, device), model)
     return ModelInfo(request, device, model.name, None if model.class_names is None else tuple(model.class_names),
                      model.default_layer, model.hookable, model.source_key)
 
@@ -242,7 +241,15 @@ def judgments_key(request: OpenRequest) -> tuple:
     """What a session holds the judgments of `request` under: the request and the size and time of its files, so
     that a file changed and opened again is read again in every process (the compute kernel's too)."""
     files = [] if request.spec == DEMO else [Path(request.spec), *([Path(request.catalog)] if request.catalog else [])]
-    return request, tuple((p.stat().st_size, p.stat().st_mtime_ns) if p.exists() else None for p in files)
+    return request, tuple(_size_and_time(p) for p in files)
+
+
+def _size_and_time(path: Path) -> tuple[int, int] | None:
+    try:
+        found = path.stat()
+    except OSError:
+        return None
+    return found.st_size, found.st_mtime_ns
 
 
 def held_judgments(session: Session, key: tuple):

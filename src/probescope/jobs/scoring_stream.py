@@ -138,8 +138,7 @@ class ResumedSource(StreamSource):
 
 def hold_samples(session: Session, spec: str, source: SampleSource) -> str:
     """`source` (the samples opened as `spec`) held in `session` for the jobs that name it; returns the name."""
-    session.drop("samples", spec)
-    session.get("samples", spec, lambda: source)
+    session.hold("samples", spec, source)
     return spec
 
 

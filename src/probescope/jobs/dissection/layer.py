@@ -102,8 +102,7 @@ def held_dataset(session: Session, spec: DatasetSpec):
 def hold_dataset(session, dataset) -> DatasetSpec:
     """`dataset` (an opened BrodenDataset) held in `session` in place of any older one, and the spec that finds it."""
     spec = DatasetSpec.of(dataset)
-    session.drop("dataset", spec)
-    session.get("dataset", spec, lambda: dataset)
+    session.hold("dataset", spec, dataset)
     return spec
 
 

@@ -165,9 +165,10 @@ class _Pickler(pickle.Pickler):
         self._session = session
 
     def reducer_override(self, obj: Any) -> Any:
-        if isinstance(obj, _kinds().dataset):
+        kinds = _kinds()
+        if isinstance(obj, kinds.dataset):
             return _by_name(obj)
-        if self._local and self._session is not None and isinstance(obj, _kinds().named):
+        if self._local and self._session is not None and isinstance(obj, kinds.named):
             name = self._session.name_of(obj)
             if name is not None:
                 return by_name, name
