@@ -209,3 +209,17 @@ def test_inks_keep_their_contrast_in_both_themes(qtbot):
             for background in (QPalette.ColorRole.Window, QPalette.ColorRole.Base, QPalette.ColorRole.AlternateBase):
                 assert contrast(ink_color(role), palette.color(background)) >= 4.5, (theme, role, background)
     apply_theme(QApplication.instance(), "light")
+
+
+def test_a_theme_switch_changes_the_palette_and_keeps_the_style(qapp):
+    """Switching themes changes only the palette: it used to set the Fusion style again each time, a new style
+    object that every widget was polished with anew."""
+    style = qapp.style()
+    try:
+        assert apply_theme(qapp, "dark") == "dark" and qapp.style() is style
+        assert qapp.palette().color(QPalette.ColorRole.Window) == QColor("#2b2d30")
+        assert apply_theme(qapp, "light") == "light" and qapp.style() is style
+        assert qapp.palette().color(QPalette.ColorRole.Window) != QColor("#2b2d30")
+        assert style.name().lower() == "fusion"
+    finally:
+        apply_theme(qapp, "light")

@@ -49,8 +49,11 @@ def palette_for(name: str) -> QPalette:
 
 
 def apply_theme(app: QApplication, theme: str) -> str:
-    """Apply `theme` ('system', 'light' or 'dark'); returns the one in effect."""
-    app.setStyle("Fusion")
+    """Apply `theme` ('system', 'light' or 'dark'); returns the one in effect. The style is set once: a theme switch
+    changes only the palette (setStyle again would make a new Fusion style, delete the one in use and polish every
+    widget anew for nothing)."""
+    if app.style().name().lower() != "fusion":
+        app.setStyle("Fusion")
     name = resolve(theme)
     app.setPalette(palette_for(name))
     return name
