@@ -255,7 +255,8 @@ def test_a_finished_task_is_freed_at_once_not_by_the_cycle_collector(qtbot, pool
     import weakref
 
     gc.collect()
-    gc.disable()
+    thresholds = gc.get_threshold()
+    gc.set_threshold(0)  # no collection at all: neither the automatic one nor the pool's in the GUI thread
     try:
         handles = []
         for executor in (COMPUTE, IO):
@@ -266,4 +267,61 @@ def test_a_finished_task_is_freed_at_once_not_by_the_cycle_collector(qtbot, pool
             qtbot.waitUntil(lambda: not pool.active(), timeout=5000)
         qtbot.waitUntil(lambda: all(ref() is None for ref in handles), timeout=2000)
     finally:
+        gc.set_threshold(*thresholds)
+
+
+class Freed:
+    """One half of a reference cycle that records the thread the collector freed it in."""
+
+    threads: list[str] = []
+
+    def __init__(self):
+        self.cycle = [self]
+
+    def __del__(self):
+        Freed.threads.append(threading.current_thread().name)
+
+
+def test_garbage_cycles_are_collected_in_the_gui_thread_while_the_pool_runs(qtbot, pool):
+    """A cycle is freed in the GUI thread, never in a worker whose allocations set the collector off: a cycle holding
+    Qt widgets (pyqtgraph's menus) freed in a worker thread while the GUI thread walked the widget list crashed the
+    window's tests natively. Automatic collection is back once the pool has shut down."""
+    import gc
+
+    Freed.threads.clear()
+    assert not gc.isenabled()
+    kept = []
+    for executor in (COMPUTE, IO):
+        Freed()
+        with qtbot.waitSignal(pool.finished, timeout=5000):  # enough allocation, kept, for several collections
+            pool.submit(lambda ctx: [[] for _ in range(200_000)], name="allocate", executor=executor,
+                        on_result=kept.append)
+        qtbot.waitUntil(lambda: len(Freed.threads) == len(kept), timeout=3000)
+    assert Freed.threads == [threading.main_thread().name] * 2
+    pool.shutdown()
+    assert gc.isenabled()
+
+
+def test_the_gui_thread_collects_the_oldest_generation_due_and_honours_a_zero_threshold():
+    import gc
+
+    from probescope.app.gui_collector import collect_due
+
+    thresholds = gc.get_threshold()
+    gc.collect()
+    gc.disable()  # as while a pool runs
+    try:
+        gc.set_threshold(50, 1_000_000, 1_000_000)
+        kept = [[] for _ in range(100)]
+        assert collect_due() == 0 and gc.get_count()[0] < 50
+        assert collect_due() is None  # nothing allocated since
+        gc.set_threshold(50, 0, 1_000_000)
+        kept += [[] for _ in range(100)]
+        assert collect_due() == 1  # generation 1 (and 0 with it)
+        gc.set_threshold(0)
+        kept += [[] for _ in range(100)]
+        assert collect_due() is None
+    finally:
+        gc.set_threshold(*thresholds)
         gc.enable()
+    assert len(kept) == 300

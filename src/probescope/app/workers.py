@@ -36,6 +36,7 @@ from typing import Any
 
 from PySide6.QtCore import QObject, QThread, QThreadPool, Signal
 
+from probescope.app.gui_collector import GuiThreadCollector
 from probescope.core.trust import NO_TRUST, Trust
 from probescope.jobs.kernel.spec import KernelSpec, as_spec
 from probescope.jobs.protocol import COMPUTE, IO, Job, Progress, Task, TaskContext, TaskError, describe_error
@@ -192,6 +193,9 @@ class WorkerPool(QObject):
         # collection that happens to run in one of them
         self._io = QThreadPool(self)
         self._io.setMaxThreadCount(io_threads)
+        # nor does a garbage collection run in them (it deletes the Qt widgets a cycle holds): see gui_collector
+        self._collector = GuiThreadCollector(self)
+        self._collector.start()
         self._active: dict[int, TaskHandle] = {}
         self._by_key: dict[str, TaskHandle] = {}
         self._closed = False
@@ -306,6 +310,7 @@ class WorkerPool(QObject):
             self.kernel.shutdown()
         for handle in list(self._active.values()):
             self._finish(handle)
+        self._collector.stop()
 
     @property
     def is_shut_down(self) -> bool:
