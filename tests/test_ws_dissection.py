@@ -296,7 +296,8 @@ def test_role_panel_shows_the_ablation_of_the_selected_units(qtbot, env):
     assert sorted(lost.values(), reverse=True)[: len(shown)] == pytest.approx(sorted(shown.values(), reverse=True),
                                                                               abs=1e-5)
     assert f"Role of unit {unit}" in ws.role.title.text()
-    assert "without it:" in ws.card.subtitle and "(p of the true class)" in ws.card.subtitle
+    qtbot.waitUntil(lambda: "without it:" in ws.card.subtitle, timeout=WAIT_MS)  # the card is filled a turn later
+    assert "(p of the true class)" in ws.card.subtitle
     # two units from the table, as one group (the table's context menu)
     pair = ws.units.visible_units()[:2]
     ws.selected.ablate_selection(pair)
