@@ -12,6 +12,7 @@ from probescope.core.data.preprocess import CLASSIC
 from probescope.core.demo.model import DemoNet
 from probescope.core.demo.world import SCENES
 from probescope.core.errors import InputError
+from probescope.core.models.layers import list_layers
 from probescope.core.models.loading import load_model
 from probescope.core.tasks import Cancelled
 from probescope.core.trust import Trust
@@ -76,6 +77,7 @@ def test_several_layers_in_one_pass(tmp_path, images):
     same cache files as one extraction per layer."""
     weights = _save_demo(tmp_path / "demo.pt", 0)
     model = load_model(f"demo:{weights}")
+    list_layers(model)  # the layers' layouts, decided once per model by a pass of two blank images
     calls = _count_forwards(model)
     ran_fc = []
     model.module.fc.register_forward_hook(lambda *_: ran_fc.append(1))
@@ -114,6 +116,7 @@ def test_cache_reused_and_invalidated(tmp_path, images):
     weights = _save_demo(tmp_path / "demo.pt", 0)
     cache = tmp_path / "cache"
     model = load_model(f"demo:{weights}")
+    list_layers(model)  # the layouts, decided once per model
     calls = _count_forwards(model)
     progress = []
     first = np.array(extract_activations(model, "layer4", images, cache, batch_size=3,
@@ -132,6 +135,7 @@ def test_cache_reused_and_invalidated(tmp_path, images):
     # new weights in the same file: a new key, new values
     _save_demo(weights, 1)
     changed = load_model(f"demo:{weights}")
+    list_layers(changed)
     calls2 = _count_forwards(changed)
     other = extract_activations(changed, "layer4", images, cache, batch_size=3)
     assert len(calls2) == 3 and not np.allclose(other, first)

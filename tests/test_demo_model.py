@@ -11,7 +11,8 @@ import torch
 from probescope.core.demo import train as demo_train
 from probescope.core.demo.model import DEMO_LAYER, DEMO_WEIGHTS, DemoNet
 from probescope.core.demo.world import SCENES
-from probescope.core.models.loading import list_layers, load_model
+from probescope.core.models.layers import list_layers
+from probescope.core.models.loading import load_model
 from probescope.core.tasks import Cancelled
 
 

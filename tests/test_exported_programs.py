@@ -17,7 +17,8 @@ import pytest
 import torch
 
 from probescope.core.errors import InputError
-from probescope.core.models.loading import list_layers, load_model
+from probescope.core.models.layers import list_layers
+from probescope.core.models.loading import load_model
 from probescope.core.trust import NO_TRUST, Trust, UntrustedFile
 from probescope.main import main
 

@@ -86,13 +86,13 @@ class AppState(QObject):
 
 
 def default_layer(model: Any, layers: tuple) -> str | None:
-    """The model's own default (layer4, features), else the last layer with a spatial (C, H, W) output."""
+    """The model's own default (layer4, features, a ViT's last block), else the last layer whose output its layout
+    reads as a map of several positions."""
     names = [info.name for info in layers]
     preferred = getattr(model, "default_layer", None)
     if preferred in names:
         return preferred
-    spatial = [info.name for info in layers if info.out_shape is not None and len(info.out_shape) == 3
-               and info.out_shape[1] > 1]
+    spatial = [info.name for info in layers if info.spatial]
     if spatial:
         return spatial[-1]
     return layers[-1].name if layers else None

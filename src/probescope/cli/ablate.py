@@ -11,12 +11,20 @@ import argparse
 from pathlib import Path
 
 from probescope.core import bounds
-from probescope.jobs.arguments import BoundedArg, RangesArg, add_trust_arguments, device_arg, trust_from_args
+from probescope.jobs.arguments import (
+    BoundedArg,
+    RangesArg,
+    add_model_shape_arguments,
+    add_trust_arguments,
+    device_arg,
+    trust_from_args,
+)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--model", required=True, help="model spec (see `probescope info`)")
     parser.add_argument("--layer", help="layer whose units are ablated (default: the model's default layer)")
+    add_model_shape_arguments(parser)
     parser.add_argument("--dataset", type=Path, required=True, help="Broden-format dataset folder with scene labels")
     parser.add_argument("--index", default="index.csv", help="index file inside the dataset folder (default index.csv)")
     parser.add_argument("--source", help="keep only index rows whose image path starts with this (e.g. ade20k/)")
@@ -65,7 +73,8 @@ def run(args: argparse.Namespace) -> int:
     if args.top_units and not args.each:
         raise InputError("--top-units ranks the units of an --each run: add --each")
     dataset, dataset_info = open_dataset(args.dataset, args.index, args.source or "")
-    model = load_model(args.model, trust=trust_from_args(args), device=args.device, class_names=args.class_names)
+    model = load_model(args.model, trust=trust_from_args(args), device=args.device, class_names=args.class_names,
+                       input_size=args.input_size, layouts=None if args.layout is None else {args.layer: args.layout})
     layer = args.layer or model.default_layer
     if not layer:
         raise InputError(f"{model.name}: no default layer; name one with --layer (see `probescope info`)")

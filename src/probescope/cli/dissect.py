@@ -12,7 +12,14 @@ import argparse
 from pathlib import Path
 
 from probescope.core.bounds import UNIT
-from probescope.jobs.arguments import BoundedArg, RangesArg, add_trust_arguments, device_arg, trust_from_args
+from probescope.jobs.arguments import (
+    BoundedArg,
+    RangesArg,
+    add_model_shape_arguments,
+    add_trust_arguments,
+    device_arg,
+    trust_from_args,
+)
 from probescope.jobs.dissection.layer import layer_units  # noqa: F401  (cli.ablate reads --units the same way)
 
 
@@ -22,9 +29,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--source", help="keep only index rows whose image path starts with this (e.g. ade20k/)")
     what = parser.add_mutually_exclusive_group(required=True)
     what.add_argument("--activations", type=Path,
-                      help="ACT.npy: float (images, units, h, w), images in the order of the index rows")
+                      help="ACT.npy: float (images, units, h, w), images in the order of the index rows (or as "
+                      "--layout says: nhwc, tokens:P:HxW)")
     what.add_argument("--model", help="model spec (see `probescope info`); needs --layer")
     parser.add_argument("--layer", help="layer to dissect (with --model; default: the model's default layer)")
+    add_model_shape_arguments(parser)
     add_trust_arguments(parser)
     parser.add_argument("--out", type=Path, required=True, help="output folder")
     add_settings_arguments(parser)
@@ -85,7 +94,8 @@ def run(args: argparse.Namespace) -> int:
         progress(step.fraction or 0.0, step.message)
 
     settings = settings_from_args(args)
-    source = ActivationFile(args.activations) if args.activations is not None else ModelLayer(args.model, args.layer)
+    source = (ActivationFile(args.activations, args.layout) if args.activations is not None
+              else ModelLayer(args.model, args.layer, input_size=args.input_size, layout=args.layout))
     task = dissect_layer(TaskContext(show, trust_from_args(args)),
                          dataset=DatasetSpec(args.dataset, args.index, args.source or ""), activations=source,
                          settings=settings, units=args.units, out=args.out, restart=args.restart,

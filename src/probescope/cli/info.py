@@ -5,22 +5,21 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from probescope.core.bounds import IMAGE_SIDE
-from probescope.jobs.arguments import BoundedArg, add_trust_arguments, trust_from_args
+from probescope.jobs.arguments import add_model_shape_arguments, add_trust_arguments, trust_from_args
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "spec",
-        help="a model spec (demo, resnet18:FILE, places365:ARCH:FILE, torchscript:FILE, export:FILE, pickle:FILE, "
-        "FILE) "
+        help="a model spec (demo, resnet18:FILE, vit_b_16:FILE, places365:ARCH:FILE, timm:NAME:FILE, "
+        "openclip:NAME:FILE, dinov2:vits14[-reg]:FILE, torchscript:FILE, export:FILE, pickle:FILE, FILE) "
         "or a Broden-format dataset folder (with index.csv) or index file",
     )
     parser.add_argument("--index", default="index.csv", help="dataset index file inside the folder")
     add_trust_arguments(parser)
     parser.add_argument("--class-names", type=Path, help="text file with one class name per line")
-    parser.add_argument("--preprocess", help="classic | imagenet, optionally :stretch=N or :crop=N")
-    parser.add_argument("--input-size", type=BoundedArg(IMAGE_SIDE), help="square input size for probing layer shapes")
+    parser.add_argument("--preprocess", help="classic | imagenet | clip, optionally :stretch=N or :crop=N")
+    add_model_shape_arguments(parser, layout=False)
 
 
 def _dataset_target(spec: str, index: str) -> tuple[Path, str] | None:
@@ -63,7 +62,8 @@ def _dataset_info(root: Path, index: str) -> None:
 
 def _model_info(args: argparse.Namespace) -> None:
     from probescope.core.data.preprocess import parse_preprocess
-    from probescope.core.models.loading import list_layers, load_model
+    from probescope.core.models.layers import list_layers
+    from probescope.core.models.loading import load_model
 
     model = load_model(
         args.spec,
@@ -90,8 +90,12 @@ def _model_info(args: argparse.Namespace) -> None:
     for label, value in rows:
         print(f"{label:<16} {value}")
     height, width = model.input_size
-    print(f"layers (output shapes for a {height}x{width} input)")
+    print(f"layers (output per image for a {height}x{width} input; its layout; units x grid)")
     for info in list_layers(model):
         shape = "x".join(map(str, info.out_shape)) if info.out_shape is not None else "-"
+        layout = "" if info.layout is None else f"  {info.layout}"
+        units = info.units
+        read = f"  {units[0]} units" + (f" x {units[1]}x{units[2]}" if units[1] * units[2] > 1 else "") if units else ""
+        why = f"  ({info.layout.describe()})" if info.layout is not None and units is None else ""
         calls = f"  (runs {info.calls}x)" if info.calls > 1 else ""
-        print(f"  {info.name:<40} {info.kind:<20} {shape}{calls}")
+        print(f"  {info.name:<40} {info.kind:<20} {shape}{layout}{read}{why}{calls}")

@@ -11,7 +11,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from probescope.jobs.arguments import add_trust_arguments, device_arg
+from probescope.jobs.arguments import add_model_shape_arguments, add_trust_arguments, device_arg
 
 
 def add_judgment_arguments(parser: argparse.ArgumentParser) -> None:
@@ -44,6 +44,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="psychological embedding: reference row and embedding correlation")
     add_setting_arguments(parser, AgreementSettings)
     parser.add_argument("--device", default="cpu", type=device_arg, help="device for --model (cpu, cuda)")
+    add_model_shape_arguments(parser)
     add_trust_arguments(parser)
 
 
@@ -98,6 +99,7 @@ def run(args: argparse.Namespace) -> int:
         features, feature_name = stimulus_features(
             j, model=args.model, layer=args.layer, pool=settings.pool, device=args.device,
             trust=trust_from_args(args), preprocess=parse_preprocess(args.preprocess) if args.preprocess else None,
+            input_size=args.input_size, layout=args.layout,
             progress=stderr_progress("features"))
         end_progress_line()
     ensemble = Ensemble.load(args.embedding) if args.embedding is not None else None

@@ -75,6 +75,43 @@ class RangesArg:
             raise argparse.ArgumentTypeError(str(exc)) from None
 
 
+def layout_arg(text: str):
+    """argparse type of --layout: nchw, nhwc, tokens:P:HxW or flat (probescope.core.models.layout)."""
+    from probescope.core.models.layout import Layout
+
+    try:
+        return Layout.parse(text)
+    except InputError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def input_size_arg(text: str) -> int | tuple[int, int]:
+    """argparse type of --input-size: a side (224) or rows x columns (224x320), each within IMAGE_SIDE."""
+    from probescope.core.bounds import IMAGE_SIDE
+
+    parts = text.lower().split("x")
+    if len(parts) not in (1, 2):
+        raise argparse.ArgumentTypeError(f"expected a side such as 224 or rows x columns such as 224x320, got {text!r}")
+    try:
+        sides = [int(IMAGE_SIDE.parse(part, "--input-size")) for part in parts]
+    except InputError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+    return sides[0] if len(sides) == 1 else (sides[0], sides[1])
+
+
+def add_model_shape_arguments(parser: argparse.ArgumentParser, *, layout: bool = True) -> None:
+    """--input-size (the size a timm or DINOv2 model is built for) and --layout (how the layer's output is laid out,
+    where the model does not say)."""
+    from probescope.core.models.layout import LAYOUT_HELP
+
+    parser.add_argument("--input-size", type=input_size_arg, metavar="N|HxW",
+                        help="the input size a timm or DINOv2 model is built for (e.g. 224x320); elsewhere the size "
+                        "its layers are probed at")
+    if layout:
+        parser.add_argument("--layout", type=layout_arg, metavar="LAYOUT",
+                            help=f"how --layer's output is laid out, where the model does not say: {LAYOUT_HELP}")
+
+
 class CommandLineError(Exception):
     """A command line argparse cannot read: `main` prints it in one line and returns 2."""
 

@@ -149,7 +149,7 @@ def _loaded_model(request: OpenRequest, ctx: TaskContext, device: str):
 
 
 def _load_model(request: OpenRequest, ctx: TaskContext, device: str) -> Iterator[Progress]:
-    from probescope.core.models.loading import list_layers
+    from probescope.core.models.layers import list_layers
 
     model = _loaded_model(request, ctx, device)  # opened again: the file is read again (it may have changed)
     yield Progress(0.7, f"listing the layers of {model.name}")

@@ -66,7 +66,7 @@ class LayerRunner(QObject):
             what = f"on the first {state.data.dataset.n_images:,} images (all of them: " if refining else "("
             ws.header.setText(f"<b>Units of {layer}</b> {what}failed: see the message above)")
 
-        shape = next((info.out_shape for info in loaded.layers if info.name == layer), None)
+        shape = next((info.units for info in loaded.layers if info.name == layer), None)
         job = Job(layer_data_job, {"model": loaded.value, "model_label": loaded.label, "layer": layer, "shape": shape,
                                    "dataset": hold_dataset(ws.pool.session, dataset), "settings": settings,
                                    "first_unit": first})

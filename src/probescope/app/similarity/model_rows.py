@@ -29,19 +29,20 @@ class ModelRows:
         view.model.currentIndexChanged.connect(self.view_changed)
         view.distance.currentIndexChanged.connect(self.view_changed)
 
-    def add_layer(self, model, layer: str | None) -> None:
-        """Compute the loaded model's features at `layer` in the compute worker and add (or show) its row."""
+    def add_layer(self, model, layer: str | None, pool: str = "avg") -> None:
+        """Compute the loaded model's features at `layer` (pooled by `pool`: 'avg', or 'cls' for a token layer's
+        class token) in the compute worker and add (or show) its row."""
         state = self.state
         if model is None or layer is None or state.loaded is None:
             return
-        name = f"{model.label} · {layer}"
+        name = f"{model.label} · {layer}" + (" · class token" if pool == "cls" else "")
         state.wanted_view = name
         if name in state.rows:  # already a row: show it
             index = self.view.model.findText(name)
             if index >= 0:
                 self.view.model.setCurrentIndex(index)
             return
-        row = (model.value, layer)
+        row = (model.value, layer, pool)
 
         def done(_name: str) -> None:
             state.add_row(name, row)

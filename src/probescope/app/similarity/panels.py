@@ -50,16 +50,24 @@ PLOT_HEIGHT = 150  # pixels at least for the embedding panel's loss and converge
 
 
 class ModelsPanel(QWidget):
-    """The model table, and a layer of the loaded model to add as a row (`add_requested(layer)`)."""
+    """The model table, and a layer of the loaded model to add as a row (`add_requested(layer, pool)`): its
+    features are the mean over the layer's positions (a ViT layer's patch tokens) or, for a token layer, its class
+    token."""
 
-    add_requested = Signal(str)
+    add_requested = Signal(str, str)
+    FEATURES = (("mean of positions", "avg"), ("class token", "cls"))
 
     def __init__(self, parent: QWidget | None = None):
         super().__init__(parent)
         self.table = ModelTable()
         self.layer = QComboBox()
+        self.feature = QComboBox()
+        for label, pool in self.FEATURES:
+            self.feature.addItem(label, pool)
+        self.feature.setToolTip("a layer's feature per stimulus: the mean over its positions (a ViT's patch tokens), "
+                                "or a ViT layer's class token")
         self.add_button = QPushButton("Add layer")
-        self.add_button.setToolTip("compute this layer's features (average-pooled) for every stimulus and add a row")
+        self.add_button.setToolTip("compute this layer's features for every stimulus and add a row")
         self.save_csv = QPushButton("Save CSV…")
         self.note = QLabel("Triplet accuracy on the trials quality control keeps (ties count as wrong); Spearman "
                            "between the model's similarity and the embedding's expected similarity over all "
@@ -70,6 +78,7 @@ class ModelsPanel(QWidget):
         bar = QHBoxLayout()
         bar.addWidget(QLabel("layer"))
         bar.addWidget(self.layer, 1)
+        bar.addWidget(self.feature)
         bar.addWidget(self.add_button)
         bar.addWidget(self.save_csv)
         layout = QVBoxLayout(self)
@@ -77,7 +86,7 @@ class ModelsPanel(QWidget):
         layout.addLayout(bar)
         layout.addWidget(self.note)
         self.add_button.clicked.connect(lambda: self.layer.currentText() and self.add_requested.emit(
-            self.layer.currentText()))
+            self.layer.currentText(), self.feature.currentData()))
 
     def set_layers(self, layers: list[str], current: str | None) -> None:
         self.layer.clear()

@@ -44,7 +44,7 @@ class SimilarityState:
     loaded: Loaded | None = None
     trialset: TrialSet | None = None
     filters: Filters = field(default_factory=Filters)
-    rows: dict[str, FeatureRow] = field(default_factory=dict)  # model rows' (model, layer), by row name
+    rows: dict[str, FeatureRow] = field(default_factory=dict)  # model rows' (model, layer, pool), by row name
     scores: list[Scores] = field(default_factory=list)  # the embedding's row first, then the models in order added
     trial: int = -1
     query_filter: int = -1

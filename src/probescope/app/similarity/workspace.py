@@ -160,9 +160,10 @@ class SimilarityWorkspace(Workspace):
             if self.shown.trialset is not None:
                 self.add_layer(self.state.layer)
 
-    def add_layer(self, layer: str | None) -> None:
-        """The loaded model's `layer` as a model row (its features computed in the compute worker)."""
-        self.model_rows.add_layer(self.state.get("model") if self.state is not None else None, layer)
+    def add_layer(self, layer: str | None, pool: str = "avg") -> None:
+        """The loaded model's `layer` as a model row (its features, pooled by `pool`, computed in the compute
+        worker)."""
+        self.model_rows.add_layer(self.state.get("model") if self.state is not None else None, layer, pool)
 
     # -- quality control and the trial list ----------------------------------------------------------------------
     def set_filters(self, filters: Filters) -> None:

@@ -15,6 +15,11 @@ Two ways to run the network after the layer, and the result says which one ran:
   models whose tail cannot be separated (or on request: path='hook').
 Before anything runs, one forward pass over a few labelled images checks that the cached activations are the layer's
 output and that the tail reproduces the model's output from them; when it does not, the hook path runs instead.
+
+A unit is a channel of the layer's output read through its layout (probescope.core.models.layout): removing it
+writes its channel at every position of that reading, so in a ViT's token sequence at every patch token and never
+in the class token or the registers. A token layer runs the hook path (its cached activations hold no prefix tokens
+to feed a tail).
 """
 
 from __future__ import annotations
@@ -31,6 +36,8 @@ from probescope.core.ablation.results import AblationResult
 from probescope.core.data.activations import ImageDataset
 from probescope.core.errors import InputError
 from probescope.core.models import checkpoint as ckpt
+from probescope.core.models.layers import layer_layout
+from probescope.core.models.layout import Layout
 from probescope.core.models.loading import LoadedModel
 from probescope.core.tasks import CancelCheck, ProgressCallback, check_cancel, report
 
@@ -46,7 +53,8 @@ class _LayerHook:
     """Forward hook on the layer: counts its calls in a pass, keeps the last call's output (`keep`) and replaces
     `units` by `values` in the output of the pass's last call (`last`), the call activation extraction keeps."""
 
-    def __init__(self) -> None:
+    def __init__(self, layout: Layout) -> None:
+        self.layout = layout
         self.calls = 0
         self.last = 0
         self.keep = False
@@ -63,7 +71,7 @@ class _LayerHook:
         if self.units is None or self.calls != self.last:
             return None
         out = out.clone()
-        out[:, self.units] = self.values.to(out.dtype).view(-1, *[1] * (out.ndim - 2))
+        self.layout.to_units(out)[:, self.units] = self.values.to(out.dtype).view(-1, 1, 1)
         return out
 
 
@@ -118,7 +126,8 @@ class LayerAblation:
         self.rows = np.unique(truth[self.labelled])  # the evaluated classes (model output indices)
         self._row_of = np.full(len(class_names), -1, np.int64)
         self._row_of[self.rows] = np.arange(len(self.rows))
-        self._hook = _LayerHook()
+        self.layout = layer_layout(model, layer)
+        self._hook = _LayerHook(self.layout)
         self._before: tuple[np.ndarray, np.ndarray] | None = None
         self._buffer: torch.Tensor | None = None  # the tail's input, one copy of a batch per ablation, reused
         self.tail: nn.Module | None = None
@@ -153,17 +162,27 @@ class LayerAblation:
             if logits.shape[1] != len(self.class_names):
                 raise InputError(f"{model.name} has {logits.shape[1]} outputs but {len(self.class_names)} class names")
             self.layer_shape = tuple(output.shape[1:])
+            problem = self.layout.problem(self.layer_shape)
+            if problem:
+                raise InputError(f"{model.name}: layer {self.layer!r}: {problem}")
+            units = self.layout.to_units(output)
             cached = np.asarray(self.activations[idx], dtype=np.float32)
-            if cached.shape[1] != self.layer_shape[0] or cached[0].size != output[0].numel():
+            if cached.shape[1:] != units.shape[1:]:
                 raise InputError(f"activations of shape {cached.shape[1:]} per image, but layer {self.layer!r} "
-                                 f"outputs {self.layer_shape} on these images")
-            mismatch = _largest_difference(torch.from_numpy(cached).to(device).view_as(output), output)
+                                 f"gives {tuple(units.shape[1:])} units x positions on these images")
+            mismatch = _largest_difference(torch.from_numpy(cached).to(device), units)
             if mismatch > _MATCH:
                 raise InputError(f"the activations are not layer {self.layer!r} of {model.name} on these images "
                                  f"(relative difference {mismatch:.3g}): extracted from another model, layer or "
                                  "preprocessing?")
             if path == "hook":
                 self.path_note = "full forward passes (asked for)"
+                return
+            if self.layout.kind == "tokens":
+                if path == "tail":
+                    raise InputError(f"{model.name}: no tail after {self.layer!r}: its cached activations hold no "
+                                     "prefix tokens (class token, registers) to run it on")
+                self.path_note = "full forward passes: a token layer's tail needs its prefix tokens"
                 return
             try:
                 tail = tails.split_tail(model.module, self.layer)
@@ -253,8 +272,10 @@ class LayerAblation:
         """The tail's input (the cached activations) or the full forward's (the preprocessed images) for `idx`."""
         device = self.model.device
         if self.tail is not None:
-            cached = np.asarray(self.activations[idx], dtype=np.float32)
-            return torch.from_numpy(cached).to(device).reshape(len(idx), *self.layer_shape)
+            cached = torch.from_numpy(np.asarray(self.activations[idx], dtype=np.float32)).to(device)
+            if self.layout.kind == "nhwc":
+                return cached.permute(0, 2, 3, 1).contiguous()
+            return cached.reshape(len(idx), *self.layer_shape)
         return self.model.preprocess([self.images.load_image(int(i)) for i in idx], device=device)
 
     def _ablated_logits(self, inputs: torch.Tensor, n: int, sets: list[tuple[int, ...]],
@@ -285,7 +306,7 @@ class LayerAblation:
             part = sets[first:first + chunk]
             for k, units in enumerate(part):
                 for u in units:
-                    buf[k, :, u].fill_(self.values[u])
+                    self.layout.to_units(buf[k])[:, u].fill_(self.values[u])
             tracked = not buf.is_inference()  # (inference tensors keep no version counter: assume a write)
             version = buf._version if tracked else -1
             out = self.tail(buf[:len(part)].reshape(len(part) * n, *self.layer_shape))
@@ -296,6 +317,7 @@ class LayerAblation:
             if wrote_input:
                 buf.copy_(inputs.expand_as(buf))
             else:
+                originals = self.layout.to_units(inputs)
                 for k, units in enumerate(part):
                     for u in units:
-                        buf[k, :, u].copy_(inputs[:, u])
+                        self.layout.to_units(buf[k])[:, u].copy_(originals[:, u])

@@ -1,8 +1,10 @@
 """Layer activations of a model over a set of images, through forward hooks, cached on disk as .npy memmaps.
 
 Images go in at their native size unless the model's Preprocess says otherwise (the dissection protocol feeds
-them uncropped). Decoding runs in a small thread pool a couple of batches ahead of inference. The result is
-float32 (N, units, h, w); a layer with flat output (N, F) is stored as (N, F, 1, 1).
+them uncropped; a model with a fixed input size, such as a ViT, gets them resized to it). Decoding runs in a small
+thread pool a couple of batches ahead of inference. The result is float32 (N, units, h, w): each layer's output is
+read through its layout (probescope.core.models.layout: channels last and token sequences become channels-first
+maps of the patch tokens; a flat output (N, F) is stored as (N, F, 1, 1)).
 
 Cache: <cache_dir>/activations/<key>.npy with a <key>.json sidecar. The key hashes the model file's identity,
 the layer, the dataset's identity and the preprocessing. The array is written to a temporary file and renamed
@@ -42,10 +44,13 @@ from torch import nn
 from probescope.core.atomic import write_json
 from probescope.core.errors import InputError, Note
 from probescope.core.locks import try_lock
+from probescope.core.models.layers import layer_layout
+from probescope.core.models.layout import Layout
 from probescope.core.models.loading import TORCHSCRIPT_OUTPUT, LoadedModel
 from probescope.core.tasks import CancelCheck, ProgressCallback, check_cancel, report
 
-CACHE_VERSION = 1
+CACHE_VERSION = 2  # 2: layers read through their layouts (version 1 read every 4-d output as channels first)
+POOLS = (None, "avg", "cls")  # none, the mean over the map's positions (patch tokens), a token layer's class token
 CACHE_SUBDIR = "activations"
 CHECK_BLOCK_BYTES = 16 << 20  # rows per checksum block: about this many bytes
 STALE_TEMP_SECONDS = 60.0  # an unlocked temporary this old belongs to no running writer
@@ -104,8 +109,10 @@ def _source(images: Images) -> _Source:
 
 
 def _fields(model: LoadedModel, layer: str, source: _Source, pool: str | None = None) -> dict[str, Any]:
-    """Everything the cached array depends on (hashed into the cache key, stored in the sidecar)."""
-    fields = {
+    """Everything the cached array depends on (hashed into the cache key, stored in the sidecar). A layout the model
+    decides follows from the model and the preprocessing, which are in the key (and reading a cache needs no pass to
+    decide it); a layout the user gave is in the key."""
+    fields: dict[str, Any] = {
         "version": CACHE_VERSION,
         "model": model.source_key,
         "layer": layer,
@@ -115,6 +122,8 @@ def _fields(model: LoadedModel, layer: str, source: _Source, pool: str | None = 
     }
     if pool is not None:
         fields["pool"] = pool
+    if layer in model.layouts:
+        fields["layout"] = str(model.layouts[layer])
     return fields
 
 
@@ -211,7 +220,8 @@ def extract_activations(
     stale; an in-memory array when cache_dir is None. Moves the model to `device` when one is given. Raises
     Cancelled (leaving no cache) when cancel() returns True; one hooked pass per model at a time (model.lock).
     `pool='avg'` averages each map over its positions as the batches come (N, units, 1, 1), so features of a conv
-    layer for 50,000 stimuli never hold, nor cache, the whole maps (20 GB for ResNet-50 layer4)."""
+    layer for 50,000 stimuli never hold, nor cache, the whole maps (20 GB for ResNet-50 layer4); a token layer's
+    positions are its patch tokens. `pool='cls'` keeps a token layer's class token (its first token) instead."""
     return extract_layers(model, [layer], images, cache_dir, batch_size=batch_size, device=device,
                           progress=progress, cancel=cancel, workers=workers, pool=pool)[layer]
 
@@ -231,14 +241,14 @@ def extract_layers(
 ) -> dict[str, np.ndarray]:
     """The activations of several layers, as `extract_activations` gives each one, from ONE pass over the images
     for all those not cached yet (each cached file is the same as a single-layer extraction writes)."""
-    if pool not in (None, "avg"):
-        raise InputError(f"pooling must be 'avg' or none, got {pool!r}")
+    if pool not in POOLS:
+        raise InputError(f"pooling must be 'avg', 'cls' or none, got {pool!r}")
     source = _source(images)
     if source.n == 0:
         raise InputError("no images to extract activations from")
     layers = list(dict.fromkeys(layers))
     for layer in layers:
-        _check_layer(model, layer)
+        _check_layer(model, layer, pool)
     if device is not None:
         model.to(device)
     if cache_dir is None:
@@ -322,18 +332,23 @@ def _remove_stale_temporaries(folder: Path) -> None:
             os.close(fd)
 
 
-def _check_layer(model: LoadedModel, layer: str) -> None:
+def _check_layer(model: LoadedModel, layer: str, pool: str | None) -> None:
+    """The model has the layer, and (for `pool='cls'`) the layer has a class token."""
     if not model.hookable:
         if layer != TORCHSCRIPT_OUTPUT:
             raise InputError(
                 f"{model.name}: TorchScript models run no forward hooks, so only layer "
                 f"{TORCHSCRIPT_OUTPUT!r} (the model output) can be read, not {layer!r}"
             )
-        return
-    names = [name for name, _ in model.module.named_modules() if name]
-    if layer not in names:
-        hint = ", ".join(names[-6:])
-        raise InputError(f"{model.name} has no layer {layer!r} (last layers: {hint}; `probescope info` lists all)")
+    else:
+        names = [name for name, _ in model.module.named_modules() if name]
+        if layer not in names:
+            hint = ", ".join(names[-6:])
+            raise InputError(f"{model.name} has no layer {layer!r} (last layers: {hint}; `probescope info` lists all)")
+    if pool == "cls":
+        layout = layer_layout(model, layer)
+        if layout.kind != "tokens" or layout.prefix < 1:
+            raise InputError(f"{model.name}: layer {layer!r} ({layout}) has no class token; pool its patches ('avg')")
 
 
 class _StopForward(Exception):
@@ -383,12 +398,16 @@ def _forward(model: LoadedModel, x: torch.Tensor, captures: dict[str, _Capture])
     return {layer: c.output for layer, c in captures.items()}
 
 
-def _as_units(t: torch.Tensor, layer: str) -> np.ndarray:
-    if t.ndim == 2:
-        t = t[:, :, None, None]
-    if t.ndim != 4:
-        raise InputError(f"layer {layer!r} outputs shape {tuple(t.shape)}; need (N, C, H, W) or (N, F)")
-    return t.cpu().numpy()
+def _as_units(model: LoadedModel, t: torch.Tensor, layer: str, layout: Layout, pooling: str | None) -> np.ndarray:
+    """A batch of the layer's outputs as float32 (N, units, h, w), pooled to (N, units, 1, 1) when asked."""
+    problem = layout.problem(tuple(t.shape[1:]))
+    if problem:
+        raise InputError(f"{model.name}: layer {layer!r}: {problem} (`probescope info` shows its layout; --layout "
+                         "sets it)")
+    if pooling == "cls":
+        return layout.prefix_tokens(t)[:, 0, :, None, None].cpu().numpy()
+    units = layout.to_units(t).cpu().numpy()
+    return units.mean(axis=(2, 3), keepdims=True) if pooling == "avg" else units
 
 
 def _batches(source: _Source, batch_size: int, pool: ThreadPoolExecutor, ahead: int = 2):
@@ -484,6 +503,7 @@ def _run(
     with `checksums` (an empty dict), each layer's CRC-32 blocks of what was written."""
     fired: list[_Capture] = []
     captures = {layer: _Capture(fired) for layer in layers}
+    layouts = {layer: layer_layout(model, layer) for layer in layers}
     device = model.device
     out: dict[str, np.ndarray] = {}
     names = ", ".join(layers)
@@ -498,9 +518,7 @@ def _run(
                 raise InputError(f"{exc} (batch starting at {source.describe(start)})") from None
             outputs = _forward(model, x, captures)
             for layer, tensor in outputs.items():
-                acts = _as_units(tensor, layer)
-                if pooling == "avg":
-                    acts = acts.mean(axis=(2, 3), keepdims=True)
+                acts = _as_units(model, tensor, layer, layouts[layer], pooling)
                 if not np.isfinite(acts).all():
                     bad = int(np.argmin(np.isfinite(acts).reshape(len(acts), -1).all(axis=1)))
                     raise InputError(f"{model.name}: layer {layer!r} gives non-finite values (NaN or Inf) for "

@@ -7,8 +7,10 @@ Two normalisation recipes are in use for the models that get dissected:
 Both are stored here as an RGB mean and std on the 0-255 scale, so `x = (pixel - mean) / std`.
 
 Resize policy: 'native' feeds images at their own size (the dissection protocol: no resize, no crop);
-'stretch' resizes to size x size; 'center_crop' takes the largest centred square and resizes it to size x size
-(the aspect-preserving recipe used for feature extraction in similarity studies).
+'stretch' resizes to size x size (size x width where a model's fixed input is not square, e.g. a ViT built for
+224 x 320); 'center_crop' takes the largest centred square and resizes it to size x size (the aspect-preserving
+recipe used for feature extraction in similarity studies). Resizing is antialiased bilinear unless the model's own
+preprocessing says bicubic (timm's and OpenCLIP's ViTs, torchvision's Swin weights).
 """
 
 from __future__ import annotations
@@ -26,17 +28,21 @@ if TYPE_CHECKING:
     import torch
 
 RESIZE_MODES = ("native", "stretch", "center_crop")
+INTERPOLATIONS = ("bilinear", "bicubic")
 
 
 @dataclass(frozen=True)
 class Preprocess:
-    """Normalisation (RGB mean/std on the 0-255 scale) plus a resize policy."""
+    """Normalisation (RGB mean/std on the 0-255 scale) plus a resize policy: to `size` rows and `width` columns
+    (`width` None: square) with `interpolation`."""
 
     name: str
     mean: tuple[float, float, float]
     std: tuple[float, float, float]
     resize: str = "native"
     size: int | None = None
+    width: int | None = None
+    interpolation: str = "bilinear"
 
     def __post_init__(self) -> None:
         if self.resize not in RESIZE_MODES:
@@ -45,18 +51,40 @@ class Preprocess:
             raise InputError(f"resize mode {self.resize!r} needs a positive size")
         if any(s <= 0 for s in self.std):
             raise InputError(f"preprocess {self.name!r}: std must be positive, got {self.std}")
+        if self.interpolation not in INTERPOLATIONS:
+            raise InputError(f"unknown interpolation {self.interpolation!r} (expected {', '.join(INTERPOLATIONS)})")
+        if self.width is not None and (self.resize != "stretch" or self.width < 1):
+            raise InputError("a separate width needs the 'stretch' resize mode and a positive width")
 
-    def with_resize(self, resize: str, size: int | None = None) -> Preprocess:
-        return replace(self, resize=resize, size=None if resize == "native" else size)
+    def with_resize(self, resize: str, size: int | None = None, width: int | None = None,
+                    interpolation: str | None = None) -> Preprocess:
+        """This normalisation with another resize policy (`width` for a non-square stretch)."""
+        native = resize == "native"
+        return replace(self, resize=resize, size=None if native else size,
+                       width=None if native or width == size else width,
+                       interpolation=interpolation or self.interpolation)
+
+    @property
+    def target(self) -> tuple[int, int] | None:
+        """(rows, columns) every image is resized to; None at native size."""
+        if self.resize == "native" or self.size is None:
+            return None
+        return self.size, self.width or self.size
 
     def key(self) -> str:
         """A stable text that changes whenever the produced tensors would change (used in cache keys)."""
         mean = ",".join(repr(float(m)) for m in self.mean)
         std = ",".join(repr(float(s)) for s in self.std)
-        return f"mean={mean};std={std};resize={self.resize};size={self.size}"
+        text = f"mean={mean};std={std};resize={self.resize};size={self.size}"
+        if self.width is not None:
+            text += f";width={self.width}"
+        return text if self.interpolation == "bilinear" else f"{text};interpolation={self.interpolation}"
 
     def describe(self) -> str:
-        where = "native size" if self.resize == "native" else f"{self.resize} to {self.size}x{self.size}"
+        target = self.target
+        where = "native size" if target is None else f"{self.resize} to {target[0]}x{target[1]}"
+        if target is not None and self.interpolation != "bilinear":
+            where += f", {self.interpolation}"
         mean = ", ".join(f"{m:.4g}" for m in self.mean)
         std = ", ".join(f"{s:.4g}" for s in self.std)
         return f"{self.name} (RGB mean [{mean}], std [{std}], {where})"
@@ -90,8 +118,8 @@ class Preprocess:
                 top, left = (h - side) // 2, (w - side) // 2
                 im = im[top : top + side, left : left + side]
             x = torch.from_numpy(np.ascontiguousarray(im)).to(device).permute(2, 0, 1)[None].float()
-            if x.shape[-2:] != (self.size, self.size):
-                x = F.interpolate(x, size=(self.size, self.size), mode="bilinear", align_corners=False, antialias=True)
+            if tuple(x.shape[-2:]) != self.target:
+                x = F.interpolate(x, size=self.target, mode=self.interpolation, align_corners=False, antialias=True)
             out.append(x)
         return ((torch.cat(out) - mean) * scale).contiguous()
 
@@ -117,11 +145,14 @@ def _validated(images: np.ndarray | Sequence[np.ndarray]) -> np.ndarray | list[n
 CLASSIC = Preprocess("classic", mean=(124.6901, 118.6897, 109.5388), std=(255 * 0.224,) * 3)
 IMAGENET = Preprocess("imagenet", mean=(0.485 * 255, 0.456 * 255, 0.406 * 255),
                       std=(0.229 * 255, 0.224 * 255, 0.225 * 255))
-PRESETS: dict[str, Preprocess] = {p.name: p for p in (CLASSIC, IMAGENET)}
+# OpenAI CLIP's (and OpenCLIP's default) normalisation, on [0, 1] pixels; not ImageNet's
+CLIP = Preprocess("clip", mean=(0.48145466 * 255, 0.4578275 * 255, 0.40821073 * 255),
+                  std=(0.26862954 * 255, 0.26130258 * 255, 0.27577711 * 255))
+PRESETS: dict[str, Preprocess] = {p.name: p for p in (CLASSIC, IMAGENET, CLIP)}
 
 
 def parse_preprocess(text: str) -> Preprocess:
-    """'classic' | 'imagenet', optionally with ':stretch=N' or ':crop=N' (default: native size)."""
+    """'classic' | 'imagenet' | 'clip', optionally with ':stretch=N' or ':crop=N' (default: native size)."""
     name, _, policy = text.partition(":")
     if name not in PRESETS:
         raise InputError(f"unknown preprocessing {name!r} (expected one of {', '.join(PRESETS)})")

@@ -18,6 +18,7 @@ from probescope.core.data.broden import BrodenDataset
 from probescope.core.dissection.blocks import release_pages
 from probescope.core.errors import InputError
 from probescope.core.files import readable_file
+from probescope.core.models.layout import LAYOUT_HELP, Layout
 from probescope.core.tasks import CancelCheck, ProgressCallback
 from probescope.core.trust import NO_TRUST, Trust
 
@@ -47,15 +48,20 @@ def dataset_identity(dataset: BrodenDataset) -> dict:
 
 
 def model_identity(model: LoadedModel, spec: str, layer: str) -> dict:
-    """What a dissection depends on in the model: its spec, weights identity, layer and preprocessing."""
+    """What a dissection depends on in the model: its spec, weights identity, layer, the layout its output was read
+    with (probescope.core.models.layout), the input size it was built or probed at and the preprocessing."""
+    from probescope.core.models.layers import layer_layout
+
     return {"spec": spec, "name": model.name, "layer": layer, "source_key": model.source_key,
+            "layout": str(layer_layout(model, layer)), "input_size": list(model.input_size),
             "preprocess": model.preprocess.describe()}
 
 
 def require_spatial_map(shape: tuple[int, ...], layer: str, path: Path | str | None = None) -> None:
-    """Refuse a layer whose output per image (`shape`, without the batch axis) has no spatial map: a classifier's
-    logits or a pooled vector, (F,) or (C, 1, 1). Network Dissection compares where a unit fires with where a
-    concept is; dissected, such a unit's 'mask' is the whole image, and every number would look interpretable."""
+    """Refuse a layer whose units per image (`shape`, (C, h, w) as its layout reads them) have no spatial map: a
+    classifier's logits or a pooled vector, (F,) or (C, 1, 1). Network Dissection compares where a unit fires with
+    where a concept is; dissected, such a unit's 'mask' is the whole image, and every number would look
+    interpretable."""
     shape = tuple(int(v) for v in shape)
     if len(shape) == 3 and shape[1] * shape[2] > 1:
         return
@@ -71,15 +77,24 @@ def open_dataset(root: Path, index: str, source: str) -> tuple[BrodenDataset, di
     return dataset, dataset_identity(dataset)
 
 
-def load_activation_file(path: Path, n_images: int) -> tuple[np.ndarray, dict]:
-    """A read-only memmap of ACT.npy, checked (float, 4-d, one row per image, finite), and its identity."""
+def load_activation_file(path: Path, n_images: int, layout: Layout | None = None) -> tuple[np.ndarray, dict]:
+    """A read-only memmap of ACT.npy, checked (float, one row per image, finite), and its identity. The rows are
+    (units, h, w) unless `layout` says how they are laid out (channels last, a token sequence: then the array is
+    read through a view as (images, units, h, w) of the patch tokens; probescope.core.models.layout)."""
     readable_file(path)
     try:
-        act = np.load(path, mmap_mode="r", allow_pickle=False)
+        raw = np.load(path, mmap_mode="r", allow_pickle=False)
     except (ValueError, OSError) as exc:
         raise InputError(f"not a readable .npy array ({exc})", path) from None
-    if act.ndim != 4 or act.dtype.kind != "f":
-        raise InputError(f"expected float activations (images, units, h, w), got {act.dtype} {act.shape}", path)
+    if raw.dtype.kind != "f" or raw.ndim < 2:
+        raise InputError(f"expected float activations, one row per image, got {raw.dtype} {raw.shape}", path)
+    problem = layout.problem(raw.shape[1:]) if layout is not None else None
+    if problem:
+        raise InputError(f"layout {layout}: {problem}", path)
+    act = raw if layout is None else layout.to_units(raw)
+    if act.ndim != 4:
+        raise InputError(f"expected float activations (images, units, h, w), got {raw.dtype} {raw.shape}; for "
+                         f"another layout pass --layout ({LAYOUT_HELP})", path)
     if act.shape[0] != n_images:
         raise InputError(f"{act.shape[0]} images, but the dataset index has {n_images} rows", path)
     require_spatial_map(act.shape[1:], path.stem, path)
@@ -89,8 +104,9 @@ def load_activation_file(path: Path, n_images: int) -> tuple[np.ndarray, dict]:
                              path)
     release_pages(act)  # the check read the whole file through the mapping
     stat = path.stat()
-    return act, {"activations": str(path.resolve()), "shape": list(act.shape), "bytes": stat.st_size,
-                 "mtime_ns": stat.st_mtime_ns}
+    info = {"activations": str(path.resolve()), "shape": list(raw.shape), "bytes": stat.st_size,
+            "mtime_ns": stat.st_mtime_ns}
+    return act, info if layout is None else {**info, "layout": str(layout)}
 
 
 def head_layer(model: LoadedModel) -> str | None:
@@ -130,18 +146,20 @@ def predicted_classes(model: LoadedModel, dataset: BrodenDataset, cache: Path | 
 def extract_model_layers(spec: str, layers: list[str | None], root: Path, index: str, source: str,
                          device: str = "cpu", trust: Trust = NO_TRUST, cache: Path | None = None, *,
                          class_names: Path | None = None, predict: bool = True,
-                         progress: ProgressCallback | None = None) -> list[LayerInput]:
+                         progress: ProgressCallback | None = None, input_size: int | tuple[int, int] | None = None,
+                         layouts: dict[str | None, Layout] | None = None) -> list[LayerInput]:
     """Load the model once and extract every asked layer (None = the model's default layer) over the dataset, in one
     pass through the activation cache at `cache` (default: the user cache folder). With `predict`, predictions are
     the argmax of the last module's output (the classifier head, captured in the same pass) when its width matches
-    the model's class names."""
+    the model's class names. `input_size` and `layouts` as `load_model` takes them."""
     from probescope.core.cache import cache_dir
     from probescope.core.data.activations import extract_layers
     from probescope.core.models.loading import load_model
 
     dataset, _ = open_dataset(root, index, source)
     folder = cache if cache is not None else cache_dir()
-    model = load_model(spec, trust=trust, device=device, class_names=class_names)
+    model = load_model(spec, trust=trust, device=device, class_names=class_names, input_size=input_size,
+                       layouts=layouts)
     names = []
     for asked in layers:
         layer = asked or model.default_layer

@@ -8,7 +8,9 @@ Each step renders the Fourier-parameterised image (image.py), applies lucid's ra
 mean and std; the size is the visualisation's), runs the network up to the layer and takes one Adam step on the
 spectrum to raise the objective: the mean over the layer's positions of d . a(p), with a(p) the layer's activation
 vector at position p and d the direction (unit-normed; a unit's direction is its axis, so the objective is the
-unit's mean activation, lucid's `channel`).
+unit's mean activation, lucid's `channel`). The layer's output is read through its layout (a ViT's patch tokens,
+a Swin stage's channels-last map), and a model with a fixed input size (a ViT) gets each transformed image resized
+back to that size, so the random shifts, zooms and turns still reach it.
 
 Such images show what CAN drive a unit, not what drives it on real data (Geirhos et al. 2023: visualisations can
 be made to show anything while the network's behaviour is unchanged); the views say so beside them.
@@ -35,6 +37,8 @@ from probescope.core.errors import InputError, Note
 from probescope.core.featurevis import transforms
 from probescope.core.featurevis.image import FourierImage
 from probescope.core.featurevis.settings import Direction, VisSettings, Visualization
+from probescope.core.models.layers import layer_layout
+from probescope.core.models.layout import Layout
 from probescope.core.models.loading import TORCHSCRIPT_OUTPUT, LoadedModel
 from probescope.core.tasks import CancelCheck, ProgressCallback, check_cancel, report
 
@@ -164,11 +168,10 @@ def _trainable_copy(module: torch.nn.Module) -> dict[str, torch.Tensor] | None:
     return {name: t.detach().clone() for name, t in tensors.items()}
 
 
-def _along(output: torch.Tensor, direction: torch.Tensor) -> torch.Tensor:
-    """d . a(p) per position, (positions,): a flat (1, F) output is one position."""
-    if output.dim() == 2:
-        output = output[:, :, None, None]
-    if output.dim() != 4 or output.shape[1] != len(direction):
+def _along(output: torch.Tensor, layout: Layout, direction: torch.Tensor) -> torch.Tensor:
+    """d . a(p) per position of the layer's units, (positions,): a flat (1, F) output is one position."""
+    output = layout.to_units(output)
+    if output.shape[1] != len(direction):
         raise InputError(f"the direction has {len(direction)} channels, the layer's output is {tuple(output.shape)}")
     return torch.einsum("c,chw->hw", direction, output[0].float()).reshape(-1)
 
@@ -185,13 +188,17 @@ def _optimise(model: LoadedModel, layer: str, direction: Direction, settings: Vi
     std = torch.tensor(model.preprocess.std, dtype=torch.float32, device=device).view(1, 3, 1, 1)
     d = torch.from_numpy(direction.vector).to(device)
     trace = np.empty(settings.steps)
+    layout = layer_layout(model, layer)
+    fixed = model.preprocess.target
     with _layer_output(model, layer) as run:
         for step in range(settings.steps):
             check_cancel(cancel)
             x = image()
             if settings.transforms:
                 x = transforms.standard(x, generator)
-            objective = _along(run((255.0 * x - mean) / std), d).mean()
+            if fixed is not None and tuple(x.shape[-2:]) != fixed:
+                x = torch.nn.functional.interpolate(x, size=fixed, mode="bilinear", align_corners=False)
+            objective = _along(run((255.0 * x - mean) / std), layout, d).mean()
             (grad,) = torch.autograd.grad(-objective, [image.spectrum])  # the network's weights get no gradient
             image.spectrum.grad = grad
             optimizer.step()
@@ -200,6 +207,8 @@ def _optimise(model: LoadedModel, layer: str, direction: Direction, settings: Vi
                    f"objective {trace[step]:.3g}")
         with torch.no_grad():
             final = (image() * 255.0).round()  # the uint8 image that is kept and shown
-            along = _along(run((final - mean) / std), d)
+            shown = final if fixed is None else torch.nn.functional.interpolate(final, size=fixed, mode="bilinear",
+                                                                                align_corners=False)
+            along = _along(run((shown - mean) / std), layout, d)
     pixels = final[0].permute(1, 2, 0).cpu().numpy().astype(np.uint8)
     return Visualization(pixels, trace, float(along.mean()), float(along.max()), direction.name, layer, settings)

@@ -7,6 +7,9 @@ Specs:
   'torchscript:<file>'                    a TorchScript archive (only its output can be read: no hooks in TorchScript)
   'export:<file>'                         a torch.export program (.pt2): its layers are the modules it was exported from
   'pickle:<file>'                         a whole pickled model
+  'timm:<name>:<file>', 'openclip:<name>:<file>', 'dinov2:<vits14|...>[-reg]:<file>'
+                                          timm architectures, OpenCLIP visual towers, Meta's DINOv2 backbones
+                                          (probescope.core.models.families)
   '<file>'                                auto-detected where unambiguous (TorchScript, a checkpoint that names its
                                           arch, a demo model state dict)
 TorchScript archives, torch.export programs and pickles run code from the file: they load only when `trust` allows
@@ -27,7 +30,8 @@ from torch import nn
 from probescope.core.data.preprocess import CLASSIC, IMAGENET, Preprocess
 from probescope.core.errors import InputError
 from probescope.core.models import checkpoint as ckpt
-from probescope.core.models.info import LayerInfo
+from probescope.core.models.families import FAMILIES, build, last_block, split_family_spec, weights_file
+from probescope.core.models.layout import Decision, Layout
 from probescope.core.trust import NO_TRUST, Trust
 
 CONTENT_HASH_LIMIT = 16 * 2**20  # files up to this size are identified by content, larger ones by path/size/mtime
@@ -49,6 +53,8 @@ class LoadedModel:
     default_layer: str | None  # the layer to dissect unless the user picks another
     spec: str = ""
     metadata: dict[str, object] = field(default_factory=dict)  # e.g. checkpoint epoch, best_prec1, demo metrics
+    layouts: dict[str, Layout] = field(default_factory=dict)  # the user's layout of a layer, where given
+    decisions: dict[str, Decision | None] | None = None  # each layer's layout as its modules decide (list_layers)
     # held while hooks are attached: one hooked pass at a time per module (copies made by replace() share it)
     lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
 
@@ -74,7 +80,7 @@ class LoadedModel:
 
 _DEFAULT_LAYERS = (
     (re.compile(r"^(resnet|resnext|wide_resnet)"), "layer4"),
-    (re.compile(r"^(alexnet|vgg|densenet|squeezenet|mobilenet|efficientnet|mnasnet|convnext)"), "features"),
+    (re.compile(r"^(alexnet|vgg|densenet|squeezenet|mobilenet|efficientnet|mnasnet|convnext|swin)"), "features"),
 )
 
 
@@ -114,6 +120,9 @@ def _split_spec(spec: str) -> tuple[str, str | None, str]:
         return "demo", None, ""
     if sep and head in ("demo", "torchscript", "export", "pickle"):
         return head, None, rest
+    if sep and head in FAMILIES:
+        name, path = split_family_spec(head, rest, spec)
+        return head, name, path
     if sep and head == "places365":
         arch, sep2, path = rest.partition(":")
         if not sep2 or not arch or not path:
@@ -133,12 +142,21 @@ def load_model(
     device: str | torch.device = "cpu",
     class_names: str | Path | list[str] | None = None,
     preprocess: Preprocess | None = None,
-    input_size: int | None = None,
+    input_size: int | tuple[int, int] | None = None,
+    layouts: dict[str | None, Layout] | None = None,
 ) -> LoadedModel:
-    """Resolve a spec (see the module docstring) to a LoadedModel in eval mode on `device`."""
+    """Resolve a spec (see the module docstring) to a LoadedModel in eval mode on `device`. `input_size` (a side or
+    (rows, columns)) is the size a timm or DINOv2 model is built for, elsewhere the size its layers are probed at;
+    `layouts` the user's layout of layers whose layout the model does not say (None: of the default layer)."""
     kind, arch, path_text = _split_spec(spec.strip())
+    size = (input_size, input_size) if isinstance(input_size, int) else input_size
     if kind == "demo":
         model = _load_demo(Path(path_text) if path_text else None)
+    elif kind in FAMILIES:
+        path = weights_file(kind, path_text)
+        model = LoadedModel(**build(kind, arch or "", path, size), class_names=None, source=path,
+                            source_key=file_identity(path))
+        size = None  # built for it
     else:
         if not path_text:
             raise InputError(f"bad model spec {spec!r}: no file given")
@@ -157,8 +175,10 @@ def load_model(
     model.spec = spec
     if preprocess is not None:
         model.preprocess = preprocess
-    if input_size is not None:
-        model.input_size = (input_size, input_size)
+    if size is not None:
+        model.input_size = size
+    model.layouts = {name: layout for layer, layout in (layouts or {}).items()
+                     if (name := layer or model.default_layer) is not None}
     if class_names is not None:
         names = class_names if isinstance(class_names, list) else read_class_names(class_names)
         _check_class_count(model, names, class_names)
@@ -183,19 +203,43 @@ def _torchvision_model(
     num_classes = 365 if places365 else None
     module = ckpt.load_torchvision(arch, state_dict, path, num_classes)
     n_out = num_classes or ckpt.infer_num_classes(arch, state_dict, path)
-    size = 299 if arch == "inception_v3" else 224
+    size, fixed, interpolation = _torchvision_input(arch, module)
+    preprocess = CLASSIC if places365 else IMAGENET
+    if fixed:  # ViT and MaxViT refuse any other size: the probing images are resized to theirs
+        preprocess = preprocess.with_resize("stretch", size, interpolation=interpolation)
     return LoadedModel(
         module=module,
         name=f"{arch} (places365)" if places365 else arch,
         arch=arch,
-        preprocess=CLASSIC if places365 else IMAGENET,
+        preprocess=preprocess,
         class_names=None,
         input_size=(size, size),
         source=path,
         source_key=file_identity(path),
-        default_layer=_default_layer(arch),
+        default_layer=_default_layer(arch) or last_block(module),
         metadata={**meta, "num_classes": n_out},
     )
+
+
+_FIXED_INPUT = re.compile(r"^(vit_|maxvit)")  # torchvision's architectures that check their input's size
+
+
+def _torchvision_input(arch: str, module: nn.Module) -> tuple[int, bool, str]:
+    """(input side, whether the architecture accepts only that size, interpolation): the side a ViT or MaxViT was
+    built for (`image_size`), else 299 for Inception-v3 and 224; the interpolation its weights' transforms use."""
+    from torchvision.models import get_model_weights
+
+    try:
+        transforms = next(iter(get_model_weights(arch))).transforms
+        keywords = dict(getattr(transforms, "keywords", {}))
+    except (ValueError, StopIteration, KeyError):
+        keywords = {}
+    mode = keywords.get("interpolation")
+    interpolation = "bicubic" if getattr(mode, "value", mode) == "bicubic" else "bilinear"
+    side = getattr(module, "image_size", None)
+    if not isinstance(side, int):
+        side = 299 if arch == "inception_v3" else 224
+    return side, bool(_FIXED_INPUT.match(arch)), interpolation
 
 
 def _load_demo(path: Path | None) -> LoadedModel:
@@ -289,41 +333,3 @@ class UnknownArchitecture(InputError):
     """A state dict that names no architecture: the user must say which (on the command line, in the spec; in the
     app, in the Open Model dialog)."""
 
-
-def list_layers(model: LoadedModel, input_size: tuple[int, int] | None = None) -> list[LayerInfo]:
-    """Named modules with their output shapes, found by one forward pass of a blank image (in module order)."""
-    height, width = input_size or model.input_size
-    x = torch.zeros(1, 3, height, width, device=model.device)
-    if not model.hookable:
-        with torch.inference_mode():
-            out = model.module(x)
-        shape = tuple(out.shape[1:]) if isinstance(out, torch.Tensor) else None
-        return [LayerInfo(TORCHSCRIPT_OUTPUT, type(model.module).__name__, shape)]
-    shapes: dict[str, tuple[int, ...] | None] = {}
-    calls: dict[str, int] = {}
-    handles = []
-    for name, sub in model.module.named_modules():
-        if not name:
-            continue
-
-        def hook(_mod: nn.Module, _inp: object, out: object, name: str = name) -> None:
-            shapes[name] = tuple(out.shape[1:]) if isinstance(out, torch.Tensor) else None
-            calls[name] = calls.get(name, 0) + 1
-
-        handles.append(sub.register_forward_hook(hook))
-    try:
-        with model.lock, torch.inference_mode():
-            model.module(x)
-    except RuntimeError as exc:
-        raise InputError(f"{model.name}: a {height}x{width} input does not run ({ckpt._first_line(exc)})",
-                         model.source) from None
-    finally:
-        for handle in handles:
-            handle.remove()
-    from probescope.core.models.exported import module_kind
-
-    return [
-        LayerInfo(name, module_kind(sub), shapes.get(name), calls.get(name, 0))
-        for name, sub in model.module.named_modules()
-        if name
-    ]

@@ -28,7 +28,7 @@ BETA = 10.0  # the similarity kernel's exp(-beta * distance), as in ImageNet-HSJ
 DEFAULT_SEED = 0  # every similarity workflow's seed (sampled pairs, posterior samples, fits, proposals)
 DEFAULT_MAX_PAIRS = 1_000_000  # pairs an embedding correlation samples at most (the engine's default too)
 MAX_EPOCHS = 300  # epochs per member (FitOptions' default)
-POOLS = ("avg", "flatten")
+POOLS = ("avg", "cls", "flatten")  # a map's (or a ViT's patch tokens') mean, a ViT's class token, everything
 
 
 def _meta(text: str, bound: Bound | None = None, **more: object) -> dict[str, object]:
@@ -55,8 +55,9 @@ def filter_flag(name: str) -> str:
 class AgreementSettings:
     """`probescope similarity`: how model features are compared with the judgments."""
 
-    pool: str = field(default="avg", metadata=_meta("global-average pool the layer (default) or flatten it",
-                                                     choices=POOLS))
+    pool: str = field(default="avg", metadata=_meta(
+        "the layer's feature: the mean over its positions (default; a ViT's patch tokens), a ViT's class token "
+        "('cls') or everything flattened", choices=POOLS))
     distance: str = field(default="cosine,l1,l2", metadata=_meta("comma-separated: cosine, l1, l2"))
     max_pairs: int = field(default=DEFAULT_MAX_PAIRS, metadata=_meta(
         "pairs for the embedding correlation (sampled, seeded, when there are more)", PAIRS))

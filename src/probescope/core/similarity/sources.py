@@ -17,6 +17,7 @@ from probescope.core.trust import NO_TRUST, Trust
 
 if TYPE_CHECKING:
     from probescope.core.data.preprocess import Preprocess
+    from probescope.core.models.layout import Layout
     from probescope.core.models.loading import LoadedModel
 
 DEMO = "demo"
@@ -129,15 +130,19 @@ class _CatalogFiles(CatalogImages):
 def model_features(
     catalog: Catalog, spec: str, layer: str, *, pool: str = "avg", device: str = "cpu",
     cache_dir: str | Path | None = None, progress: ProgressCallback | None = None, cancel: CancelCheck | None = None,
-    trust: Trust = NO_TRUST, preprocess: Preprocess | None = None,
+    trust: Trust = NO_TRUST, preprocess: Preprocess | None = None, input_size: int | tuple[int, int] | None = None,
+    layout: Layout | None = None,
 ) -> np.ndarray:
-    """(n, F) features of every catalog image from a model layer: global-average pooled ('avg') or flattened; with
-    `preprocess` in place of the model's own (images of several sizes need one that resizes)."""
+    """(n, F) features of every catalog image from a model layer: global-average pooled ('avg': a ViT layer's patch
+    tokens averaged), a token layer's class token ('cls') or flattened; with `preprocess` in place of the model's own
+    (images of several sizes need one that resizes)."""
     from probescope.core.models.loading import load_model
+    from probescope.core.similarity.settings import POOLS
 
-    if pool not in ("avg", "flatten"):
-        raise InputError(f"pooling must be 'avg' or 'flatten', got '{pool}'")
-    model = load_model(spec, trust=trust, device=device, preprocess=preprocess)
+    if pool not in POOLS:
+        raise InputError(f"pooling must be one of {', '.join(POOLS)}, got '{pool}'")
+    model = load_model(spec, trust=trust, device=device, preprocess=preprocess, input_size=input_size,
+                       layouts=None if layout is None else {layer: layout})
     return loaded_model_features(model, catalog, layer, pool=pool, cache_dir=cache_dir, progress=progress,
                                  cancel=cancel)
 
@@ -152,5 +157,5 @@ def loaded_model_features(
 
     acts = extract_activations(model, layer, CatalogImages(catalog).files(), cache_dir, progress=progress,
                                cancel=cancel,
-                               pool="avg" if pool == "avg" else None)
+                               pool=None if pool == "flatten" else pool)
     return np.asarray(acts.reshape(len(acts), -1), dtype=np.float32)

@@ -33,6 +33,7 @@ from probescope.core.cache import cache_dir
 from probescope.core.dissection.results import DissectionResult
 from probescope.core.dissection.settings import DissectionSettings
 from probescope.core.errors import InputError
+from probescope.core.models.layout import Layout
 from probescope.jobs.inputs import ModelInfo
 from probescope.jobs.protocol import Partial, Progress, TaskContext
 from probescope.jobs.session import Session
@@ -55,20 +56,25 @@ class DatasetSpec:
 
 @dataclass(frozen=True)
 class ActivationFile:
-    """ACT.npy: float (images, units, h, w), images in the order of the index rows."""
+    """ACT.npy: float (images, units, h, w), images in the order of the index rows; or laid out as `layout` says
+    (channels last, a token sequence)."""
 
     path: Path
+    layout: Layout | None = None
 
 
 @dataclass(frozen=True)
 class ModelLayer:
     """A model's layer: `model` a spec (loaded here, on the settings' device, with the trust of the task's
     context) or the `ModelInfo` of a model the process holds (the window's). `layer` None: the model's default
-    layer; `shape` its output per image when known (a layer without a spatial map is refused before extracting)."""
+    layer; `shape` its units per image (C, h, w) when known (a layer without a spatial map is refused before
+    extracting); `input_size` and `layout` the user's, as `load_model` takes them."""
 
     model: str | ModelInfo
     layer: str | None = None
     shape: tuple[int, ...] | None = None
+    input_size: int | tuple[int, int] | None = None
+    layout: Layout | None = None
 
 
 @dataclass
@@ -220,13 +226,15 @@ def _activations(ctx: TaskContext, source: ActivationFile | ModelLayer, dataset,
 
     names = read_class_names(class_names) if class_names else None
     if isinstance(source, ActivationFile):
-        act, model_info = load_activation_file(source.path, dataset.n_images)
+        act, model_info = load_activation_file(source.path, dataset.n_images, source.layout)
         return act, model_info, None, names
     if isinstance(source.model, ModelInfo):
         return (yield from _held_model_layer(ctx, source, dataset, predict))
     spec = DatasetSpec.of(dataset)
     [job] = extract_model_layers(source.model, [source.layer], spec.root, spec.index, spec.source, device,
-                                 ctx.trust, class_names=class_names, predict=predict, progress=ctx.progress)
+                                 ctx.trust, class_names=class_names, predict=predict, progress=ctx.progress,
+                                 input_size=source.input_size,
+                                 layouts=None if source.layout is None else {source.layer: source.layout})
     return job.activations, job.model_info, job.predictions, names or job.class_names
 
 

@@ -117,19 +117,24 @@ def job_activations(result: DissectionResult, layer: str, dataset, live_model, d
     from probescope.core.cache import cache_dir
     from probescope.core.data.activations import extract_activations
     from probescope.core.dissection.inputs import load_activation_file
+    from probescope.core.models.layout import Layout
     from probescope.core.models.loading import load_model
     from probescope.jobs.inputs import model_of
 
     info = result.model
     if "activations" in info:
         yield Progress(None, "checking the activation file")
-        activations, _ = load_activation_file(Path(info["activations"]), dataset.n_images)
+        layout = Layout.parse(str(info["layout"])) if "layout" in info else None
+        activations, _ = load_activation_file(Path(info["activations"]), dataset.n_images, layout)
     elif "spec" in info:
         spec = str(info["spec"])
         model = model_of(ctx, live_model) if live_model is not None and live_model.spec == spec else None
         if model is None:
             yield Progress(None, f"loading {spec}")
-            model = load_model(spec, trust=ctx.trust, device=device)
+            size = info.get("input_size")
+            model = load_model(spec, trust=ctx.trust, device=device,
+                               input_size=tuple(size) if isinstance(size, list) and len(size) == 2 else None,
+                               layouts={layer: Layout.parse(str(info["layout"]))} if "layout" in info else None)
         if model.source_key != info.get("source_key"):
             raise InputError(f"the weights of {spec} are not the ones the batch dissected (the file changed "
                              "since): run the batch again to redo this model")

@@ -14,6 +14,7 @@ import numpy as np
 
 from probescope.core.data.preprocess import Preprocess
 from probescope.core.errors import InputError
+from probescope.core.models.layout import Layout
 from probescope.core.similarity.agreement import (
     DISTANCES,
     Agreement,
@@ -104,18 +105,19 @@ def score_embedding(ensemble: Ensemble, trialset: TrialSet, seed: int = DEFAULT_
     return _score(EMBEDDING_ROW, "embedding", dict.fromkeys(DISTANCES, d), trialset, {})
 
 
-def layer_features(model, layer: str, judgments: Judgments, *, progress: ProgressCallback | None = None,
-                   cancel: CancelCheck | None = None) -> np.ndarray:
-    """(n, F) globally average-pooled activations of `layer` for every catalog image, through the activation cache
-    (as `probescope similarity --model --layer` computes them, but with the model already loaded)."""
+def layer_features(model, layer: str, judgments: Judgments, *, pool: str = "avg",
+                   progress: ProgressCallback | None = None, cancel: CancelCheck | None = None) -> np.ndarray:
+    """(n, F) features of `layer` for every catalog image (`pool`: 'avg' the mean over its positions, 'cls' a token
+    layer's class token), through the activation cache (as `probescope similarity --model --layer --pool`
+    computes them, but with the model already loaded)."""
     from probescope.core.cache import cache_dir
     from probescope.core.similarity.sources import loaded_model_features
 
     if judgments.catalog is None:
         raise InputError("model features need the stimulus images: open the judgments with their catalog",
                          judgments.source)
-    return loaded_model_features(model, judgments.catalog, layer, cache_dir=cache_dir(), progress=progress,
-                                 cancel=cancel)
+    return loaded_model_features(model, judgments.catalog, layer, pool=pool, cache_dir=cache_dir(),
+                                 progress=progress, cancel=cancel)
 
 
 # ------------------------------------------------------------------------------------------ probescope similarity
@@ -166,7 +168,8 @@ def similarity_report(judgments: Judgments, trials: Trials, report: FilterReport
 
 def stimulus_features(judgments: Judgments, *, features: Path | None = None, model: str | None = None,
                       layer: str | None = None, pool: str = "avg", device: str = "cpu", trust: Trust = NO_TRUST,
-                      preprocess: Preprocess | None = None,
+                      preprocess: Preprocess | None = None, input_size: int | tuple[int, int] | None = None,
+                      layout: Layout | None = None,
                       progress: ProgressCallback | None = None) -> tuple[np.ndarray, str]:
     """(features, what they are) of every stimulus: a saved (n, F) matrix, or a model spec's layer over the
     catalog's images (through the activation cache)."""
@@ -179,5 +182,6 @@ def stimulus_features(judgments: Judgments, *, features: Path | None = None, mod
     from probescope.core.cache import cache_dir
 
     matrix = model_features(judgments.catalog, model, layer, pool=pool, device=device, cache_dir=cache_dir(),
-                            progress=progress, trust=trust, preprocess=preprocess)
+                            progress=progress, trust=trust, preprocess=preprocess, input_size=input_size,
+                            layout=layout)
     return matrix, f"{model} {layer} ({pool})"

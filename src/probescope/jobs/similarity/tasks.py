@@ -21,7 +21,7 @@ from probescope.jobs.session import Session
 from probescope.jobs.similarity import embedding, propose, scores, trials
 from probescope.jobs.similarity.trials import TrialSet
 
-FeatureRow = tuple[ModelInfo, str]  # a model table row's features: the model and its layer
+FeatureRow = tuple[ModelInfo, str, str]  # a model table row's features: the model, its layer and the pooling
 
 
 def analyse_job(ctx: TaskContext, *, judgments: Judgments, filters: Filters) -> tuple[TrialSet, tuple]:
@@ -43,10 +43,10 @@ def held_trialset(session: Session, key: tuple) -> TrialSet:
 def features_of(ctx: TaskContext, row: FeatureRow, judgments: Judgments) -> np.ndarray:
     """(stimuli, F) features of a model's layer for every stimulus, computed once per process (the session keeps
     them; a process that lost them reads them back from the activation cache)."""
-    info, layer = row
-    key = (info.request, info.device, layer, str(judgments.source), judgments.n_stimuli)
+    info, layer, pool = row
+    key = (info.request, info.device, layer, pool, str(judgments.source), judgments.n_stimuli)
     return ctx.session.get("similarity features", key, lambda: scores.layer_features(
-        model_of(ctx, info), layer, judgments, progress=ctx.progress, cancel=ctx.cancelled))
+        model_of(ctx, info), layer, judgments, pool=pool, progress=ctx.progress, cancel=ctx.cancelled))
 
 
 def features_job(ctx: TaskContext, *, row: FeatureRow, name: str, judgments: Judgments) -> Iterator[Progress]:
