@@ -17,9 +17,12 @@ resized to that input size, which a ViT needs: its token grid is fixed by it.
 
 from __future__ import annotations
 
+import contextlib
+import logging
 import re
 import struct
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -188,7 +191,8 @@ def _openclip(name: str, path: Path, input_size: tuple[int, int] | None) -> dict
     state_dict = read_weights(path)
     visual = {k[len("visual."):]: v for k, v in state_dict.items() if k.startswith("visual.")}
     try:
-        model = open_clip.create_model(name, pretrained=None, device="cpu")
+        with _quiet("root"):  # its 'No pretrained weights loaded' warning: the weights come from `path` next
+            model = open_clip.create_model(name, pretrained=None, device="cpu")
     except (RuntimeError, ValueError, KeyError) as exc:
         raise InputError(f"OpenCLIP cannot build {name} ({ckpt._first_line(exc)})", path) from None
     tower = model.visual
@@ -201,6 +205,17 @@ def _openclip(name: str, path: Path, input_size: tuple[int, int] | None) -> dict
     return {"module": tower, "name": f"OpenCLIP {name} (visual)", "arch": f"openclip:{name}",
             "preprocess": preprocess, "input_size": size, "default_layer": last_block(tower),
             "metadata": {"embedding_dim": int(getattr(tower, "output_dim", 0) or 0)}}
+
+
+@contextlib.contextmanager
+def _quiet(logger: str) -> Iterator[None]:
+    log = logging.getLogger(logger)
+    level = log.level
+    log.setLevel(logging.ERROR)
+    try:
+        yield
+    finally:
+        log.setLevel(level)
 
 
 def _preprocess(name: str, mean: Any, std: Any, interpolation: Any, size: tuple[int, int] | None) -> Preprocess:
