@@ -136,6 +136,8 @@ def list_layers(model: LoadedModel, input_size: tuple[int, int] | None = None) -
         shape = done.shape if done else None
         decision = decide(shape, image, stated=done.stated if done else None, tokens=tokens,
                           batch_first=batch_first.get(name, True))
+        if decision is None:
+            decision = Undecided("its output is not a tensor" if done else "it does not run in a forward pass")
         layers.append(LayerInfo(name, module_kind(sub), shape, calls.get(name, 0), decision))
     return _kept(model, layers, image)
 
@@ -176,8 +178,7 @@ def layer_layout(model: LoadedModel, layer: str) -> Layout:
     if isinstance(decision, Layout):
         return decision
     if isinstance(decision, Undecided):
-        raise InputError(f"{model.name}: layer {layer!r}: {decision.reason}")
-    if layer in decisions:
-        raise InputError(f"{model.name}: layer {layer!r} gives no tensor (`probescope info` lists each layer's output)")
+        raise InputError(f"{model.name}: layer {layer!r}: {decision.reason} (`probescope info` lists each layer's "
+                         "output and layout)")
     return Layout("nchw")  # not among the listed names: the caller's own check names the missing layer
 
