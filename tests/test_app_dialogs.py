@@ -10,18 +10,30 @@ from probescope.jobs.inputs import OpenRequest
 
 
 def test_model_dialog_specs(qtbot):
-    dialog = OpenModelDialog(("alexnet", "resnet18"))
+    archs = {"torchvision": ("alexnet", "resnet18", "vit_b_16"),
+             "timm": ("deit_small_patch16_224", "vit_small_patch14_reg4_dinov2"),
+             "openclip": ("RN50", "ViT-B-32"), "dinov2": ("vits14", "vits14-reg")}
+    dialog = OpenModelDialog(archs)
     qtbot.addWidget(dialog)
     dialog.file.edit.setText("/m/r.pth.tar")
     expected = {"auto": "/m/r.pth.tar", "torchscript": "torchscript:/m/r.pth.tar", "export": "export:/m/r.pth.tar",
                 "torchvision": "resnet18:/m/r.pth.tar", "places365": "places365:resnet18:/m/r.pth.tar",
-                "pickle": "pickle:/m/r.pth.tar"}
-    dialog.arch.setCurrentText("resnet18")
+                "timm": "timm:vit_small_patch14_reg4_dinov2:/m/r.pth.tar", "openclip": "openclip:ViT-B-32:/m/r.pth.tar",
+                "dinov2": "dinov2:vits14-reg:/m/r.pth.tar", "pickle": "pickle:/m/r.pth.tar"}
+    picks = {"torchvision": "resnet18", "places365": "resnet18", "timm": "vit_small_patch14_reg4_dinov2",
+             "openclip": "ViT-B-32", "dinov2": "vits14-reg"}
     for index in range(dialog.kind.count()):
         dialog.kind.setCurrentIndex(index)
         kind = dialog.kind.currentData()
+        if kind in picks:
+            listed = [dialog.arch.itemText(i) for i in range(dialog.arch.count())]
+            assert listed == list(archs["torchvision" if kind == "places365" else kind])  # the kind's own names
+            dialog.arch.setCurrentText(picks[kind])
         assert dialog.request().spec == expected[kind]
-        assert dialog.arch.isEnabled() == (kind in ("torchvision", "places365"))
+        assert dialog.arch.isEnabled() == (kind in picks)
+    dialog.kind.setCurrentIndex(dialog.kind.findData("timm"))
+    dialog.arch.setCurrentText("eva02_small_patch14_224")  # a name the list does not hold can be typed
+    assert dialog.request().spec == "timm:eva02_small_patch14_224:/m/r.pth.tar"
     assert not hasattr(dialog, "trust")  # no dialog grants trust: loading asks (see test_app_trust)
 
 

@@ -8,14 +8,13 @@ import pytest
 
 from probescope.app.settings import ExportDefaults, RecentItem, Settings
 from probescope.app.state import AppState, Loaded, default_layer
+from probescope.core.models.info import LayerInfo
+from probescope.core.models.layout import Layout
 from probescope.jobs.inputs import OpenRequest
 
 
-@dataclass
-class Info:
-    name: str
-    kind: str
-    out_shape: tuple | None
+def Info(name: str, kind: str, out_shape: tuple) -> LayerInfo:  # noqa: N802  (reads as the record it makes)
+    return LayerInfo(name, kind, out_shape, 1, Layout("nchw" if len(out_shape) == 3 else "flat"))
 
 
 @dataclass

@@ -232,14 +232,16 @@ def test_other_networks_and_the_layer_cut(tmp_path):
 
     from probescope.core.data.preprocess import IMAGENET
     from probescope.core.demo.model import DemoNet
+    from probescope.core.models.layers import list_layers
     from probescope.core.models.loading import LoadedModel, load_model
     from probescope.core.trust import Trust
 
     torch.manual_seed(0)
     net = torchvision.models.resnet18(weights=None, num_classes=10).eval()
+    model = LoadedModel(net, "resnet18", "resnet18", IMAGENET, None, (224, 224), None, "random", "layer4")
+    list_layers(model)  # the layers' layouts: decided once per model, by a pass of two blank images
     heads = []
     net.fc.register_forward_hook(lambda *a: heads.append(1))
-    model = LoadedModel(net, "resnet18", "resnet18", IMAGENET, None, (224, 224), None, "random", "layer4")
     v = visualize(model, "layer4", Direction.unit(7, 512), VisSettings(steps=3, size=64))
     assert v.image.shape == (64, 64, 3) and not heads and np.isfinite(v.trace).all()
     path = tmp_path / "demo.ts"

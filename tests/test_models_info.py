@@ -18,7 +18,7 @@ def test_info_model(tmp_path, capsys):
     assert rows["architecture"].startswith("demonet") and rows["preprocess"].startswith("classic")
     assert rows["classes"].startswith(f"{len(SCENES)}: harbor-s") and rows["default layer"] == "layer4"
     layer4 = next(line for line in out.splitlines() if line.strip().startswith("layer4 "))
-    assert layer4.split()[-1] == "128x8x8"
+    assert layer4.split()[2:] == ["128x8x8", "nchw", "128", "units", "x", "8x8"]  # output, layout, units x grid
 
 
 def test_info_dataset(tmp_path, capsys):

@@ -281,7 +281,7 @@ def test_more_small_things(qtbot, loaded, monkeypatch):
     from probescope.app.open_dialogs import OpenModelDialog
 
     loaded.settings.set_dialog_choices("open_model", {"kind": "places365", "arch": "resnet18", "file": "/w/r.pth"})
-    dialog = OpenModelDialog(("alexnet", "resnet18"), loaded)
+    dialog = OpenModelDialog({"torchvision": ("alexnet", "resnet18")}, loaded)
     dialog.restore(loaded.settings.dialog_choices("open_model"))
     assert (dialog.kind.currentData(), dialog.arch.currentText(), dialog.file.text()) == (
         "places365", "resnet18", "/w/r.pth")

@@ -27,8 +27,12 @@ MODEL_KINDS = (
     ("export", "torch.export program (.pt2)"),
     ("torchvision", "torchvision architecture + weights (state dict)"),
     ("places365", "Places365 checkpoint (.pth.tar)"),
+    ("timm", "timm architecture + weights (.safetensors or state dict)"),
+    ("openclip", "OpenCLIP visual tower + weights"),
+    ("dinov2", "DINOv2 backbone, Meta's checkpoint (dinov2_vits14_pretrain.pth …)"),
     ("pickle", "Whole pickled model (runs code from the file)"),
 )
+NAMED_KINDS = ("torchvision", "places365", "timm", "openclip", "dinov2")  # kinds whose spec names an architecture
 CODE_NOTE = ("TorchScript archives, torch.export programs and whole pickled models run code from the file when "
              "loaded: you are asked to trust the file (by its SHA-256) before it loads.")
 ID_BASES = (("Detect (or ask)", None), ("0-based (psiz 0.4)", 0), ("1-based (later psiz)", 1))
@@ -75,15 +79,20 @@ def open_form(dialog: QDialog, rows: list[tuple[str, QWidget] | QWidget]) -> Non
 
 
 class OpenModelDialog(QDialog):
-    def __init__(self, archs: tuple[str, ...], parent: QWidget | None = None):
+    """A model file and how to read it. `archs` lists each named kind's architectures (`model_architectures`); the
+    architecture box is editable, so a timm name that is not listed can be typed."""
+
+    def __init__(self, archs: dict[str, tuple[str, ...]], parent: QWidget | None = None):
         super().__init__(parent)
         self.setWindowTitle("Open model")
+        self.archs = archs
         self.kind = QComboBox()
         for key, text in MODEL_KINDS:
             self.kind.addItem(text, key)
         self.arch = QComboBox()
-        self.arch.addItems(archs)
-        self.file = PathField("Model file", "Models (*.pt *.pth *.tar *.ckpt *.jit *.ts);;All files (*)")
+        self.arch.setEditable(True)
+        self.file = PathField("Model file", "Models (*.pt *.pth *.tar *.ckpt *.jit *.ts *.pt2 *.safetensors *.bin);;"
+                              "All files (*)")
         note = QLabel(CODE_NOTE)
         note.setWordWrap(True)
         open_form(self, [("Kind", self.kind), ("Architecture", self.arch), ("File", self.file), note])
@@ -91,7 +100,16 @@ class OpenModelDialog(QDialog):
         self._update()
 
     def _update(self) -> None:
-        self.arch.setEnabled(self.kind.currentData() in ("torchvision", "places365"))
+        kind = self.kind.currentData()
+        self.arch.setEnabled(kind in NAMED_KINDS)
+        names = self.archs.get("torchvision" if kind == "places365" else kind, ())
+        current = self.arch.currentText()
+        self.arch.blockSignals(True)
+        self.arch.clear()
+        self.arch.addItems(names)
+        if current in names:
+            self.arch.setCurrentText(current)
+        self.arch.blockSignals(False)
 
     def choices(self) -> dict[str, str]:
         """What the dialog was set to, to offer again next time."""
@@ -101,15 +119,17 @@ class OpenModelDialog(QDialog):
         index = self.kind.findData(choices.get("kind"))
         if index >= 0:
             self.kind.setCurrentIndex(index)
-        if self.arch.findText(str(choices.get("arch", ""))) >= 0:
+        if choices.get("arch"):
             self.arch.setCurrentText(str(choices["arch"]))
         self.file.edit.setText(str(choices.get("file", "")))
 
     def request(self) -> OpenRequest:
         kind, path = self.kind.currentData(), self.file.text()
+        arch = self.arch.currentText().strip()
         spec = {"auto": path, "torchscript": f"torchscript:{path}", "export": f"export:{path}",
-                "torchvision": f"{self.arch.currentText()}:{path}",
-                "places365": f"places365:{self.arch.currentText()}:{path}", "pickle": f"pickle:{path}"}[kind]
+                "torchvision": f"{arch}:{path}", "places365": f"places365:{arch}:{path}", "timm": f"timm:{arch}:{path}",
+                "openclip": f"openclip:{arch}:{path}", "dinov2": f"dinov2:{arch}:{path}",
+                "pickle": f"pickle:{path}"}[kind]
         return OpenRequest("model", spec)
 
 
@@ -172,9 +192,9 @@ def ask_request(kind: str, parent: QWidget, settings: Settings) -> OpenRequest |
     """Ask for a file or folder of `kind` ('model', 'dataset', 'samples', 'judgments'); None when cancelled. The
     model dialog opens with the kind, architecture and file chosen last time."""
     if kind == "model":
-        from probescope.core.models.checkpoint import torchvision_archs
+        from probescope.core.models.families import model_architectures
 
-        dialog = OpenModelDialog(torchvision_archs(), parent)
+        dialog = OpenModelDialog(model_architectures(), parent)
         dialog.restore(settings.dialog_choices("open_model"))
         if not (dialog.exec() and dialog.file.text()):
             return None

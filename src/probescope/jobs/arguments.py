@@ -85,18 +85,18 @@ def layout_arg(text: str):
         raise argparse.ArgumentTypeError(str(exc)) from None
 
 
-def input_size_arg(text: str) -> int | tuple[int, int]:
-    """argparse type of --input-size: a side (224) or rows x columns (224x320), each within IMAGE_SIDE."""
-    from probescope.core.bounds import IMAGE_SIDE
+class InputSizeArg(NumbersArg):
+    """argparse type of --input-size: a side (224) or rows x columns (224x320), each within IMAGE_SIDE; (rows,
+    columns) either way."""
 
-    parts = text.lower().split("x")
-    if len(parts) not in (1, 2):
-        raise argparse.ArgumentTypeError(f"expected a side such as 224 or rows x columns such as 224x320, got {text!r}")
-    try:
-        sides = [int(IMAGE_SIDE.parse(part, "--input-size")) for part in parts]
-    except InputError as exc:
-        raise argparse.ArgumentTypeError(str(exc)) from None
-    return sides[0] if len(sides) == 1 else (sides[0], sides[1])
+    def __init__(self) -> None:
+        from probescope.core.bounds import IMAGE_SIDE
+
+        super().__init__((IMAGE_SIDE, IMAGE_SIDE), "x", "224 or 224x320", optional=1)
+
+    def __call__(self, text: str) -> tuple:
+        rows, columns = super().__call__(text)
+        return rows, columns or rows
 
 
 def add_model_shape_arguments(parser: argparse.ArgumentParser, *, layout: bool = True) -> None:
@@ -104,7 +104,7 @@ def add_model_shape_arguments(parser: argparse.ArgumentParser, *, layout: bool =
     where the model does not say)."""
     from probescope.core.models.layout import LAYOUT_HELP
 
-    parser.add_argument("--input-size", type=input_size_arg, metavar="N|HxW",
+    parser.add_argument("--input-size", type=InputSizeArg(), metavar="N|HxW",
                         help="the input size a timm or DINOv2 model is built for (e.g. 224x320); elsewhere the size "
                         "its layers are probed at")
     if layout:

@@ -55,12 +55,14 @@ class ModelsPanel(QWidget):
     token."""
 
     add_requested = Signal(str, str)
-    FEATURES = (("mean of positions", "avg"), ("class token", "cls"))
+    FEATURES = (("mean", "avg"), ("class token", "cls"))
 
     def __init__(self, parent: QWidget | None = None):
         super().__init__(parent)
         self.table = ModelTable()
         self.layer = QComboBox()
+        self.layer.setSizeAdjustPolicy(QComboBox.SizeAdjustPolicy.AdjustToMinimumContentsLengthWithIcon)
+        self.layer.setMinimumContentsLength(12)  # a ViT's layer names are long: the box grows with the panel
         self.feature = QComboBox()
         for label, pool in self.FEATURES:
             self.feature.addItem(label, pool)
@@ -79,11 +81,14 @@ class ModelsPanel(QWidget):
         bar.addWidget(QLabel("layer"))
         bar.addWidget(self.layer, 1)
         bar.addWidget(self.feature)
-        bar.addWidget(self.add_button)
-        bar.addWidget(self.save_csv)
+        buttons = QHBoxLayout()
+        buttons.addStretch(1)
+        buttons.addWidget(self.add_button)
+        buttons.addWidget(self.save_csv)
         layout = QVBoxLayout(self)
         layout.addWidget(self.table, 1)
         layout.addLayout(bar)
+        layout.addLayout(buttons)
         layout.addWidget(self.note)
         self.add_button.clicked.connect(lambda: self.layer.currentText() and self.add_requested.emit(
             self.layer.currentText(), self.feature.currentData()))

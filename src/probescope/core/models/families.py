@@ -240,3 +240,16 @@ def last_block(module: nn.Module) -> str | None:
             return members[-1]
     return None
 
+
+
+def model_architectures() -> dict[str, tuple[str, ...]]:
+    """The architecture names each named kind of spec takes: torchvision's classifiers, timm's, OpenCLIP's and the
+    DINOv2 backbones (what the Open Model dialog offers)."""
+    import open_clip
+    import timm
+
+    from probescope.core.models.checkpoint import torchvision_archs
+
+    dinov2 = tuple(name + suffix for name in DINOV2 for suffix in ("", "-reg"))
+    return {"torchvision": torchvision_archs(), "timm": tuple(timm.list_models()),
+            "openclip": tuple(open_clip.list_models()), "dinov2": dinov2}

@@ -22,6 +22,9 @@ A model file that runs code when loaded (TorchScript, a whole-model pickle) need
     [[models]]
     name = "precomputed"
     activations = "act.npy"     # activations already extracted: (images, units, h, w), relative to the manifest
+    layout = "tokens:1:14x14"   # optional: how they are laid out when not (images, units, h, w) (nhwc, tokens:P:HxW)
+
+A model's layers are read with the layouts the model decides (`probescope info` shows them).
 """
 
 from __future__ import annotations
@@ -37,8 +40,9 @@ from probescope.core.bounds import UNITS, Bound
 from probescope.core.dissection.settings import DissectionSettings
 from probescope.core.errors import InputError
 from probescope.core.files import readable_file
+from probescope.core.models.layout import Layout
 
-_MODEL_KEYS = ("spec", "layers", "name", "gpus", "activations", "layer")
+_MODEL_KEYS = ("spec", "layers", "name", "gpus", "activations", "layer", "layout")
 _UNSAFE = re.compile(r"[^A-Za-z0-9._+-]+")
 
 GPUS = Bound(0.0, 1024.0, float)  # GPUs a Ray task asks for (fractions share one)
@@ -53,6 +57,7 @@ class ModelJob:
     spec: str | None = None
     activations: Path | None = None
     gpus: float = 0.0
+    layout: Layout | None = None  # of the activations file
 
 
 @dataclass(frozen=True)
@@ -147,10 +152,18 @@ def _model(doc: Any, k: int, base: Path, path: Path) -> ModelJob:
         if len(set(layers)) != len(layers) or len({folder_name(x) for x in layers}) != len(layers):
             raise InputError(f"{where}: layers repeat (or differ only in characters unsafe in folder names)", path)
         default_name = Path(spec.rsplit(":", 1)[-1]).stem  # 'demo' -> demo, 'resnet18:/w/r18.pth' -> r18
+        if "layout" in doc:
+            raise InputError(f"{where}: layout is for an activations file; a model's layers are read with the "
+                             "layouts the model decides (`probescope info` shows them)", path)
         return ModelJob(name=folder_name(str(doc.get("name", default_name))), layers=tuple(layers), spec=spec,
                         gpus=float(gpus))
     if not isinstance(act, str) or "layers" in doc:
         raise InputError(f"{where}: activations must be a path string (one layer: name it with layer = ...)", path)
     act_path = base / act
+    layout = doc.get("layout")
+    try:
+        parsed = None if layout is None else Layout.parse(str(layout))
+    except InputError as exc:
+        raise InputError(f"{where}: {exc}", path) from None
     return ModelJob(name=folder_name(str(doc.get("name", act_path.stem))), layers=(str(doc.get("layer", "units")),),
-                    activations=act_path)
+                    activations=act_path, layout=parsed)

@@ -61,7 +61,7 @@ class _Batch:
         self.store = store
         for model in m.models:
             if model.activations is not None:
-                act, info = load_activation_file(model.activations, dataset.n_images)
+                act, info = load_activation_file(model.activations, dataset.n_images, model.layout)
                 self._start_layer(model, LayerInput(model.layers[0], act, int(act.shape[1]), info))
             else:
                 for layer in model.layers:

@@ -133,8 +133,8 @@ def job_activations(result: DissectionResult, layer: str, dataset, live_model, d
             yield Progress(None, f"loading {spec}")
             size = info.get("input_size")
             model = load_model(spec, trust=ctx.trust, device=device,
-                               input_size=tuple(size) if isinstance(size, list) and len(size) == 2 else None,
-                               layouts={layer: Layout.parse(str(info["layout"]))} if "layout" in info else None)
+                               input_size=tuple(size) if isinstance(size, list) and len(size) == 2 else None)
+        _read_as_recorded(model, layer, info)
         if model.source_key != info.get("source_key"):
             raise InputError(f"the weights of {spec} are not the ones the batch dissected (the file changed "
                              "since): run the batch again to redo this model")
@@ -165,3 +165,20 @@ def saved_layer_job(ctx: TaskContext, *, job: BatchJob, origin: str, model: Mode
     label = str(result.model.get("name") or job.model)
     settings = DissectionSettings.from_mapping(result.settings, str(job.result))
     return LayerData(key, settings, job.layer, label, data, store, activations, peaks, result, origin)
+
+
+def _read_as_recorded(model, layer: str, info: dict) -> None:
+    """The layer read with the layout the result records: given to the model as the user's only where the model
+    does not decide the same one itself (a user's layout is part of the activation cache's key)."""
+    from probescope.core.models.layers import layer_layout
+    from probescope.core.models.layout import Layout
+
+    if "layout" not in info:
+        return
+    recorded = Layout.parse(str(info["layout"]))
+    try:
+        decided = layer_layout(model, layer)
+    except InputError:
+        decided = None
+    if decided != recorded:
+        model.layouts[layer] = recorded
