@@ -304,6 +304,12 @@ def test_ablating_a_unit_zeroes_its_channel_at_every_patch_and_nowhere_else(save
     assert torch.equal(after[~zeroed], before[~zeroed])  # the class token and registers among them
     if arch.ablate:
         _check_layer_ablation(model, arch, arch.ablate, data)
+    if arch.name == "vit_b_16":  # its head reads the class token only: no unit of the last block can matter
+        images = _One(data[0])
+        truth = scene_truth(data[0], list(SCENES))[:1]
+        activations = extract_activations(model, arch.layer, [images.load_image(0)], None)
+        with pytest.raises(InputError, match="nothing after layer 'encoder.layers.encoder_layer_11' reads its patch"):
+            LayerAblation(model, arch.layer, activations, images, truth, list(SCENES))
 
 
 class _One:

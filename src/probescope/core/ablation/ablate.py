@@ -179,6 +179,7 @@ class LayerAblation:
                 self.path_note = "full forward passes (asked for)"
                 return
             if self.layout.kind == "tokens":
+                self._check_patches_reach_the_output(x, logits)
                 if path == "tail":
                     raise InputError(f"{model.name}: no tail after {self.layer!r}: its cached activations hold no "
                                      "prefix tokens (class token, registers) to run it on")
@@ -200,6 +201,24 @@ class LayerAblation:
                 self.path_note = f"full forward passes: {exc}"
                 return
         self.tail, self.path, self.path_note = tail, "tail", tails.describe(tail)
+
+    def _check_patches_reach_the_output(self, x: torch.Tensor, logits: torch.Tensor) -> None:
+        """Refuse a token layer none of whose patch tokens reach the output (a ViT's last block, when the head reads
+        only the class token): every ablation there would measure no change, which looks like a finding."""
+        hook = self._hook
+        hook.units = torch.arange(self.n_units, device=x.device)
+        hook.values = torch.zeros(self.n_units, device=x.device)
+        handle = self._module().register_forward_hook(hook)
+        try:
+            hook.calls = 0
+            zeroed = _logits(self.model.module(x), len(x), self.model)
+        finally:
+            handle.remove()
+            hook.units = hook.values = None
+        if _largest_difference(zeroed, logits) == 0.0:
+            raise InputError(f"{self.model.name}: nothing after layer {self.layer!r} reads its patch tokens (the "
+                             "output is the same with all of them zeroed; the head reads the class token): "
+                             "ablating its units cannot change the output; choose an earlier block")
 
     def _module(self) -> nn.Module:
         modules = dict(self.model.module.named_modules())

@@ -114,7 +114,13 @@ def _timm(name: str, path: Path, input_size: tuple[int, int] | None, *,
     except (TypeError, ValueError, RuntimeError) as exc:
         raise InputError(f"timm cannot build {name} ({ckpt._first_line(exc)})", path) from None
     filtered = _timm_filter(module, state_dict)
-    ckpt.fit_state_dict(module, filtered, name, path)
+    try:
+        ckpt.fit_state_dict(module, filtered, name, path)
+    except InputError as exc:
+        if "pos_embed" not in str(exc):
+            raise
+        raise InputError(f"{exc}; weights trained for another input size: pass the size they were built for "
+                         "(--input-size HxW, e.g. 224x320)") from None  # (the message names the file already)
     cfg = dict(module.pretrained_cfg)
     size = _timm_input_size(module, cfg, input_size)
     fixed = bool(cfg.get("fixed_input_size")) or hasattr(module, "num_prefix_tokens")
@@ -174,7 +180,7 @@ def _dinov2(name: str, path: Path, input_size: tuple[int, int] | None) -> dict[s
     state_dict = {("reg_token" if k == "register_tokens" else k): v for k, v in state_dict.items() if k != "mask_token"}
     has_registers = "reg_token" in state_dict
     if has_registers != bool(match.group(2)):
-        want = f"dinov2:{match.group(1)}" + ("" if has_registers else "-reg")
+        want = f"dinov2:{match.group(1)}" + ("-reg" if has_registers else "")
         raise InputError(f"the file {'has' if has_registers else 'has no'} register tokens: open it as {want}", path)
     size = input_size or (DINOV2_SIZE, DINOV2_SIZE)
     return _timm(arch, path, size, state_dict=state_dict, label=f"DINOv2 {name}")
