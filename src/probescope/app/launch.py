@@ -26,8 +26,10 @@ DEFAULT_SIZE = "1400x900"
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--workspace", choices=WORKSPACE_NAMES, help="workspace to show first")
-    parser.add_argument("--model", metavar="SPEC", help="model spec or file: demo, <arch>:<weights>, "
-                        "places365:<arch>:<checkpoint>, torchscript:<file>, export:<file.pt2>, or a file to detect")
+    parser.add_argument("--model", metavar="SPEC", help="model spec or file: demo, <arch>:<weights> (resnet50, "
+                        "vit_b_16, swin_t, ...), places365:<arch>:<checkpoint>, timm:<name>:<weights>, "
+                        "openclip:<name>:<weights>, dinov2:<vits14|...>[-reg]:<weights>, torchscript:<file>, "
+                        "export:<file.pt2>, or a file to detect")
     parser.add_argument("--dataset", metavar="DIR", help="probing dataset folder (Broden format), or one of its "
                         "index files to open only its rows (e.g. DIR/index_ade20k.csv)")
     parser.add_argument("--batch", metavar="DIR", type=Path, help="a `probescope batch` output folder to browse in the "
