@@ -33,7 +33,7 @@ from torch import nn
 from probescope.core.ablation import tail as tails
 from probescope.core.ablation.groups import UnitGroup
 from probescope.core.ablation.results import AblationResult
-from probescope.core.data.activations import ImageDataset
+from probescope.core.data.activations import ImageDataset, run_model
 from probescope.core.errors import InputError
 from probescope.core.models import checkpoint as ckpt
 from probescope.core.models.layers import layer_layout
@@ -151,7 +151,7 @@ class LayerAblation:
         with model.lock, torch.inference_mode():
             handle = self._module().register_forward_hook(hook)
             try:
-                logits = _logits(model.module(x), len(idx), model)
+                logits = _logits(run_model(model, x), len(idx), model)
             finally:
                 handle.remove()
                 hook.keep = False

@@ -379,7 +379,7 @@ def _forward(model: LoadedModel, x: torch.Tensor, captures: dict[str, _Capture])
     """Every hooked layer's output for the batch x; the rest of the network is skipped once the last one ran (after
     the first batch showed each runs once per forward: later calls would overwrite them)."""
     if not model.hookable:
-        out = model.module(x)
+        out = run_model(model, x)
         if not isinstance(out, torch.Tensor):
             raise InputError(f"{model.name}: output is a {type(out).__name__}, not a tensor")
         return {layer: out.float() for layer in captures}
@@ -389,13 +389,25 @@ def _forward(model: LoadedModel, x: torch.Tensor, captures: dict[str, _Capture])
     fired = next(iter(captures.values())).fired
     fired.clear()
     with contextlib.suppress(_StopForward):
-        model.module(x)
+        run_model(model, x)
     for layer, c in captures.items():
         if c.output is None:
             raise InputError(f"{model.name}: layer {layer!r} did not run in the forward pass")
     if first and all(c.calls == 1 for c in captures.values()):
         fired[-1].stop_early = True
     return {layer: c.output for layer, c in captures.items()}
+
+
+def run_model(model: LoadedModel, x: torch.Tensor) -> object:
+    """The model's output for the batch x; a model that does not take it (a program exported for another input
+    shape, a model for other images) is refused in one line naming its file and the batch's shape."""
+    try:
+        return model.module(x)
+    except (RuntimeError, ValueError, AssertionError) as exc:  # (torchvision's ViT asserts its input's size)
+        from probescope.core.models.checkpoint import _first_line
+
+        raise InputError(f"{model.name} does not run on images of shape {tuple(x.shape[1:])} "
+                         f"({_first_line(exc)})", model.source) from None
 
 
 def _as_units(model: LoadedModel, t: torch.Tensor, layer: str, layout: Layout, pooling: str | None) -> np.ndarray:

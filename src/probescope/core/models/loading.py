@@ -270,16 +270,21 @@ def _load_torchscript(path: Path, trust: Trust) -> LoadedModel:
 
 def _load_program(path: Path, trust: Trust) -> LoadedModel:
     """A torch.export program: its unflattened modules are its layers; a fixed input size is its probing size, and
-    images are stretched to it (the program refuses any other)."""
+    images are stretched to it (the program refuses any other). A program exported for other than 3 channels (the
+    RGB images every command feeds) is refused here, naming the file, before any image is read."""
     from probescope.core.models import exported
 
     program = exported.load_program(path, trust)
     model = _opaque(exported.program_module(program, path), "export", path, None)
-    height, width = (exported.input_shape(program) + (None, None, None, None))[2:4]
+    shape = exported.input_shape(program)
+    channels, height, width = (shape + (None, None, None, None))[1:4]
+    if len(shape) != 4 or channels not in (3, None):
+        what = f"{channels}-channel images" if len(shape) == 4 else f"an input of shape {shape}"
+        raise InputError(f"exported for {what}; probescope feeds RGB images (N, 3, H, W): export the model for "
+                         "3 channels", path)
     if height is not None and width is not None:
         model.input_size = (height, width)
-        if height == width:
-            model.preprocess = model.preprocess.with_resize("stretch", height)
+        model.preprocess = model.preprocess.with_resize("stretch", height, width)
     return model
 
 
