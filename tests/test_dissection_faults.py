@@ -137,6 +137,24 @@ def test_disk_full_while_writing_results(problem, tmp_path, capsys, reference, m
     assert "resuming:" in capsys.readouterr().err and same_as_reference(out, reference)
 
 
+def test_a_completely_full_disk_is_one_line(problem, tmp_path, capsys, monkeypatch):
+    """Not even the lock's holder line fits (os.write raises ENOSPC): one line naming the folder, no traceback."""
+    from probescope.core import locks
+
+    real_write = os.write
+
+    def full(fd, data):
+        if os.path.basename(os.readlink(f"/proc/self/fd/{fd}")) == LOCK_FILE:
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+        return real_write(fd, data)
+
+    monkeypatch.setattr(locks.os, "write", full)
+    assert main(dissect_args(problem, tmp_path / "out")) == 2
+    line = one_error_line(capsys)
+    assert f"{tmp_path / 'out'}: cannot write in the output folder (No space left on device)" in line
+    assert not (tmp_path / "out" / LOCK_FILE).exists()
+
+
 def check_consistent(out: Path) -> None:
     """What a failed run leaves reads back: dissection.json whole, the journal's records whole (but the last)."""
     from probescope.core.dissection.results import DissectionResult

@@ -54,10 +54,13 @@ def folder_lock(folder: Path, holder: str) -> Iterator[None]:
         raise InputError("is a file, not a folder", folder)
     fd = _locked_file(folder, path)
     try:
-        os.ftruncate(fd, 0)
         stamp = time.strftime("%Y-%m-%d %H:%M:%S")
-        os.lseek(fd, 0, os.SEEK_SET)
-        os.write(fd, f"{holder} (process {os.getpid()} on {socket.gethostname()}, since {stamp})\n".encode())
+        try:
+            os.ftruncate(fd, 0)
+            os.lseek(fd, 0, os.SEEK_SET)
+            os.write(fd, f"{holder} (process {os.getpid()} on {socket.gethostname()}, since {stamp})\n".encode())
+        except OSError as exc:  # a full disk (ENOSPC) or quota: nothing can be written there
+            raise InputError(f"cannot write in the output folder ({exc.strerror or exc})", folder) from None
         yield
     finally:
         with contextlib.suppress(OSError):  # (Windows cannot remove an open file: it stays, which is harmless)
