@@ -146,6 +146,33 @@ def test_a_killed_run_stops_its_workers_and_resumes(layer, tmp_path, isolated_ca
     same_files(out, tmp_path / "ref")
 
 
+@pytest.mark.skipif(not Path("/proc").is_dir(), reason="finds the worker processes through /proc")
+def test_sigterm_stops_the_workers_and_leaves_no_temporary_folder(layer, tmp_path, isolated_cache):
+    """SIGTERM during `dissect --jobs 2`: the workers stop, the run's temporary folder is removed, one line, exit
+    143; what was finished is kept for the next run."""
+    root, _ = layer
+    out, tmp = tmp_path / "out", tmp_path / "tmp"
+    tmp.mkdir()
+    argv = [sys.executable, "-m", "probescope", "dissect", "--dataset", str(root / "broden"), "--activations",
+            str(root / "wide.npy"), "--out", str(out), "--jobs", "2", *WINDOW]
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path), TMPDIR=str(tmp))
+    proc = subprocess.Popen(argv, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    journal = journal_path(out / "dissection.json")
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline and proc.poll() is None and \
+            not (journal.exists() and len(journal.read_text().splitlines()) > 3):
+        time.sleep(0.05)
+    workers = children_of(proc.pid)
+    assert len(workers) >= 2 and list(tmp.glob("probescope-units-*"))
+    proc.send_signal(signal.SIGTERM)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 143 and err.strip().splitlines()[-1] == "probescope dissect: terminated"
+    assert not list(tmp.glob("probescope-units-*"))
+    assert not any(Path(f"/proc/{w}/status").exists() and "zombie" not in Path(f"/proc/{w}/status").read_text()
+                   for w in workers)
+    assert subprocess.run(argv, env=env, capture_output=True, text=True).stderr.count("resuming") == 1
+
+
 def test_a_lost_worker_is_reported(layer, isolated_cache):
     root, dataset = layer
     store = label_store(dataset, isolated_cache)

@@ -9,9 +9,13 @@ never import Qt and `--help` is instant. Bad input raises `InputError`: one line
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib
+import signal
 import sys
+import threading
 import warnings
+from collections.abc import Iterator
 
 from probescope import __version__
 from probescope.cli.progress import end_progress_line
@@ -74,12 +78,39 @@ def main(argv: list[str] | None = None) -> int:
     module = importlib.import_module(args._module)
     warnings.showwarning = _show_warning
     try:
-        return int(module.run(args) or 0)
+        with _terminate_as_interrupt(args.command != "gui"):
+            return int(module.run(args) or 0)
     except InputError as exc:
         end_progress_line()
         print(f"probescope {args.command}: error: {exc}", file=sys.stderr)
         return 2
+    except Terminated:
+        end_progress_line()
+        print(f"probescope {args.command}: terminated", file=sys.stderr)
+        return 128 + signal.SIGTERM
     except KeyboardInterrupt:
         end_progress_line()
         print(f"probescope {args.command}: interrupted", file=sys.stderr)
         return 130
+
+
+class Terminated(Exception):
+    """SIGTERM while a headless command runs: raised where it was, so every `with` and `finally` on the way out runs
+    (worker processes stopped, temporary folders removed, locks released), as Ctrl+C does."""
+
+
+def _raise_terminated(_signum: int, _frame: object) -> None:
+    raise Terminated
+
+
+@contextlib.contextmanager
+def _terminate_as_interrupt(enabled: bool) -> Iterator[None]:
+    """SIGTERM raises Terminated while the block runs (in the main thread; the window has its own handler)."""
+    if not enabled or threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.signal(signal.SIGTERM, _raise_terminated)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
