@@ -58,7 +58,7 @@ def test_screenshot_fails_cleanly(qtbot, small_world, tmp_path, capsys):
     args = world_args(small_world)
     args[1] = str(bad)
     code = main(["gui", "--workspace", "gallery", "--screenshot", str(tmp_path / "x.png"), *args])
-    assert code == 1
+    assert code == 2  # an input refused (a model file that is no model)
     err = capsys.readouterr().err
     assert "probescope gui: error:" in err and "bad.pt" in err and "Traceback" not in err
     assert not (tmp_path / "x.png").exists()

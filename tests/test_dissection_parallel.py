@@ -168,6 +168,9 @@ def test_sigterm_stops_the_workers_and_leaves_no_temporary_folder(layer, tmp_pat
     _, err = proc.communicate(timeout=60)
     assert proc.returncode == 143 and err.strip().splitlines()[-1] == "probescope dissect: terminated"
     assert not list(tmp.glob("probescope-units-*"))
+    deadline = time.monotonic() + 30  # (multiprocessing's resource tracker leaves when its pipe closes)
+    while time.monotonic() < deadline and any(Path(f"/proc/{w}").exists() for w in workers):
+        time.sleep(0.1)
     assert not any(Path(f"/proc/{w}/status").exists() and "zombie" not in Path(f"/proc/{w}/status").read_text()
                    for w in workers)
     assert subprocess.run(argv, env=env, capture_output=True, text=True).stderr.count("resuming") == 1

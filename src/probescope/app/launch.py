@@ -1,9 +1,10 @@
 """`probescope gui`: open the desktop application, on the demo world unless told to open something else.
 
 With `--screenshot OUT.png` (or `.svg`, `.pdf`: the vector export) the window loads, waits until the chosen
-workspace's initial work is done, renders at `--size`, writes the file and exits 0 (non-zero with a message when
-loading fails or times out); with `--preset`, it writes the figure the export dialog's preset writes (the same
-function), so a paper's figures can be remade by a script. Screenshot runs use a throwaway settings file and the
+workspace's initial work is done, renders at `--size`, writes the file and exits 0 (with one line on stderr: 2
+when an input is refused, as for every command, 1 when loading fails otherwise or times out); with `--preset`, it
+writes the figure the export dialog's preset writes (the same function), so a paper's figures can be remade by a
+script. Screenshot runs use a throwaway settings file and the
 offscreen platform unless `QT_QPA_PLATFORM` says otherwise.
 """
 
@@ -241,14 +242,14 @@ def _screenshot(app, args: argparse.Namespace, size: tuple[int, int], to_open: l
                              f"{', '.join(workspace.area.panels)})")
         if args.panel is not None:
             workspace.area.raise_panel(args.panel)
-        failures: list[str] = []
+        failures: list = []  # TaskError
         loop = QEventLoop()
 
         def check() -> None:  # done once the workspace has its content and nothing else is still loading
             if failures or (workspace.is_initial_work_done and not window.pool.active()):
                 loop.quit()
 
-        window.pool.failed.connect(lambda _h, error: failures.append(error.message))
+        window.pool.failed.connect(lambda _h, error: failures.append(error))
         window.pool.finished.connect(check)
         workspace.initial_work_done.connect(check)
         QTimer.singleShot(int(args.timeout * 1000), loop.quit)
@@ -260,7 +261,9 @@ def _screenshot(app, args: argparse.Namespace, size: tuple[int, int], to_open: l
         loop.exec()
         try:
             if failures:
-                print(f"probescope gui: error: {failures[0]}", file=sys.stderr)
+                if failures[0].input_error:  # an input refused: exit 2, as every command's refusals
+                    raise InputError(failures[0].message)
+                print(f"probescope gui: error: {failures[0].message}", file=sys.stderr)  # a bug: exit 1
                 return 1
             if not workspace.is_initial_work_done:
                 print(f"probescope gui: error: the {workspace.title} workspace did not finish loading within "

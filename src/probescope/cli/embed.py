@@ -37,8 +37,11 @@ def run(args: argparse.Namespace) -> int:
     from probescope.core.similarity.ensemble import Ensemble
     from probescope.core.similarity.readers import load_judgments
     from probescope.core.similarity.settings import EmbeddingSettings
+    from probescope.jobs.outputs import check_outputs
     from probescope.jobs.similarity.embedding import embed
 
+    check_outputs([("--out", args.out)], [("--judgments", args.judgments), ("--catalog", args.catalog),
+                                          ("--coarse", args.coarse)])  # --out --init: a warm start updated in place
     settings = settings_from(args, EmbeddingSettings)
     source, trials, report = load_filtered(args)
     j = source.judgments

@@ -33,8 +33,11 @@ def run(args: argparse.Namespace) -> int:
     from probescope.cli.similarity import load_filtered
     from probescope.core.similarity.ensemble import Ensemble
     from probescope.core.similarity.settings import ProposeSettings
+    from probescope.jobs.outputs import check_outputs
     from probescope.jobs.similarity.propose import check_proposal, propose, random_baseline, save_proposal
 
+    check_outputs([("--out", args.out)], [("--judgments", args.judgments), ("--catalog", args.catalog),
+                                          ("--embedding", args.embedding)])
     settings = settings_from(args, ProposeSettings)  # (refuses --keep above --candidates before anything loads)
     source, _, _ = load_filtered(args)
     j = source.judgments

@@ -175,6 +175,23 @@ def _check_flags(args: argparse.Namespace) -> None:
     if (args.kid or args.prc or args.held_out) and not args.fid:
         raise InputError("--kid, --prc and --held-out compare with a reference set: give it with --fid REF (or --fid "
                          "for the demo world's images)")
+    _check_outputs(args)
+
+
+OUTPUT_OPTIONS = ("per_image", "save_logits", "save_stats")  # every option `score` writes a file to
+INPUT_OPTIONS = ("probs", "logits", "images", "generator", "fid", "held_out", "classifier")  # every one it reads
+
+
+def _check_outputs(args: argparse.Namespace) -> None:
+    """Refuse an output that is one of the inputs, or inside an input folder, before anything is read or written."""
+    from probescope.jobs.outputs import check_outputs
+
+    def option(name: str) -> str:
+        return "--" + name.replace("_", "-")
+
+    inputs = [(option(name), getattr(args, name)) for name in INPUT_OPTIONS if getattr(args, name) != "demo"]
+    inputs += [("--trust", path) for path in args.trust]
+    check_outputs([(option(name), getattr(args, name)) for name in OUTPUT_OPTIONS], inputs)
 
 
 def run(args: argparse.Namespace) -> int:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import errno
 import os
 import stat
+import zipfile
 from collections.abc import Callable
 from pathlib import Path
 
@@ -143,3 +144,19 @@ def walk_files(root: str | Path, wanted: Callable[[str], bool]) -> list[Path]:
                 raise InputError(problem, entry.path)
             found.append(Path(entry.path))
     return found
+
+
+READABLE_ZIP_METHODS = (zipfile.ZIP_STORED, zipfile.ZIP_DEFLATED, zipfile.ZIP_BZIP2, zipfile.ZIP_LZMA)
+
+
+def zip_member_problem(info: zipfile.ZipInfo, max_inflated: int | None = None) -> str | None:
+    """Why a zip member cannot be read safely, told from the archive's directory without inflating anything: it is
+    encrypted, it uses a compression method Python cannot read, or (with `max_inflated`) it is compressed and
+    declares more bytes than that (a bomb)."""
+    if info.flag_bits & 0x1:
+        return f"its member {info.filename!r} is encrypted"
+    if info.compress_type not in READABLE_ZIP_METHODS:
+        return f"its member {info.filename!r} uses an unknown compression method ({info.compress_type})"
+    if max_inflated is not None and info.compress_type != zipfile.ZIP_STORED and info.file_size > max_inflated:
+        return f"its member {info.filename!r} inflates to {info.file_size} bytes from {info.compress_size}"
+    return None

@@ -2,10 +2,11 @@
 
 Unpickling a whole-model pickle runs code from the file, a TorchScript archive carries its own code (run when
 it is loaded and called: it can read and write files), and loading a torch.export program unpickles parts of it
-(probescope.core.models.exported). Such a file is read into memory, hashed, and loaded from
-those very bytes only when its hash is trusted, so a file swapped after the decision is refused. Trust comes from
-the person running probescope: `--trust FILE` / `--trust-code` on the command line, or the app's dialog (remembered
-per hash). A manifest, a saved result or a recent-files list never carries it.
+(probescope.core.models.exported). Such a file is first hashed in chunks (an untrusted one is refused without
+ever being held in memory whole); a trusted one is then read into memory, hashed again, and loaded from those very
+bytes only when that hash is trusted too, so a file swapped after the decision is refused. Trust comes from the person
+running probescope: `--trust FILE` / `--trust-code` on the command line, or the app's dialog (remembered per hash).
+A manifest, a saved result or a recent-files list never carries it.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from pathlib import Path
 
 from probescope.core.errors import InputError
 
-HASH_CHUNK = 8 << 20
+HASH_CHUNK = 1 << 20  # bytes per read when hashing: a file is never read whole just to be hashed
 
 
 def sha256_of(path: str | Path) -> str:
@@ -64,9 +65,16 @@ class UntrustedFile(InputError):
 
 
 def read_trusted(path: Path, trust: Trust, kind: str) -> bytes:
-    """The file's bytes, when their SHA-256 is trusted; UntrustedFile otherwise (nothing of it has run)."""
+    """The file's bytes, when their SHA-256 is trusted; UntrustedFile otherwise (nothing of it has run).
+
+    The file is hashed in chunks first, so an untrusted one (say a program behind gigabytes of padding) is refused
+    in bounded memory. A trusted one is then read whole and hashed again, so the bytes returned are exactly the
+    bytes whose hash was checked; content swapped between the two reads is refused like any untrusted content."""
+    sha256 = sha256_of(path)
+    if not trust.allows(sha256):
+        raise UntrustedFile(path, sha256, kind)
     try:
-        data = path.read_bytes()
+        data = path.read_bytes()  # the user trusts this content: it is loaded from these bytes, hashed here again
     except OSError as exc:
         raise InputError(f"cannot read ({exc.strerror or exc})", path) from None
     sha256 = hashlib.sha256(data).hexdigest()

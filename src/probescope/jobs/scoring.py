@@ -150,9 +150,13 @@ def score_images(ctx: TaskContext, source: SampleSource, classifier, settings: S
         outputs = len(classifier.class_names or ()) or INCEPTION_OUTPUTS
         width = INCEPTION_FEATURES if ask.fid or ask.save_stats or ask.fid_inf else 0
         bounds.check_fits(4.0 * source.length * (outputs + width), f"{source.length} images' outputs")
+    if ask.prc and source.length is not None:  # before any image goes through the classifier
+        _check_neighbourhood(source.length, f"the samples {source.name}", settings.prc_k)
     reference = held_out = None
     if ask.fid:
         reference = yield from _reference(ctx, ask.fid, classifier, settings, ask, "reference")
+        if (ask.prc or ask.per_image) and reference.features is not None:
+            _check_neighbourhood(len(reference.features), f"the --fid reference {ask.fid}", settings.prc_k)
         if ask.held_out:
             held_out = yield from _reference(ctx, ask.held_out, classifier, settings, ask, "held-out images")
     yield Progress(None, f"scoring {source.describe()} with {classifier.name}")
@@ -167,6 +171,13 @@ def score_images(ctx: TaskContext, source: SampleSource, classifier, settings: S
                   classifier_note=classifier.note, comparable_with_published=classifier.comparable)
     return (yield from score_rows(ctx, ClassScores(logits, "logits", source.name), settings, ask,
                                   classifier.class_names, header, features, reference, held_out))
+
+
+def _check_neighbourhood(n: int, what: str, k: int) -> None:
+    """Refuse a set too small for each of its members' k nearest other members (precision/recall's radii)."""
+    if n <= k:
+        raise InputError(f"--prc-k {k}: {what} has {n} image{'s' if n != 1 else ''}, and k = {k} nearest neighbours "
+                         f"need at least {k + 1} per set (use a larger set or a smaller --prc-k)")
 
 
 def _reference(ctx: TaskContext, spec: str, classifier, settings: ScoreSettings, ask: ScoreAsk,
@@ -189,6 +200,8 @@ def score_rows(ctx: TaskContext, scores, settings: ScoreSettings, ask: ScoreAsk,
     unit = "bits" if ask.bits else "nats"
     report = score_report(scores, settings.splits, settings.shuffle, settings.seed, unit=unit,
                           class_names=class_names)
+    if ask.prc and reference is not None and features is not None:  # a stream whose length was not known ahead
+        _check_neighbourhood(len(features), f"the samples {scores.source}", settings.prc_k)
     if ask.per_image and reference is not None and reference.features is not None:
         yield Progress(None, "reference radii")
         # precision/recall's radii and the copy flag's, from one pass over the reference (then cached)

@@ -32,7 +32,7 @@ import torch
 from torch import nn
 
 from probescope.core.errors import InputError
-from probescope.core.models.checkpoint import _first_line, is_torchscript, load_torchscript
+from probescope.core.models.checkpoint import ZIP_ERRORS, _first_line, is_torchscript, load_torchscript, zip_member_head
 from probescope.core.trust import Trust, read_trusted
 
 KIND = "torch.export program"
@@ -40,17 +40,26 @@ _LEGACY_ENTRY = "serialized_exported_program.json"  # the archive layout of torc
 
 
 def is_exported_program(path: Path) -> bool:
-    """A torch.export archive: a zip whose `archive_format` member says pt2 (or the older layout's JSON)."""
+    """A torch.export archive: a zip whose `archive_format` member says pt2 (or the older layout's JSON). Only the
+    zip's directory and the first bytes of `archive_format` are read; InputError naming the file when that member
+    cannot be read (encrypted, an unknown compression method, a damaged compressed stream)."""
+    try:
+        if not zipfile.is_zipfile(path):
+            return False
+        with zipfile.ZipFile(path) as zf:
+            names = zf.namelist()
+    except ZIP_ERRORS:
+        return False
+    if any(name.endswith(_LEGACY_ENTRY) for name in names):
+        return True
+    formats = [name for name in names if name.endswith("archive_format")]
+    if not formats:
+        return False
     try:
         with zipfile.ZipFile(path) as zf:
-            for name in zf.namelist():
-                if name.endswith("archive_format") and zf.read(name).strip() == b"pt2":
-                    return True
-                if name.endswith(_LEGACY_ENTRY):
-                    return True
-    except (zipfile.BadZipFile, OSError, KeyError):
+            return any(zip_member_head(zf, name, path).strip() == b"pt2" for name in formats)
+    except ZIP_ERRORS:  # the file changed since its directory was read
         return False
-    return False
 
 
 @contextmanager

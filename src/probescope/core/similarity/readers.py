@@ -16,13 +16,14 @@ import csv
 import json
 import re
 import zipfile
+import zlib
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
 import numpy as np
 
 from probescope.core.errors import InputError
-from probescope.core.files import folder_problem, readable_file, walk_files
+from probescope.core.files import folder_problem, readable_file, walk_files, zip_member_problem
 from probescope.core.similarity.catalog import Catalog, read_catalog, read_stimuli_txt
 from probescope.core.similarity.trials import MAX_ID, PAD, Trials, whole_ids
 
@@ -213,6 +214,29 @@ def _session_trials(doc: object, where: str, path: Path) -> tuple[str, float | N
     return participant, None if grade is None else float(grade), rows
 
 
+MAX_RELEASE_MEMBER = 256 << 20  # bytes a release's stimuli.txt or session JSON may inflate to (they are kilobytes)
+
+
+def _release_member(zf: zipfile.ZipFile, info: zipfile.ZipInfo, path: Path) -> bytes:
+    """One member of a release zip, read in bounded chunks: InputError for an encrypted member, an unknown
+    compression method or one that inflates past MAX_RELEASE_MEMBER (checked before a byte is inflated)."""
+    problem = zip_member_problem(info)
+    if problem:
+        raise InputError(f"cannot read the release ({problem})", path)
+    if info.file_size > MAX_RELEASE_MEMBER:
+        raise InputError(f"cannot read the release (its member {info.filename!r} inflates to {info.file_size} "
+                         f"bytes, more than {MAX_RELEASE_MEMBER})", path)
+    chunks, size = [], 0
+    with zf.open(info) as member:
+        while chunk := member.read(1 << 20):
+            size += len(chunk)
+            if size > MAX_RELEASE_MEMBER:
+                raise InputError(f"cannot read the release (its member {info.filename!r} inflates past "
+                                 f"{MAX_RELEASE_MEMBER} bytes)", path)
+            chunks.append(chunk)
+    return b"".join(chunks)
+
+
 def read_zip_release(path: str | Path, root: str | Path | None = None) -> Judgments:
     """The newer raw release: a .zip (or its unpacked folder) with stimuli.txt, train_seqs/*.json, test_seqs/*.json.
 
@@ -229,15 +253,15 @@ def read_zip_release(path: str | Path, root: str | Path | None = None) -> Judgme
                 files[f.relative_to(path).as_posix()] = f.read_bytes()
         else:
             with zipfile.ZipFile(path) as zf:
-                for name in zf.namelist():
-                    if name.endswith("stimuli.txt") or name.endswith(".json"):
-                        files[name] = zf.read(name)
-    except (OSError, zipfile.BadZipFile) as exc:
+                for info in zf.infolist():
+                    if info.filename.endswith("stimuli.txt") or info.filename.endswith(".json"):
+                        files[info.filename] = _release_member(zf, info, path)
+    except (OSError, ValueError, EOFError, RuntimeError, NotImplementedError, zlib.error, zipfile.BadZipFile) as exc:
         raise InputError(f"cannot read the release ({exc})", path) from None
     stimuli = sorted((n for n in files if PurePosixPath(n).name == "stimuli.txt"), key=len)
     if not stimuli:
         raise InputError("no stimuli.txt in the release", path)
-    catalog = read_stimuli_txt(files[stimuli[0]].decode("utf-8"), path / stimuli[0], root)
+    catalog = read_stimuli_txt(files[stimuli[0]].decode("utf-8-sig"), path / stimuli[0], root)
     split_of = {n: PurePosixPath(n).parent.name for n in files if n.endswith(".json")}
     sessions = sorted((n for n, s in split_of.items() if s in ("train_seqs", "test_seqs")),
                       key=lambda n: (split_of[n] != "train_seqs", n))  # session ids: training sessions first
@@ -249,7 +273,7 @@ def read_zip_release(path: str | Path, root: str | Path | None = None) -> Judgme
     columns: dict[str, list] = {"train_seqs": [], "test_seqs": []}
     for s, name in enumerate(sessions):
         try:
-            doc = json.loads(files[name].decode("utf-8"))
+            doc = json.loads(files[name].decode("utf-8-sig"))
         except (UnicodeDecodeError, json.JSONDecodeError) as exc:
             raise InputError(f"{name}: not valid JSON ({exc.__class__.__name__})", path) from None
         participant, grade, rows = _session_trials(doc, name, path)
@@ -304,7 +328,7 @@ def read_trials_csv(path: str | Path, catalog: Catalog | None = None) -> Judgmen
     """
     path = Path(path)
     try:
-        with open(path, newline="", encoding="utf-8") as fh:
+        with open(path, newline="", encoding="utf-8-sig") as fh:  # spreadsheets save CSV with a byte-order mark
             reader = csv.DictReader(fh)
             header = list(reader.fieldnames or [])
             rows = list(reader)
