@@ -1,4 +1,4 @@
-"""Outputs that are inputs: a command refuses to write where it reads (issue "Hostile inputs, fourth round").
+"""Outputs that are inputs: a command refuses to write where it reads.
 
 An output option given one of the command's input files would replace that input (`score --images DIR
 --per-image DIR/p03.png` once overwrote a sample image with the CSV); one given a path inside an input folder would
