@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -207,3 +209,12 @@ def test_scripted_figure_is_the_export_dialogs(qtbot, window, small_world, tmp_p
     for workspace in window.workspaces.values():
         for target in workspace.export_targets():
             assert f"`{target.name}`" in guide, f"docs/window.md does not list the view {target.name!r}"
+
+
+def test_the_platforms_notes_are_not_printed_and_everything_else_is():
+    """`gui --screenshot` printed the offscreen platform's "does not support propagateSizeHints()" at every run."""
+    code = ("from PySide6.QtCore import qWarning; from probescope.app.launch import quiet_platform_notes; "
+            "quiet_platform_notes(); qWarning('This plugin does not support propagateSizeHints()'); "
+            "qWarning('a warning that matters')")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0 and done.stderr.strip().splitlines() == ["a warning that matters"]

@@ -37,6 +37,7 @@ def loaded(qtbot, window, small_world):
 
 
 def test_the_first_window_fits_the_screen_and_the_explanations_are_in_view(qtbot, loaded):
+    assert loaded.focusWidget() is loaded.workspaces["dissection"].units  # the unit table, not the layer box
     available = loaded.screen().availableGeometry()
     assert abs(loaded.width() - 0.9 * available.width()) <= 2 and abs(loaded.height() - 0.9 * available.height()) <= 2
     loaded.resize(1440, 900)  # what it is on a 1600x1000 screen (the offscreen test screen is 800x600)
@@ -49,6 +50,11 @@ def test_the_first_window_fits_the_screen_and_the_explanations_are_in_view(qtbot
     assert ws.trace.columnWidth(0) >= 0.45 * ws.trace.viewport().width()  # the beam trace's formulas have room
     for key in ("units", "trace", "charts"):
         assert ws.area.on_screen(key)
+    # the keys browse each workspace's items when it is shown, never the layer box (a layer is chosen, not arrowed)
+    for name, view in (("gallery", loaded.workspaces["gallery"].grid),
+                       ("similarity", loaded.workspaces["similarity"].trials.trial_list), ("dissection", ws.units)):
+        loaded.set_workspace(name)
+        qtbot.waitUntil(lambda view=view: loaded.focusWidget() is view, timeout=WAIT_MS)
 
 
 def test_panels_hide_reset_and_come_back_after_a_restart(qtbot, window, settings_path):
@@ -186,6 +192,11 @@ def test_the_task_panel_says_stage_items_rate_and_time_left(qtbot, window):
     qtbot.waitUntil(lambda: window.tasks.stages() == ["item 5 (5/20)"], timeout=WAIT_MS)
     assert "Tasks (1)" in window.progress.tasks_button.text()
     window.progress.tasks_button.click()
+    assert window.tasks_dock.isVisible()
+    shortcut = next(a for a in window.menus.actions if a.shortcut().toString() == "Ctrl+Shift+T")
+    shortcut.trigger()  # the same action closes it (it only opened it)
+    assert not window.tasks_dock.isVisible()
+    shortcut.trigger()
     assert window.tasks_dock.isVisible()
     window.tasks.table.cellWidget(0, 6).click()
     qtbot.waitUntil(lambda: handle.done, timeout=WAIT_MS)

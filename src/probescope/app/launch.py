@@ -144,7 +144,10 @@ def run(args: argparse.Namespace) -> int:
     from probescope.app.settings import Settings
     from probescope.app.theme import apply_theme
 
-    app = QApplication.instance() or QApplication([sys.argv[0]])
+    app = QApplication.instance()
+    if app is None:  # (an application made by the caller keeps its own message handler: a test's)
+        app = QApplication([sys.argv[0]])
+        quiet_platform_notes()
     app.setApplicationName("probescope")
     app.setOrganizationName("probescope")
     app.setDesktopFileName("io.github.probescope.Probescope")  # the .desktop file (packaging/linux) for taskbars
@@ -173,6 +176,21 @@ def _print_notes(settings) -> None:
     """The saved settings the window did not use, one line each (the window shows them too)."""
     for note in settings.notes:
         print(f"probescope gui: note: {note}", file=sys.stderr)
+
+
+PLATFORM_NOTES = ("does not support propagateSizeHints",)  # the offscreen platform's, at every dock resize
+
+
+def quiet_platform_notes() -> None:
+    """Qt's messages go to stderr as before, less the platform plugin's notes that say nothing to the user (the
+    offscreen platform, which --screenshot uses, notes at every dock's resize that it cannot pass size hints)."""
+    from PySide6.QtCore import qInstallMessageHandler
+
+    def handler(_kind, _context, message: str) -> None:
+        if not any(note in message for note in PLATFORM_NOTES):
+            print(message, file=sys.stderr)
+
+    qInstallMessageHandler(handler)
 
 
 def _app_icon():

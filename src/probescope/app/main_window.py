@@ -13,8 +13,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from PySide6.QtCore import Qt, Signal
-from PySide6.QtGui import QAction, QCloseEvent, QDragEnterEvent, QDropEvent, QGuiApplication
+from PySide6.QtCore import Qt, QTimer, Signal
+from PySide6.QtGui import QAction, QCloseEvent, QDragEnterEvent, QDropEvent, QGuiApplication, QShowEvent
 from PySide6.QtWidgets import QApplication, QDockWidget, QMainWindow, QTabWidget, QVBoxLayout, QWidget
 
 from probescope.app.figure_actions import FigureActions, target_of
@@ -112,13 +112,13 @@ class MainWindow(QMainWindow):
 
         self.progress = TaskProgress()
         self.statusBar().addPermanentWidget(self.progress)
-        self.progress.details_requested.connect(lambda: self.tasks_dock.show())
+        self.progress.details_requested.connect(self.toggle_tasks)
         self.tasks = TaskPanel()
         self.tasks_dock = QDockWidget("Tasks", self)
         self.tasks_dock.setObjectName("window/tasks")
         self.tasks_dock.setWidget(self.tasks)
         self.addDockWidget(Qt.DockWidgetArea.BottomDockWidgetArea, self.tasks_dock)
-        self.tasks_dock.hide()  # opened from the status bar's Tasks button or View > Tasks
+        self.tasks_dock.hide()  # opened and closed by the status bar's Tasks button, View > Tasks, Ctrl+Shift+T
         self.monitor = TaskMonitor(self.pool, self.progress, self.tasks, self.statusBar().showMessage, self)
         self.pool.failed.connect(self._task_failed)
         self.pool.notice.connect(self.notify)  # the compute kernel died and was restarted: what happened, one line
@@ -193,7 +193,11 @@ class MainWindow(QMainWindow):
         return self.tabs.currentWidget()
 
     def _workspace_shown(self) -> None:
-        self.pool.foreground = self.current_workspace().name  # its compute tasks go first
+        workspace = self.current_workspace()
+        self.pool.foreground = workspace.name  # its compute tasks go first
+        # the keys browse its items, never the layer box (a layer is chosen); once the switch is over (hiding the
+        # previous page moves the focus on to the tab bar)
+        QTimer.singleShot(0, workspace.focus_view.setFocus)
 
     def set_workspace(self, name: str) -> None:
         if name not in self.workspaces:
@@ -227,6 +231,10 @@ class MainWindow(QMainWindow):
         dialog = ShortcutsDialog(self.command_actions(), self)
         dialog.show()
         return dialog
+
+    def toggle_tasks(self) -> None:
+        """The Tasks panel shown, or hidden when it is shown (View > Tasks, Ctrl+Shift+T, the status bar's button)."""
+        self.tasks_dock.setVisible(not self.tasks_dock.isVisible())
 
     def show_command_palette(self) -> CommandPalette:
         if self._palette is not None:
@@ -274,6 +282,13 @@ class MainWindow(QMainWindow):
         self.current_workspace().area.reset()
 
     # -- events ---------------------------------------------------------------------------------------------------
+    def showEvent(self, event: QShowEvent) -> None:  # noqa: N802
+        """The shown workspace's items get the keyboard when the window first appears (a widget hidden when told to
+        take the focus does not keep it: Qt gives it to the first widget of the tab chain, the source bar's)."""
+        super().showEvent(event)
+        if not event.spontaneous():
+            self.current_workspace().focus_view.setFocus()
+
     def closeEvent(self, event: QCloseEvent) -> None:  # noqa: N802
         self.arrangement.save(self.current_workspace().name)
         self.pool.shutdown()

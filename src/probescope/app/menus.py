@@ -52,7 +52,7 @@ class Menus:
         self.panels = view.addMenu("&Panels")
         self.panels.aboutToShow.connect(self._fill_panels)
         self.add(view, "&Reset Layout", w.reset_layout, "Ctrl+Shift+R")
-        self.add(view, "&Tasks", lambda: w.tasks_dock.show(), "Ctrl+Shift+T")
+        self.add(view, "&Tasks", w.toggle_tasks, "Ctrl+Shift+T")
         view.addSeparator()
         self.add(view, "&Next Item", lambda: w.current_workspace().next_item(), "Ctrl+]")
         self.add(view, "&Previous Item", lambda: w.current_workspace().previous_item(), "Ctrl+[")

@@ -34,6 +34,7 @@ class Workspace(QWidget):
         self.state: AppState | None = None
         self._initial_done = False
         self.area = PanelArea(self.name)  # the central view and the panels around it
+        self.focus_view: QWidget = self  # what has the keyboard when the workspace is shown (its list of items)
         layout = QVBoxLayout(self)
         layout.setContentsMargins(0, 0, 0, 0)
         layout.addWidget(self.area)

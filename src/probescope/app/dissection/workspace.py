@@ -86,6 +86,7 @@ class DissectionWorkspace(Workspace):
         self.header = QLabel("<b>Units</b>")
         self.header.setWordWrap(True)
         self.filters, self.units, self.view = FilterBar(), UnitTable(), UnitView()
+        self.focus_view = self.units
         self.charts, self.trace, self.layer_views, self.card = UnitCharts(), TraceTree(), LayerViews(), UnitCard()
         self.runs, self.batch, self.detail = RunsPanel(), BatchPanel(), ImageDetail(self)
         self.role = RolePanel(pool, self.task_key)

@@ -59,6 +59,7 @@ class GalleryWorkspace(Workspace):
         self._slow_time = self._grid_time = 0.0
         self.controls = GalleryControls()
         self.grid = GalleryGrid(96)
+        self.focus_view = self.grid
         self.sheet = ContactSheet(self.grid.thumbnails, self.grid.delegate)
         self.caption = QLabel()
         self.caption.setWordWrap(True)  # (a narrow grid pane wraps it instead of cutting it off)

@@ -54,6 +54,7 @@ class SimilarityWorkspace(Workspace):
         self.header.setWordWrap(True)
         self.header.setTextFormat(Qt.TextFormat.RichText)
         self.trials, self.view = TrialsPanel(), TrialView()
+        self.focus_view = self.trials.trial_list
         self.models, self.embedding = ModelsPanel(), EmbeddingPanel()
         self.quality, self.active = QualityPanel(), ActivePanel()
         self.sheet = TrialSheet(SHEET_CELL, columns=2, rows=3)
