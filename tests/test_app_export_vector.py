@@ -185,6 +185,29 @@ def test_plot_strokes_keep_their_width_without_non_scaling_stroke(tmp_path, qtbo
     assert_same_picture(qimage_rgb(render_image(plot)), raster, "curve")
 
 
+def test_svg_text_names_the_font_drawn_with_and_a_generic_family(tmp_path, qtbot):
+    """Qt writes its alias 'Sans Serif', which no SVG renderer knows (rsvg-convert substituted a wider font and cut
+    the title's last characters): the SVG names the family Qt resolved it to, then a generic family."""
+    import re
+
+    from PySide6.QtGui import QFont, QFontInfo
+
+    from probescope.app.svg_geometry import font_families
+
+    label = QLabel("IoU against DA (layer4)")
+    label.setFont(QFont("Sans Serif", 12))
+    qtbot.addWidget(label)
+    label.show()
+    qtbot.waitExposed(label)
+    families = set(re.findall(r'font-family="([^"]*)"', export_widget(label, tmp_path / "t.svg").read_text()))
+    resolved = QFontInfo(QFont("Sans Serif")).family()
+    assert families and all(f.endswith("sans-serif") for f in families)
+    assert "Sans Serif" not in families and any(resolved in f for f in families)
+    assert font_families("Sans Serif", "DejaVu Sans") == "'DejaVu Sans', 'Sans Serif', sans-serif"
+    assert font_families("Monospace", "DejaVu Sans Mono") == "'DejaVu Sans Mono', monospace"
+    assert font_families("Serif", "DejaVu Serif") == "'DejaVu Serif', serif"
+
+
 def test_svg_geometry_hand_worked():
     scale = (2.0, 0.0, 0.0, -4.0, 10.0, 100.0)  # x' = 2x + 10, y' = -4y + 100
     assert compose(scale, invert(scale)) == pytest.approx((1, 0, 0, 1, 0, 0))

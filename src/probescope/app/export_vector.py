@@ -17,7 +17,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 
 from PySide6.QtCore import QBuffer, QByteArray, QIODevice, QMarginsF, QPoint, QPointF, QRect, QRectF, QSize, QSizeF, Qt
-from PySide6.QtGui import QImage, QPageLayout, QPageSize, QPainter, QPdfWriter
+from PySide6.QtGui import QFont, QFontInfo, QImage, QPageLayout, QPageSize, QPainter, QPdfWriter
 from PySide6.QtSvg import QSvgGenerator, QSvgRenderer
 from PySide6.QtWidgets import (
     QAbstractButton,
@@ -35,7 +35,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from probescope.app.svg_geometry import compose_svg, flatten_scaled_strokes
+from probescope.app.svg_geometry import compose_svg, flatten_scaled_strokes, font_families
 
 RASTER_CONTROLS = (QAbstractButton, QComboBox, QAbstractSlider, QAbstractSpinBox, QLineEdit, QHeaderView, QTabBar,
                    QProgressBar)
@@ -213,7 +213,12 @@ def svg_bytes(widget: QWidget, source: QRect, title: str, page_dpi: float | None
                 continue
             placed.append((type(piece.widget).__name__, (origin.x(), origin.y()), rect, _svg_document(
                 piece.widget.size(), dpi, lambda p, x=piece: paint_piece(x, p, QPoint(0, 0)))))
-    return compose_svg(placed, (source.width(), source.height()), title, page_dpi or dpi)
+    return compose_svg(placed, (source.width(), source.height()), title, page_dpi or dpi, fonts=_named_fonts)
+
+
+def _named_fonts(family: str) -> str:
+    """The font-family list an SVG names for Qt's `family`: the font Qt resolved it to, and a generic fallback."""
+    return font_families(family, QFontInfo(QFont(family)).family())
 
 
 def pdf_bytes(widget: QWidget, source: QRect, title: str, page_dpi: float | None = None) -> bytes:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import re
 import xml.etree.ElementTree as ET
+from collections.abc import Callable
 
 SVG_NS = "http://www.w3.org/2000/svg"
 XLINK_NS = "http://www.w3.org/1999/xlink"
@@ -166,11 +167,24 @@ def _rename_ids(element: ET.Element, prefix: str) -> None:
                 node.set(key, "#" + prefix + value[1:])
 
 
+def font_families(family: str, resolved: str) -> str:
+    """An SVG font-family list for a Qt family: the font Qt drew with (`resolved`: Qt's own names such as
+    'Sans Serif' are aliases no SVG renderer knows, which substitute a font of other widths and clip the text),
+    then the family as written, then the generic family a renderer has in any case."""
+    lowered = family.lower()
+    generic = "monospace" if "mono" in lowered or "courier" in lowered else (
+        "serif" if "serif" in lowered and "sans" not in lowered else "sans-serif")
+    names = [name for name in dict.fromkeys((resolved, family)) if name and name.lower() != generic]
+    return ", ".join([*(f"'{name}'" if " " in name else name for name in names), generic])
+
+
 def compose_svg(pieces: list[tuple[str, tuple[float, float], tuple[float, float, float, float], bytes]],
-                size: tuple[float, float], title: str, dpi: float = 96.0) -> bytes:
+                size: tuple[float, float], title: str, dpi: float = 96.0,
+                fonts: Callable[[str], str] | None = None) -> bytes:
     """One SVG of `size` (user units: pixels at `dpi`, so its width and height are given in inches) from SVG
     pieces, each (name, origin, shown rectangle x, y, w, h, document): a piece's drawing is moved to its origin and
-    clipped to its rectangle, in a group of class `name` (what drew it); ids are made unique per piece."""
+    clipped to its rectangle, in a group of class `name` (what drew it); ids are made unique per piece. `fonts`
+    maps a font-family as Qt wrote it to the list the SVG names (`font_families`)."""
     ET.register_namespace("", SVG_NS)
     ET.register_namespace("xlink", XLINK_NS)
     width, height = size
@@ -182,6 +196,10 @@ def compose_svg(pieces: list[tuple[str, tuple[float, float], tuple[float, float,
     for k, (name, (ox, oy), (x, y, w, h), document) in enumerate(pieces):
         piece = ET.fromstring(document)
         _rename_ids(piece, f"p{k}_")
+        if fonts is not None:
+            for node in piece.iter():
+                if "font-family" in node.attrib:
+                    node.set("font-family", fonts(node.get("font-family")))
         clip = ET.SubElement(defs, f"{{{SVG_NS}}}clipPath", {"id": f"piece{k}"})
         ET.SubElement(clip, f"{{{SVG_NS}}}rect", {"x": _fmt(x), "y": _fmt(y), "width": _fmt(w), "height": _fmt(h)})
         clipped = ET.SubElement(root, f"{{{SVG_NS}}}g", {"clip-path": f"url(#piece{k})", "class": name})
