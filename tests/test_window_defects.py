@@ -249,6 +249,17 @@ def test_small_things(qtbot, loaded, tmp_path):
     dialog.target.setCurrentIndex(0)
     assert Path(dialog.path.text()).name.startswith("dissection")
     dialog.close()
+    # with the keyboard on the unit table (where it starts), it offers the view exported last
+    names = [t.name for t in ws.export_targets()]
+    dialog.target.setCurrentIndex(names.index("Beam-search trace"))
+    dialog.path.setText(str(tmp_path / "trace.png"))
+    assert dialog.save() is not None
+    ws.units.setFocus()
+    qtbot.waitUntil(lambda: QApplication.focusWidget() is ws.units, timeout=WAIT_MS)
+    loaded.figures.export_figure()
+    dialog = next(w for w in QApplication.topLevelWidgets() if isinstance(w, ExportDialog) and w.isVisible())
+    assert dialog.target.currentText() == "Beam-search trace"
+    dialog.close()
     # every plot and the unit card answer a right click with their figure menu
     from probescope.app.figure_menu import figure_menu
 

@@ -147,7 +147,7 @@ class ExportDialog(QDialog):
             return None
         self.settings.set_export_defaults(ExportDefaults(
             self.format.currentText().lower(), width, self.scale.value(), self.margin_free.isChecked(),
-            str(path.parent), self.size.currentData(), self.follow_theme.isChecked()))
+            str(path.parent), self.size.currentData(), self.follow_theme.isChecked(), target.name))
         self.exported.emit(str(path))
         self.accept()
         return path

@@ -26,11 +26,16 @@ class FigureActions:
                                                                                  notify)
 
     def export_figure(self, view: ExportTarget | None = None) -> None:
-        """The export dialog, on `view` or else on the view that has the keyboard focus (the panel in use)."""
-        targets = self._workspace().export_targets()
+        """The export dialog, on `view`, else on the view that has the keyboard focus (the panel in use), else on
+        the view exported last (the focus on the workspace's own list, where it starts, is no choice)."""
+        workspace = self._workspace()
+        targets = workspace.export_targets()
         focus = view.widget if view is not None else QApplication.focusWidget()
+        if view is None and focus is workspace.focus_view:
+            focus = None
+        last = next((k for k, target in enumerate(targets) if target.name == self._settings.export_defaults().view), 0)
         current = next((k for k, target in reversed(list(enumerate(targets)))
-                        if focus is not None and (focus is target.widget or target.widget.isAncestorOf(focus))), 0)
+                        if focus is not None and (focus is target.widget or target.widget.isAncestorOf(focus))), last)
         dialog = ExportDialog(targets, self._settings, self._window, current)
         dialog.exported.connect(lambda path: self._say(f"Exported {path}", 5000))
         dialog.failed.connect(self._notify)

@@ -7,7 +7,9 @@ Ray Client connects in the reader thread (it takes seconds), never in the GUI th
 until it exits, or until the client that connected it is shut down. A lost actor (ray.kill, its worker or node died)
 is a dead kernel: a new actor is made and the interrupted tasks run again. Before connecting, `jobs.kernel.spec.refusal`
 is asked again (the command line asks it first), so a cluster elsewhere without token authentication is never reached
-unless the user said so. Neither ray nor this module imports torch.
+unless the user said so; then `jobs.kernel.spec.before_connecting` sends this machine's token when it has one, and a
+cluster that wants a token (or refuses this one) is said in one line at once, not after Ray Client's minute of
+retries. Neither ray nor this module imports torch.
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ from PySide6.QtCore import QObject
 
 from probescope.app.kernel_client import KernelSide
 from probescope.jobs.kernel.process import KernelConfig
-from probescope.jobs.kernel.spec import KernelSpec, refusal
+from probescope.jobs.kernel.spec import KernelSpec, before_connecting, refusal
 
 CANCEL_DEADLINE_S = 2.0  # a round trip to another machine and a poll; then the actor is killed and made again
 POLL_S = 0.5  # how long one `take` waits on the actor for the kernel's next message
@@ -107,6 +109,9 @@ class _ActorConnection:
             raise EOFError("needs Ray here: pip install 'probescope[cluster]'") from None
         try:
             if not ray.is_initialized():
+                problem = before_connecting(self.spec.address)  # this machine's token sent; a refusal said at once
+                if problem is not None:
+                    raise EOFError(f"was not connected: {problem}")
                 ray.init(self.spec.address, logging_level="warning", log_to_driver=False)
                 self.connected_here = True
             if self.spec.gpus and ray.cluster_resources().get("GPU", 0) < self.spec.gpus:

@@ -64,6 +64,7 @@ class ExportDefaults:
     folder: str = ""             # the folder of the last figure written ("": the working folder)
     preset: str = "column"       # a figure preset's key (export.PRESETS) or "custom" (width or scale)
     follow_theme: bool = False   # figures in the window's theme instead of the light (paper) one
+    view: str = ""               # the view exported last ("": none yet), offered again unless a panel is in use
 
 
 class Settings:
@@ -298,6 +299,8 @@ def _export_problem(name: str, value: object) -> str | None:
     if name == "preset":
         keys = [p.key for p in PRESETS] + ["custom"]
         return None if value in keys else f"not a size preset ({', '.join(keys)})"
+    if name == "view":
+        return None if isinstance(value, str) else "expected a view's name"
     if name == "folder":
         if not isinstance(value, str):
             return "expected a folder name"
