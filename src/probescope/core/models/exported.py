@@ -25,6 +25,7 @@ from __future__ import annotations
 import io
 import logging
 import zipfile
+from collections.abc import Callable
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -137,9 +138,14 @@ def module_kind(module: nn.Module) -> str:
     return getattr(module, "exported_kind", type(module).__name__)
 
 
-def load_runnable(path: Path, trust: Trust, device: str = "cpu", what: str = "generator") -> nn.Module:
+def load_runnable(path: Path, trust: Trust, device: str = "cpu", what: str = "generator",
+                  check: Callable[[torch.export.ExportedProgram], None] | None = None) -> nn.Module:
     """A TorchScript archive or an ExportedProgram, told apart by content, as a module on `device` (a generator
-    G(z[, class]) is either); both run code from the file, so both load only when `trust` allows its content."""
+    G(z[, class]) is either); both run code from the file, so both load only when `trust` allows its content.
+    `check` sees a program before it is made a module (its own input signature: what it was exported for)."""
     if is_exported_program(path):
-        return program_module(load_program(path, trust, f"{KIND} ({what})"), path).to(device)
+        program = load_program(path, trust, f"{KIND} ({what})")
+        if check is not None:
+            check(program)
+        return program_module(program, path).to(device)
     return load_torchscript(path, trust, device, f"TorchScript {what}")

@@ -215,6 +215,11 @@ class TorchScriptGeneratorSource(SampleSource):
     randint when the generator is class-conditional), so the same file and seed give the same samples. Float
     outputs are declared to lie in `output_range` and quantised by `quantize_to_uint8`; uint8 outputs are used as
     they are. A generator is code: it loads only when `trust` allows its content.
+
+    A generator that does not fit the settings is refused in one line naming its file before any sampling: a
+    torch.export program from its input signature (noise size against `z_dim`, its number of inputs against
+    `num_classes`, an image classifier), then any generator from one run on two zero noise vectors (TorchScript has
+    no shape signature). Float samples that are not finite (NaN, infinity) are refused, counted, not quantised.
     """
 
     def __init__(
@@ -229,8 +234,6 @@ class TorchScriptGeneratorSource(SampleSource):
         device: str = "cpu",
         trust: Trust = NO_TRUST,
     ):
-        from probescope.core.models.exported import load_runnable
-
         self.path = Path(path)
         if not self.path.is_file():
             raise InputError("generator file not found", self.path)
@@ -241,9 +244,10 @@ class TorchScriptGeneratorSource(SampleSource):
             )
         import torch
 
-        self.module = load_runnable(self.path, trust, device, "generator").eval()
         self.z_dim, self.num_classes, self.output_range = z_dim, num_classes, output_range
         self.seed, self.device = seed, device
+        self.module = self._load(trust, device)
+        self._probe()
         low, high = output_range
         rule = f"output [{low:g}, {high:g}] -> uint8 rounded half up"
         kind = "TorchScript" if isinstance(self.module, torch.jit.ScriptModule) else "torch.export"
@@ -257,9 +261,52 @@ class TorchScriptGeneratorSource(SampleSource):
             m = min(batch_size, self.length - start)
             z = rng.randn(m, self.z_dim).astype(np.float32)
             labels = rng.randint(0, self.num_classes, size=m) if self.num_classes > 0 else None
-            yield lambda z=z, labels=labels: self._generate(z, labels)
+            yield lambda z=z, labels=labels, start=start: self._generate(z, labels, start)
 
-    def _generate(self, z: np.ndarray, labels: np.ndarray | None) -> list[np.ndarray]:
+    def _load(self, trust: Trust, device: str):
+        """The generator as a module on `device`; a torch.export program is first checked against the settings by
+        its own input signature (`_check_signature`), before anything runs."""
+        from probescope.core.models.exported import load_runnable
+
+        return load_runnable(self.path, trust, device, "generator", check=self._check_signature).eval()
+
+    def _check_signature(self, program) -> None:
+        """InputError naming the file and the option when the program's inputs cannot be (noise (N, z_dim)[, class
+        labels (N,)]): another noise size than --z-dim, an image classifier given as a generator, a class input
+        without --gen-classes or the reverse."""
+        from probescope.core.models.exported import input_shape
+
+        shape = input_shape(program)
+        shown = "(" + ", ".join("N" if d is None else str(d) for d in (None, *shape[1:])) + ")" if shape else "()"
+        if len(shape) != 2:
+            raise InputError(f"not a generator G(z[, class]) for --generator: it takes {shown} inputs, not (N, z_dim) "
+                             "noise vectors (an image classifier?)", self.path)
+        if shape[1] is not None and shape[1] != self.z_dim:
+            raise InputError(f"this generator takes {shape[1]}-d noise {shown}, not --z-dim {self.z_dim}: give "
+                             f"--z-dim {shape[1]}", self.path)
+        inputs = len(program.graph_signature.user_inputs)
+        if inputs != (2 if self.num_classes else 1):
+            told = f"--gen-classes {self.num_classes}" if self.num_classes else "no --gen-classes"
+            wants = {1: "noise alone", 2: "noise and class labels"}.get(inputs, f"{inputs} inputs")
+            raise InputError(f"this generator takes {wants}, but {told} was given (a conditional generator takes "
+                             "(z, class) with --gen-classes K, an unconditional one z alone)", self.path)
+
+    def _probe(self) -> None:
+        """Run the generator once on two zero noise vectors (and class 0), before any sampling: a program that does
+        not take --z-dim noise (a TorchScript file has no shape signature) is refused in one line naming the file."""
+        z = np.zeros((2, self.z_dim), np.float32)
+        labels = np.zeros(2, np.int64) if self.num_classes > 0 else None
+        try:
+            self._run(z, labels)
+        except InputError:
+            raise
+        except Exception as exc:  # noqa: BLE001  (a program fails on wrong inputs with any exception type)
+            given = f"--z-dim {self.z_dim}" + (f" and --gen-classes {self.num_classes}" if self.num_classes else "")
+            raise InputError(f"the generator fails on {given} inputs (wrong noise size, or not a generator G(z[, "
+                             f"class]) -> (N, 3, H, W)?): {_last_line(exc)}", self.path) from None
+
+    def _run(self, z: np.ndarray, labels: np.ndarray | None):
+        """The generator's (m, 3, H, W) output tensor for noise `z` (and `labels`), checked for shape."""
         import torch
 
         args = [torch.from_numpy(z).to(self.device)]
@@ -270,10 +317,31 @@ class TorchScriptGeneratorSource(SampleSource):
         if not isinstance(out, torch.Tensor) or out.dim() != 4 or out.shape[1] != 3 or out.shape[0] != len(z):
             shape = tuple(out.shape) if isinstance(out, torch.Tensor) else type(out).__name__
             raise InputError(f"generator returned {shape}, expected ({len(z)}, 3, H, W) images", self.path)
+        return out
+
+    def _generate(self, z: np.ndarray, labels: np.ndarray | None, start: int = 0) -> list[np.ndarray]:
+        import torch
+
+        out = self._run(z, labels)
+        if out.is_floating_point() or out.is_complex():
+            finite = torch.isfinite(out).flatten(1).all(dim=1)
+            bad = len(z) - int(finite.sum())
+            if bad:
+                first = start + int((~finite).nonzero()[0, 0])
+                raise InputError(f"the generator's output holds NaN or infinity in {bad} of the {len(z)} samples "
+                                 f"{start}-{start + len(z) - 1} (first: sample {first}); non-finite samples have no "
+                                 "image to score", self.path)
         images = out.permute(0, 2, 3, 1).cpu().numpy()
         if images.dtype != np.uint8:
             images = quantize_to_uint8(images, *self.output_range)
         return list(images)
+
+
+def _last_line(exc: BaseException) -> str:
+    """The exception's last non-empty line (a TorchScript error ends with the original error after its traceback)."""
+    lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
+    text = lines[-1][:200] if lines else ""
+    return text if text.split(":", 1)[0].endswith(("Error", "Exception")) else f"{type(exc).__name__}: {text}"
 
 
 def open_source(spec: str | Path, extensions: Sequence[str] = DEFAULT_EXTENSIONS) -> SampleSource:
