@@ -218,3 +218,17 @@ def test_the_platforms_notes_are_not_printed_and_everything_else_is():
             "qWarning('a warning that matters')")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert done.returncode == 0 and done.stderr.strip().splitlines() == ["a warning that matters"]
+
+
+def test_the_splash_is_reaped_once_it_is_told_to_go():
+    """The splash (a child process) stayed `<defunct>` while the window was open: closing it now reaps it."""
+    import time
+
+    from probescope.app import splash
+
+    child = subprocess.Popen([sys.executable, "-c", "import sys; sys.stdin.read()"], stdin=subprocess.PIPE)
+    splash.close(child)
+    deadline = time.monotonic() + 30
+    while child.returncode is None and time.monotonic() < deadline:  # set by the reaper's wait(), not by a poll
+        time.sleep(0.05)
+    assert child.returncode == 0

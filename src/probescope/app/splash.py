@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+import threading
 
 from probescope.core.environment import splash_wanted
 
@@ -27,8 +28,11 @@ def start() -> subprocess.Popen | None:
 
 
 def close(splash: subprocess.Popen | None) -> None:
+    """Tell the splash to go (its stdin ends) and reap it when it has gone, in a thread of its own: it stayed a
+    `<defunct>` child of the window for as long as the window was open."""
     if splash is not None and splash.stdin is not None:
         splash.stdin.close()
+        threading.Thread(target=splash.wait, name="probescope-splash-reaper", daemon=True).start()
 
 
 def main() -> int:
