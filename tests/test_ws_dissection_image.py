@@ -80,6 +80,7 @@ def test_drawing_runs_as_a_task_is_cancellable_and_comes_from_the_cache(qtbot, e
     ws.area.raise_panel("drawing")
     unit = ws.unit
     assert panel.target().name == f"unit {unit}" and "not drawn yet" in panel.status.text()
+    assert panel.title.text() == f"<b>What unit {unit} would draw</b> at layer4"
     panel.steps.setValue(5000)  # long enough to be cancelled mid-way
     panel.draw()
     qtbot.waitUntil(lambda: "step" in panel.status.text(), timeout=WAIT_MS)
@@ -122,3 +123,5 @@ def test_drawing_runs_as_a_task_is_cancellable_and_comes_from_the_cache(qtbot, e
     panel.draw()
     qtbot.waitUntil(lambda: panel.visualization is not None and panel.shown == panel.target().key, timeout=WAIT_MS)
     idle(qtbot, pool)
+    ws.clear()  # another layer chosen: until its units come, the title names no unit of the previous layer
+    assert panel.title.text() == "<b>What the unit would draw</b>"

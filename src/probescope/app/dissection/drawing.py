@@ -42,6 +42,7 @@ CAVEAT = ("Such images show what can drive a unit, not what drives it on real da
 MODES = (("unit", "the unit"), ("selection", "the table's selected units"),
          ("concept", "the unit's explanation (its mean activation)"))
 SHOWN_SIZE = 192  # pixels: the demo model's 128 enlarged; larger models' images shrink to it
+UNTITLED = "<b>What the unit would draw</b>"  # the title while no unit of a layer is on screen
 
 
 @dataclass(frozen=True)
@@ -98,7 +99,7 @@ class DrawingPanel(QWidget):
         self.visualization: Visualization | None = None
         self._running: TaskHandle | None = None
         self._running_key: tuple | None = None
-        self.title = QLabel("<b>What the unit would draw</b>")
+        self.title = QLabel(UNTITLED)
         self.title.setWordWrap(True)
         self.mode = QComboBox()
         for value, text in MODES:
@@ -248,6 +249,7 @@ class DrawingPanel(QWidget):
 
     def _blank(self, text: str) -> None:
         self.shown, self.visualization = None, None
+        self.title.setText(UNTITLED)  # (it named the previous layer's unit after a switch of layer)
         self.picture.set_image(None)
         self.caption.setText("")
         self.status.setText(text)
