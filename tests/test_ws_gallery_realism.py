@@ -81,8 +81,9 @@ def test_realism_neighbours_sort_and_a_planted_copy_in_the_window(qtbot, make_wo
 
     # the grid: sorted by realism (largest first: the planted copy leads), badges R, copies tagged and filtered
     c = ws.controls
-    c.descending.setChecked(True)
-    c.sort.setCurrentIndex(c.sort.findData("realism"))
+    assert not c.descending.isChecked()
+    c.sort.setCurrentIndex(c.sort.findData("realism"))  # largest first, as the guide says, without being asked
+    assert c.descending.isChecked()
     order = ws.grid.thumbnails.order
     np.testing.assert_array_equal(order, np.argsort(-expected.realism, kind="stable"))
     assert order[0] == PLANTED_AT and ws.grid.thumbnails.cell(0)[3] == f"R {expected.realism[PLANTED_AT]:.2f}"

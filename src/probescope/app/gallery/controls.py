@@ -31,6 +31,8 @@ CLASSIFIERS = (
 FILTER_LABELS = {"": "no filter", "kl": "KL in", "entropy": "H(p(y|x)) in", "confidence": "confidence in"}
 
 
+LARGEST_FIRST = ("realism",)  # sort keys read largest first (the most real-looking, and any copy, first)
+
 class GalleryControls:
     """The widgets are attributes and `bars` the tool bars that hold them; the workspace connects their signals."""
 
@@ -63,6 +65,8 @@ class GalleryControls:
         for key, label in SORT_KEYS.items():
             self.sort.addItem(label, key)
         self.descending = QCheckBox("largest first")
+        self.sort.currentIndexChanged.connect(lambda _i: self.descending.setChecked(
+            self.sort.currentData() in LARGEST_FIRST or self.descending.isChecked()))
         self.copies_only = QCheckBox("possible copies only")
         self.copies_only.setToolTip("Samples closer to a reference image than its nearest other reference image")
         self.class_filter = QComboBox()
