@@ -29,9 +29,8 @@ CLASSIFIERS = (
     ("inception-tv", "Inception v3, torchvision…"),
 )
 FILTER_LABELS = {"": "no filter", "kl": "KL in", "entropy": "H(p(y|x)) in", "confidence": "confidence in"}
-
-
 LARGEST_FIRST = ("realism",)  # sort keys read largest first (the most real-looking, and any copy, first)
+
 
 class GalleryControls:
     """The widgets are attributes and `bars` the tool bars that hold them; the workspace connects their signals."""
