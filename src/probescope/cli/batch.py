@@ -19,7 +19,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("manifest", type=Path, help="batch manifest (TOML): dataset, models with layers, settings")
     parser.add_argument("--out", type=Path, required=True, help="output folder")
     parser.add_argument("--ray", metavar="auto|ADDRESS",
-                        help="run on a Ray cluster (needs probescope[cluster]); default: locally, one job at a time")
+                        help="run on a Ray cluster (needs probescope[cluster]): auto (the cluster this machine belongs "
+                             "to, or one started for the run), local, a head's HOST:PORT or ray://HOST:PORT; default: "
+                             "locally, one job at a time. A cluster on another machine needs Ray's token "
+                             "authentication or --ray-insecure (docs/cluster.md)")
+    parser.add_argument("--ray-insecure", action="store_true",
+                        help="with --ray: connect to a Ray cluster on another machine although Ray's token "
+                             "authentication is not set up (anyone who can reach that cluster can run code on it)")
     parser.add_argument("--jobs", type=BoundedArg(PROCESSES), metavar="N",
                         help="local runs: processes dissecting units at once (0 = one per core, 1 = this process "
                              "alone; the results are the same for any number); default: the manifest's [settings] "
@@ -34,6 +40,10 @@ def run(args: argparse.Namespace) -> int:
     from probescope.jobs.batch.manifest import read_manifest
     from probescope.jobs.batch.runner import run_batch
 
+    if args.ray:  # a cluster it must not reach, or a malformed address: refused before anything else
+        from probescope.jobs.kernel.spec import ray_address_from_args
+
+        ray_address_from_args(args.ray, args.ray_insecure)
     manifest = read_manifest(args.manifest)
     check_fits(manifest.settings.cache_bytes, f"[settings] cache_mb = {manifest.settings.cache_mb}", args.manifest)
     if args.jobs is not None:
@@ -48,7 +58,7 @@ def run(args: argparse.Namespace) -> int:
     if args.ray:
         from probescope.jobs.batch.ray_executor import RayExecutor
 
-        executor = RayExecutor(args.ray)
+        executor = RayExecutor(args.ray, args.ray_insecure)
     try:
         doc = run_batch(manifest, args.out, executor, trust=trust)
     finally:

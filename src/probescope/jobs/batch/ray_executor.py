@@ -7,6 +7,7 @@ are retried when their worker is lost (`max_retries`); a task that raises InputE
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +17,7 @@ from probescope.core.dissection.inputs import LayerInput, extract_model_layers
 from probescope.core.errors import InputError
 from probescope.core.trust import Trust
 from probescope.jobs.batch.chunks import dissect_chunk
+from probescope.jobs.kernel.spec import before_connecting, ray_address_from_args
 
 MAX_RETRIES = 4  # per task, on a lost worker or node
 
@@ -40,13 +42,22 @@ def _extract_to_store(spec: str, layers: list[str], root: Path, index: str, sour
 
 class RayExecutor:
     """Connects to Ray on creation: `address` 'auto' joins the cluster this machine belongs to (or starts a local
-    one); any other value is a cluster address. Without an address, an already initialised Ray is used as it is
-    (and left running by close())."""
+    one); any other value is a cluster address, refused in one line before anything connects when it is not on this
+    machine and neither Ray's token authentication nor `insecure` (`--ray-insecure`) says to go on
+    (`jobs.kernel.spec.ray_address_from_args`, the check `gui --kernel` makes too). This machine's token is sent
+    when it has one, and a Ray Client server that turns it away (or wants one) is said at once
+    (`jobs.kernel.spec.before_connecting`). Without an address, an already initialised Ray is used as it is (and
+    left running by close())."""
 
-    def __init__(self, address: str | None = "auto"):
+    def __init__(self, address: str | None = "auto", insecure: bool = False):
+        if address is not None:
+            ray_address_from_args(address, insecure)
         ray = self._ray = _ray()
         self._owns = not ray.is_initialized()
         if self._owns:
+            problem = before_connecting(os.environ.get("RAY_ADDRESS", "") if address in (None, "auto") else address)
+            if problem is not None:
+                raise InputError(problem)
             try:
                 ray.init(address=None if address in (None, "auto") else address, log_to_driver=False,
                          logging_level="warning")
