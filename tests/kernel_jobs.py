@@ -37,6 +37,18 @@ def wait_for(ctx: TaskContext, path: str, tag: str = "done"):
     return tag
 
 
+def tidy(ctx: TaskContext, started: str, cleaned: str):
+    """Runs until cancelled; on the way out (its `finally`) it writes `cleaned`, as a task lets go of what it holds."""
+    Path(started).touch()
+    try:
+        while True:
+            time.sleep(0.01)
+            yield Progress(None, "holding")
+    finally:
+        time.sleep(0.2)  # (a unit worker pool takes a moment to stop)
+        Path(cleaned).touch()
+
+
 def sleep_in_c(ctx: TaskContext, seconds: float, inside: str):
     """One long call that does not come back to Python (as a long torch or decoder call). The file `inside` is
     written once the task is past its last yield: from then on only the call is left (its progress came before it,

@@ -246,6 +246,19 @@ def killed_while_running(qtbot, pool, tmp_path, kill) -> tuple[list[str], int]:
     return notices, killed
 
 
+def test_a_kernel_told_to_stop_lets_its_running_task_clean_up(qtbot, make_pool, tmp_path):
+    """The window's shutdown stops the kernel with a task running: the task leaves at its next yield and its own
+    clean-up runs before the kernel exits (it did not: a dissection's unit workers and temporary folder were left,
+    and multiprocessing warned of leaked semaphores at every refused `gui --screenshot`)."""
+    pool = make_pool()
+    started, cleaned = tmp_path / "started", tmp_path / "cleaned"
+    pool.submit(Job(kernel_jobs.tidy, {"started": str(started), "cleaned": str(cleaned)}), name="tidy")
+    qtbot.waitUntil(started.exists, timeout=WAIT_MS)
+    process = pool.kernel.process
+    pool.shutdown()
+    assert not process.is_alive() and cleaned.exists()
+
+
 def test_kill_9_during_a_task_restarts_the_kernel_and_runs_it_again(qtbot, make_pool, tmp_path):
     def kill(pool) -> None:
         (SHM_DIR / f"{PREFIX}{pool.kernel.pid}-0").write_bytes(b"an array it was writing when it died")

@@ -37,6 +37,9 @@ EXIT_FAULT = 70  # and after a Job raised what ends a thread (SystemExit)
 NICENESS = 10
 
 
+STOP_GRACE_S = 2.0  # a running task's time to stop at its next yield when the kernel is told to stop
+
+
 @dataclass(frozen=True)
 class KernelConfig:
     """How a kernel runs: `torch` (import it at start and compute in inference mode; off only for kernels that run
@@ -70,7 +73,8 @@ class Kernel:
         self.io = ThreadPoolExecutor(config.io_threads, thread_name_prefix="probescope-kernel-io")
         self.tasks: dict[int, _Task] = {}
         self.lock = threading.Lock()
-        threading.Thread(target=self._compute_loop, name="probescope-kernel-compute", daemon=True).start()
+        self.compute = threading.Thread(target=self._compute_loop, name="probescope-kernel-compute", daemon=True)
+        self.compute.start()
 
     def serve(self) -> bool:
         """Answer the window's messages until it says stop (True) or goes away (False)."""
@@ -91,13 +95,18 @@ class Kernel:
             elif kind == "stop":
                 return True
 
-    def stop(self) -> None:
+    def stop(self, grace: float = STOP_GRACE_S) -> None:
+        """Cancel every task and give the compute thread `grace` seconds to leave the one it runs at its next yield,
+        so what that task holds is let go as its code says (a dissection's unit workers stopped, their temporary
+        folder removed: the process's exit would otherwise leave both, and multiprocessing's tracker would warn of
+        leaked semaphores); a task stuck in a long call is not waited for."""
         with self.lock:
             running = list(self.tasks.values())
         for task in running:
             task.ctx.cancel()
         self.queue.put(None)
         self.io.shutdown(wait=False, cancel_futures=True)
+        self.compute.join(grace)
 
     def _submit(self, task_id: int, job: Job, name: str, executor: str, key: str | None, trust: Trust) -> None:
         ctx = TaskContext(lambda progress: self._send("progress", task_id, progress), trust, self.session)
