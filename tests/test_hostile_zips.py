@@ -152,24 +152,52 @@ def test_a_hostile_judgments_release_is_one_input_error(tmp_path, harm, monkeypa
     assert str(path) in str(err.value) and "\n" not in str(err.value)
 
 
+def _npz_readers():
+    """Every reader of a .npz (or a .npy that may be given one) the user hands in: (name, read(path))."""
+    from probescope.core.scoring.frechet import read_npz
+    from probescope.core.scoring.sources import read_image_array
+    from probescope.core.similarity.ensemble import Ensemble
+    from probescope.core.similarity.sources import load_features
+    from probescope.jobs.dissection.layer import _read_predictions
+
+    return [("samples", read_image_array), ("fid stats", read_npz), ("embedding", Ensemble.load),
+            ("features", lambda p: load_features(p, None)), ("predictions", _read_predictions)]
+
+
 @pytest.mark.parametrize("harm", HARMS)
-def test_a_hostile_npz_is_one_input_error(tmp_path, harm, monkeypatch):
+@pytest.mark.parametrize("reader", [name for name, _ in _npz_readers()])
+def test_a_hostile_npz_is_one_input_error(tmp_path, harm, reader, monkeypatch):
     import io
 
     import numpy as np
 
-    from probescope.core.scoring.sources import read_image_array
+    from probescope.core import files
 
+    read = dict(_npz_readers())[reader]
     buf = io.BytesIO()
     np.save(buf, np.zeros((2, 4, 4, 3), np.uint8))
     path = hostile_zip(tmp_path / "samples.npz", {"images.npy": buf.getvalue()}, "images.npy", harm)
-    if harm == "bomb":  # a real array of zeros would declare what it holds: refused above the limit unread
-        from probescope.core.scoring import sources
-
-        monkeypatch.setattr(sources, "MAX_INFLATED", 1 << 20)
+    monkeypatch.setattr(files, "MAX_NPZ_INFLATED", 1 << 20)  # a bomb: refused above the limit, unread
     with pytest.raises(InputError) as err:
-        read_image_array(path)
+        read(path)
     assert str(path) in str(err.value) and "\n" not in str(err.value)
+
+
+@pytest.mark.parametrize("harm", HARMS)
+def test_score_probs_from_a_hostile_npz_is_one_line(tmp_path, harm, capsys, monkeypatch):
+    import io
+
+    import numpy as np
+
+    from probescope.core import files
+
+    buf = io.BytesIO()
+    np.save(buf, np.full((4, 3), 1 / 3))
+    path = hostile_zip(tmp_path / "probs.npz", {"probs.npy": buf.getvalue()}, "probs.npy", harm)
+    monkeypatch.setattr(files, "MAX_NPZ_INFLATED", 1 << 20)
+    assert main(["score", "--probs", str(path), "--splits", "1"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and str(path) in err[0]
 
 
 class _Tiny(torch.nn.Module):

@@ -121,9 +121,12 @@ def _load_matrix(path_text: str, kind: str):
     import numpy as np
 
     from probescope.core.errors import InputError
-    from probescope.core.files import readable_file
+    from probescope.core.files import NUMPY_FILE_ERRORS, npz_problem, readable_file
 
     path = readable_file(path_text)
+    problem = npz_problem(path)
+    if problem:
+        raise InputError(f"cannot read as a NumPy array file ({problem})", path)
     try:
         loaded = np.load(path, allow_pickle=False)
         if isinstance(loaded, np.lib.npyio.NpzFile):
@@ -134,7 +137,7 @@ def _load_matrix(path_text: str, kind: str):
                     raise InputError(f"the archive holds {names}: name the {kind} array '{kind}'", path)
                 return loaded[name]
         return loaded
-    except (ValueError, OSError, EOFError) as exc:
+    except NUMPY_FILE_ERRORS as exc:
         raise InputError(f"cannot read as a NumPy array file ({exc})", path) from None
 
 

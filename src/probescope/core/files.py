@@ -13,6 +13,7 @@ import errno
 import os
 import stat
 import zipfile
+import zlib
 from collections.abc import Callable
 from pathlib import Path
 
@@ -160,3 +161,27 @@ def zip_member_problem(info: zipfile.ZipInfo, max_inflated: int | None = None) -
     if max_inflated is not None and info.compress_type != zipfile.ZIP_STORED and info.file_size > max_inflated:
         return f"its member {info.filename!r} inflates to {info.file_size} bytes from {info.compress_size}"
     return None
+
+
+MAX_NPZ_INFLATED = 16 << 30  # bytes a compressed .npz member may declare (50,000 128x128 samples: 2.4 GB)
+# what np.load of a damaged .npy or .npz raises, at load or at a member's read: a damaged deflate stream
+# (zlib.error), an encrypted member (RuntimeError), an unknown compression method (NotImplementedError), a truncated
+# one (EOFError), a missing member (KeyError)
+NUMPY_FILE_ERRORS = (ValueError, OSError, EOFError, KeyError, RuntimeError, NotImplementedError, zlib.error,
+                     zipfile.BadZipFile)
+
+
+def npz_problem(path: str | Path, max_inflated: int | None = None) -> str | None:
+    """Why the members of a .npz (a zip) cannot be read safely, told from its directory alone (nothing is inflated):
+    an encrypted member, an unknown compression method, a compressed member declared to inflate past
+    `max_inflated` (default MAX_NPZ_INFLATED); None for a file that is no zip (a .npy) or whose members are fine (a
+    damaged stream is np.load's to find, as one of NUMPY_FILE_ERRORS)."""
+    limit = MAX_NPZ_INFLATED if max_inflated is None else max_inflated
+    try:
+        if not zipfile.is_zipfile(path):
+            return None
+        with zipfile.ZipFile(path) as archive:
+            infos = archive.infolist()
+    except (OSError, ValueError, EOFError, zipfile.BadZipFile):
+        return None
+    return next(filter(None, (zip_member_problem(info, limit) for info in infos)), None)

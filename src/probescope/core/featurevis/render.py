@@ -25,7 +25,6 @@ import contextlib
 import hashlib
 import json
 import warnings
-import zipfile
 from dataclasses import asdict
 from pathlib import Path
 
@@ -37,6 +36,7 @@ from probescope.core.errors import InputError, Note
 from probescope.core.featurevis import transforms
 from probescope.core.featurevis.image import FourierImage
 from probescope.core.featurevis.settings import Direction, VisSettings, Visualization
+from probescope.core.files import NUMPY_FILE_ERRORS
 from probescope.core.models.layers import layer_layout
 from probescope.core.models.layout import Layout
 from probescope.core.models.loading import TORCHSCRIPT_OUTPUT, LoadedModel
@@ -106,7 +106,7 @@ def _read(path: Path | None, direction: Direction, layer: str, settings: VisSett
         with np.load(path, allow_pickle=False) as archive:
             vis = Visualization(archive["image"], archive["trace"], float(archive["objective"]),
                                 float(archive["peak"]), direction.name, layer, settings, from_cache=True)
-    except (OSError, ValueError, KeyError, EOFError, zipfile.BadZipFile):
+    except NUMPY_FILE_ERRORS:  # (a damaged entry: made again)
         return None
     whole = vis.image.shape == (size, size, 3) and vis.image.dtype == np.uint8 and vis.trace.shape == (settings.steps,)
     return vis if whole else None

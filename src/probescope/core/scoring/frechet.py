@@ -16,7 +16,6 @@ eigenvalues that are exactly 0 when N <= d, and the square roots turn that into 
 
 from __future__ import annotations
 
-import zipfile
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -24,7 +23,7 @@ from pathlib import Path
 import numpy as np
 
 from probescope.core.errors import InputError
-from probescope.core.files import readable_file
+from probescope.core.files import NUMPY_FILE_ERRORS, npz_problem, readable_file
 
 CHUNK_ROWS = 4096  # rows per Gram product in gaussian_stats: bounds the float64 working copy (64 MB at d = 2048)
 
@@ -32,13 +31,16 @@ CHUNK_ROWS = 4096  # rows per Gram product in gaussian_stats: bounds the float64
 def read_npz(path: Path, names: tuple[str, ...] | None = None) -> dict[str, np.ndarray]:
     """The arrays of a .npz file (only `names` when given, if present), or InputError naming the file."""
     readable_file(path)
+    problem = npz_problem(path)
+    if problem:
+        raise InputError(f"cannot read as a NumPy .npz file ({problem})", path)
     try:
         loaded = np.load(path, allow_pickle=False)
         if not isinstance(loaded, np.lib.npyio.NpzFile):
             raise InputError("expected a .npz archive of named arrays, found a single .npy array", path)
         with loaded:
             return {name: loaded[name] for name in loaded.files if names is None or name in names}
-    except (ValueError, OSError, EOFError, zipfile.BadZipFile) as exc:
+    except NUMPY_FILE_ERRORS as exc:
         raise InputError(f"cannot read as a NumPy .npz file ({exc})", path) from None
 
 

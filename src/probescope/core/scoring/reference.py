@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import hashlib
 import os
-import zipfile
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -20,6 +19,7 @@ from typing import TYPE_CHECKING, TypeVar
 import numpy as np
 
 from probescope.core.errors import InputError
+from probescope.core.files import NUMPY_FILE_ERRORS
 from probescope.core.scoring.frechet import FrechetReference, GaussianStats, RunningGaussian, read_npz
 from probescope.core.scoring.precision_recall import knn_radii_of
 from probescope.core.scoring.settings import DEFAULT_BATCH_SIZE, DEFAULT_WORKERS
@@ -177,7 +177,7 @@ def _read_cached(path: Path | None, read: Callable[[Path], T]) -> T | None:
         return None
     try:
         return read(path)
-    except (ValueError, OSError, EOFError, KeyError, zipfile.BadZipFile):
+    except NUMPY_FILE_ERRORS:  # (a damaged entry: rebuilt)
         return None
 
 

@@ -11,7 +11,6 @@ import errno
 import os
 import stat
 import zipfile
-import zlib
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
@@ -20,13 +19,14 @@ import numpy as np
 from probescope.core.data.images import read_rgb
 from probescope.core.errors import InputError
 from probescope.core.files import (
+    NUMPY_FILE_ERRORS,
     entry_mode,
     file_problem,
     folder_entries,
     folder_problem,
+    npz_problem,
     readable_file,
     stat_problem,
-    zip_member_problem,
 )
 from probescope.core.trust import NO_TRUST, Trust
 
@@ -122,7 +122,7 @@ def read_image_array(path: str | Path, key: str | None = None) -> np.ndarray:
     path = readable_file(path)
     try:
         if path.suffix.lower() == ".npz":
-            problem = _npz_problem(path)
+            problem = npz_problem(path)
             if problem:
                 raise InputError(f"cannot read as a NumPy array file ({problem})", path)
             with np.load(path) as archive:
@@ -135,27 +135,12 @@ def read_image_array(path: str | Path, key: str | None = None) -> np.ndarray:
                 array = stored if stored is not None else archive[key]
         else:
             array = np.load(path, mmap_mode="r", allow_pickle=False)
-    except (ValueError, OSError, EOFError, RuntimeError, NotImplementedError, zlib.error, zipfile.BadZipFile) as exc:
+    except NUMPY_FILE_ERRORS as exc:
         raise InputError(f"cannot read as a NumPy array file ({exc})", path) from None
     if array.dtype != np.uint8 or array.ndim != 4 or array.shape[-1] != 3 or array.shape[0] == 0:
         hint = " (channels first? transpose to (N, H, W, 3))" if array.ndim == 4 and array.shape[1] == 3 else ""
         raise InputError(f"expected uint8 images (N, H, W, 3), got {array.dtype} {array.shape}{hint}", path)
     return array
-
-
-MAX_INFLATED = 16 << 30  # bytes a compressed .npz member may declare (50,000 128x128 samples: 2.4 GB)
-
-
-def _npz_problem(path: Path) -> str | None:
-    """Why the members of a .npz cannot be read, told from its zip directory alone (nothing is inflated): an
-    encrypted member, an unknown compression method, a compressed member declared to inflate past MAX_INFLATED.
-    A damaged archive is left to np.load, whose failure is reported as one line."""
-    try:
-        with zipfile.ZipFile(path) as archive:
-            infos = archive.infolist()
-    except (OSError, ValueError, EOFError, zipfile.BadZipFile):
-        return None
-    return next(filter(None, (zip_member_problem(info, MAX_INFLATED) for info in infos)), None)
 
 
 def _stored_member(path: Path, key: str) -> np.ndarray | None:

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from probescope.core.errors import InputError
+from probescope.core.files import NUMPY_FILE_ERRORS, npz_problem
 from probescope.core.similarity.settings import BETA, MAX_EPOCHS
 
 if TYPE_CHECKING:
@@ -69,12 +70,15 @@ class Ensemble:
     @staticmethod
     def load(path: str | Path) -> Ensemble:
         path = Path(path)
+        problem = npz_problem(path)
+        if problem:
+            raise InputError(f"not a probescope embedding file ({problem})", path)
         try:
             with np.load(path, allow_pickle=False) as data:
                 loc, scale = data["loc"], data["scale"]
                 ens = Ensemble(loc, scale, data["prior_scale"], data["val_loss"], float(data["beta"]),
                                json.loads(str(data["meta"])))
-        except (OSError, KeyError, ValueError) as exc:
+        except (*NUMPY_FILE_ERRORS, AttributeError) as exc:  # (a single .npy array has no members)
             raise InputError(f"not a probescope embedding file ({exc})", path) from None
         if loc.ndim != 3 or loc.shape != scale.shape or len(ens.prior_scale) != loc.shape[0]:
             raise InputError(f"inconsistent embedding arrays (loc {loc.shape}, scale {scale.shape})", path)

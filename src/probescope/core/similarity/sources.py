@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from probescope.core.errors import InputError
+from probescope.core.files import NUMPY_FILE_ERRORS
 from probescope.core.similarity.catalog import Catalog
 from probescope.core.similarity.readers import Judgments, load_judgments, read_psiz_hdf5
 from probescope.core.similarity.trials import Trials
@@ -56,8 +57,11 @@ def load_features(path: str | Path, judgments: Judgments) -> np.ndarray:
     path = Path(path)
     try:
         features = np.load(path, mmap_mode="r", allow_pickle=False)
-    except (OSError, ValueError) as exc:
+    except NUMPY_FILE_ERRORS as exc:
         raise InputError(f"cannot read features ({exc})", path) from None
+    if not isinstance(features, np.ndarray):  # a .npz archive
+        features.close()
+        raise InputError("expected one .npy array (stimuli, features), found a .npz archive", path)
     if features.ndim < 2 or not np.issubdtype(features.dtype, np.number):
         raise InputError(f"features must be a numeric (stimuli, features) array, got {features.dtype} "
                          f"{features.shape}", path)

@@ -268,10 +268,16 @@ def _held_model_layer(ctx: TaskContext, source: ModelLayer, dataset, predict: bo
 
 
 def _read_predictions(path: Path) -> np.ndarray:
+    from probescope.core.files import NUMPY_FILE_ERRORS
+
     try:
-        return np.load(path, allow_pickle=False)
-    except (FileNotFoundError, ValueError, OSError) as exc:
+        loaded = np.load(path, allow_pickle=False)
+    except NUMPY_FILE_ERRORS as exc:
         raise InputError(f"not a readable .npy array ({exc})", path) from None
+    if not isinstance(loaded, np.ndarray):  # a .npz archive
+        loaded.close()
+        raise InputError("expected one .npy array of predictions, found a .npz archive", path)
+    return loaded
 
 
 def _previous(path: Path, settings: DissectionSettings, dataset_info: dict, model_info: dict, n_units: int,
