@@ -58,9 +58,17 @@ def _commands(p, name: str) -> dict[str, list[str]]:
     }
 
 
-@pytest.mark.parametrize("command", ["info", "dissect", "ablate", "batch"])
-def test_a_program_for_other_channels_is_refused_naming_it(programs, command, capsys):
-    assert main(_commands(programs, "gray")[command]) == 2
+@pytest.mark.parametrize("command", ["info", "dissect", "ablate", "batch", "similarity", "gui"])
+def test_a_program_for_other_channels_is_refused_naming_it(programs, small_world, command, capsys, qtbot):
+    spec, trust = f"export:{programs['gray']}", ["--trust", str(programs["gray"])]
+    argv = {
+        "similarity": ["similarity", "--judgments", str(small_world["judgments"]), "--catalog",
+                       str(small_world["catalog"]), "--images", str(small_world["image_root"]), "--model", spec,
+                       *trust, "--layer", "conv"],
+        "gui": ["gui", "--model", spec, *trust, "--dataset", str(programs["root"] / "dataset"), "--kernel", "thread",
+                "--screenshot", str(programs["root"] / "gray.png"), "--settings", str(programs["root"] / "s.ini")],
+    }.get(command) or _commands(programs, "gray")[command]
+    assert main(argv) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert "gray.pt2: exported for 1-channel images" in err[-1] and "Traceback" not in "\n".join(err)
 
