@@ -80,6 +80,8 @@ def cache_key(model: LoadedModel, layer: str, direction: Direction, settings: Vi
     fields = {"version": CACHE_VERSION, "weights": weights_hash(model.module), "preprocess": model.preprocess.key(),
               "size": _size(model, settings), "layer": layer, "direction": direction.key(),
               "settings": asdict(settings)}
+    if layer in model.layouts:  # the user's reading of the layer (the model's own follows from its weights)
+        fields["layout"] = str(model.layouts[layer])
     return hashlib.sha256(json.dumps(fields, sort_keys=True).encode()).hexdigest()[:32]
 
 
