@@ -215,6 +215,15 @@ def test_refit_runs_and_cancels(qtbot, env, monkeypatch):
     ws.embedding.cancel_button.click()
     idle(qtbot, ws, pool)
     assert len(ws.shown.history) == 2 and ws.embedding.refit_button.isEnabled()
+    assert ws.embedding.info.text().startswith("Refit cancelled; the embedding shown is the previous one: refit: ")
+    # cancelled from elsewhere (the Tasks panel, the status bar): the panel stops saying it refits all the same
+    ws.embedding.refit_button.click()
+    qtbot.waitUntil(lambda: pool.is_running(ws.task_key("judgments:refit")), timeout=WAIT_MS)
+    assert "Refitting" in ws.embedding.info.text()
+    pool.cancel(ws.task_key("judgments:refit"))
+    idle(qtbot, ws, pool)
+    assert "Refitting" not in ws.embedding.info.text() and "Refit cancelled" in ws.embedding.info.text()
+    assert ws.embedding.refit_button.isEnabled() and not ws.embedding.cancel_button.isEnabled()
 
 
 def test_propose_shows_candidates_and_saves(qtbot, env, tmp_path):

@@ -21,8 +21,11 @@ class EmbeddingFits:
 
     def __init__(self, pool: WorkerPool, key: Callable[[str], str], panel: EmbeddingPanel, state: SimilarityState):
         self.pool, self._key, self.panel, self.state = pool, key, panel, state
+        self._refit = None  # the refit's handle while it runs
+        self._said = ""  # what the panel said of the embedding on show when the refit started
         panel.cancel_button.clicked.connect(lambda: pool.cancel(key("refit")))
         panel.refit_requested.connect(self.refit)
+        pool.finished.connect(self._finished)
 
     def start(self, trialset: TrialSet, loaded) -> None:
         """The quick fit of `loaded` judgments (read from the cache after the first launch)."""
@@ -50,13 +53,27 @@ class EmbeddingFits:
         def done(result) -> None:
             fit, measures = result
             chosen = f"refit: {fit.ensemble.dims}-D chosen of {sorted(fit.dims_loss)}, {fit.ensemble.n_members} members"
+            self._refit = None  # (done: what the panel says is the new fit's)
             self._set(fit.ensemble, measures, chosen, self.panel.coarse_name, judgments)
 
+        self._said = self.panel.info.text()
         self.panel.set_running(True)
         job = Job(refit_job, dict(trialset=trialset, judgments=judgments, dims=dims, n_members=n_members,
                                   previous=previous, warm=warm, coarse=coarse))
-        self.pool.submit(job,
-                         name="refit embedding", key=self._key("refit"), executor=COMPUTE, on_result=done)
+        self._refit = self.pool.submit(job, name="refit embedding", key=self._key("refit"), executor=COMPUTE,
+                                       on_result=done)
+
+    def _finished(self, handle) -> None:
+        """The refit ended however it ended (done, failed, or cancelled from anywhere: its own button, the status
+        bar, the Tasks panel): the panel stops saying it runs, and says what became of it unless it is done."""
+        if handle is not self._refit and not (self._refit is None and handle.key == self._key("refit")):
+            return
+        ended = self._refit is not None  # cancelled or failed: no new fit came
+        self._refit = None
+        self.panel.set_running(False)
+        if ended:
+            what = "cancelled" if handle.cancelled else "failed (see the message)"
+            self.panel.info.setText(f"Refit {what}; the embedding shown is the previous one: {self._said}")
 
     def hover(self, judgments, index: int) -> None:
         """Stimulus `index`'s thumbnail beside the embedding's point under the mouse."""
