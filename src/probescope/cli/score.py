@@ -1,10 +1,12 @@
 """`probescope score`: Inception Score of class probabilities, logits, or images through a classifier; with a
-reference set of real images also FID, KID, precision/recall, class coverage and the infinite-N limits.
+reference set of real images also FID, KID, precision/recall, density/coverage, class coverage and the infinite-N
+limits; the Vendi score of the images' features (and of the reference's).
 
 Examples:
   probescope score --logits logits.npy --json
   probescope score --images samples/ --classifier inception-tf:weights-inception-2015-12-05-6726825d.pth
   probescope score --images samples/ --classifier inception-tf:<weights> --fid real/ --kid --prc --fid-inf --json
+  probescope score --images demo --n 2000 --fid --prc --density-coverage --vendi
   probescope score --images demo --n 2000 --diversity 3 --fidelity 0.5 --fid --kid --prc
   probescope score --example D --splits 1
   probescope score --images samples.npz --fid real/ --per-image per_sample.csv --held-out heldout/
@@ -68,10 +70,16 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                       "Reference features are cached per classifier and image content. Also reports class coverage")
     real.add_argument("--kid", action="store_true", help="KID against the --fid reference (torch-fidelity's protocol)")
     real.add_argument("--prc", action="store_true", help="precision and recall against the --fid reference")
+    real.add_argument("--density-coverage", action="store_true",
+                      help="density and coverage against the --fid reference's features (Naeem et al. 2020; k = "
+                      "--dc-k nearest real neighbours, the paper's 5 by default)")
+    real.add_argument("--vendi", action="store_true",
+                      help="the Vendi score of the samples' features (Friedman & Dieng 2023, cosine kernel: the "
+                      "effective number of distinct samples), and of the --fid reference's when given")
     real.add_argument("--fid-inf", action="store_true",
                       help="also FID and IS extrapolated to infinite N (Chong & Forsyth 2020); IS_inf alone without "
                       "--fid")
-    for name in ("kid_subsets", "kid_subset_size", "prc_k", "inf_points", "inf_smallest"):
+    for name in ("kid_subsets", "kid_subset_size", "prc_k", "dc_k", "inf_points", "inf_smallest"):
         _setting(real, name)
     real.add_argument("--save-stats", metavar="OUT.npz", help="save the generated set's mu/sigma (pytorch-fid format)")
     real.add_argument("--per-image", metavar="OUT.csv",
@@ -172,12 +180,13 @@ def _check_flags(args: argparse.Namespace) -> None:
     runs_network = bool(args.images or args.generator)
     if args.device is not None and not runs_network:
         raise InputError(f"--device {args.device} does nothing with --probs, --logits or --example (no network runs)")
-    if not runs_network and (args.fid or args.kid or args.prc or args.save_stats):
-        raise InputError("--fid, --kid, --prc and --save-stats need the classifier's features: use --images or "
-                         "--generator")
-    if (args.kid or args.prc or args.held_out) and not args.fid:
-        raise InputError("--kid, --prc and --held-out compare with a reference set: give it with --fid REF (or --fid "
-                         "for the demo world's images)")
+    if not runs_network and (args.fid or args.kid or args.prc or args.density_coverage or args.vendi
+                             or args.save_stats):
+        raise InputError("--fid, --kid, --prc, --density-coverage, --vendi and --save-stats need the classifier's "
+                         "features: use --images or --generator")
+    if (args.kid or args.prc or args.density_coverage or args.held_out) and not args.fid:
+        raise InputError("--kid, --prc, --density-coverage and --held-out compare with a reference set: give it with "
+                         "--fid REF (or --fid for the demo world's images)")
     _check_outputs(args)
 
 
@@ -206,7 +215,8 @@ def run(args: argparse.Namespace) -> int:
     _check_flags(args)
     settings = settings_from_args(args)
     ask = ScoreAsk(fid=args.fid, held_out=args.held_out, kid=args.kid, prc=args.prc, fid_inf=args.fid_inf,
-                   bits=args.bits, save_logits=args.save_logits, save_stats=args.save_stats, per_image=args.per_image)
+                   density_coverage=args.density_coverage, vendi=args.vendi, bits=args.bits,
+                   save_logits=args.save_logits, save_stats=args.save_stats, per_image=args.per_image)
     if args.example:
         from probescope.core.scoring import examples
 

@@ -109,6 +109,8 @@ class ScoreAsk:
     kid: bool = False
     prc: bool = False
     fid_inf: bool = False
+    density_coverage: bool = False
+    vendi: bool = False
     bits: bool = False
     extensions: tuple[str, ...] = DEFAULT_EXTENSIONS
     save_logits: str | None = None
@@ -119,24 +121,27 @@ class ScoreAsk:
 @dataclass
 class ScoreResult:
     """A run's report: `header` (where the scores come from), the split protocol's report, the distances to real
-    images, and what the per-sample table and the data-copying test add (`per_sample` for JSON, `lines` for text)."""
+    images, density/coverage and the Vendi score (`extras`: each with to_dict and summary), and what the per-sample
+    table and the data-copying test add (`per_sample` for JSON, `lines` for text)."""
 
     header: dict[str, object]
     report: Any
     distances: Any = None
+    extras: list[Any] = field(default_factory=list)
     per_sample: dict[str, object] = field(default_factory=dict)
     lines: list[str] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, object]:
         distances = self.distances.to_dict() if self.distances is not None else {}
-        return {**self.header, **self.report.to_dict(), **distances, **self.per_sample}
+        extras = {key: value for extra in self.extras for key, value in extra.to_dict().items()}
+        return {**self.header, **self.report.to_dict(), **distances, **extras, **self.per_sample}
 
     def text(self) -> list[str]:
         out = [f"{key.replace('_', ' ')}: {value}" for key, value in self.header.items()]
         out.append(self.report.summary())
         if self.distances is not None:
             out.append(self.distances.summary())
-        return out + self.lines
+        return out + [extra.summary() for extra in self.extras] + self.lines
 
 
 def score_images(ctx: TaskContext, source: SampleSource, classifier, settings: ScoreSettings,
@@ -148,7 +153,7 @@ def score_images(ctx: TaskContext, source: SampleSource, classifier, settings: S
 
     if source.length is not None:  # the logits (and features) of every image are kept: they must fit
         outputs = len(classifier.class_names or ()) or INCEPTION_OUTPUTS
-        width = INCEPTION_FEATURES if ask.fid or ask.save_stats or ask.fid_inf else 0
+        width = INCEPTION_FEATURES if ask.fid or ask.save_stats or ask.fid_inf or ask.vendi else 0
         bounds.check_fits(4.0 * source.length * (outputs + width), f"{source.length} images' outputs")
     if ask.prc and source.length is not None:  # before any image goes through the classifier
         _check_neighbourhood(source.length, f"the samples {source.name}", settings.prc_k)
@@ -157,10 +162,13 @@ def score_images(ctx: TaskContext, source: SampleSource, classifier, settings: S
         reference = yield from _reference(ctx, ask.fid, classifier, settings, ask, "reference")
         if (ask.prc or ask.per_image) and reference.features is not None:
             _check_neighbourhood(len(reference.features), f"the --fid reference {ask.fid}", settings.prc_k)
+        if ask.density_coverage and reference.features is not None:
+            _check_neighbourhood(len(reference.features), f"the --fid reference {ask.fid}", settings.dc_k, "--dc-k")
         if ask.held_out:
             held_out = yield from _reference(ctx, ask.held_out, classifier, settings, ask, "held-out images")
     yield Progress(None, f"scoring {source.describe()} with {classifier.name}")
-    features, logits = yield from classify(ctx, source, classifier, settings, bool(ask.fid or ask.save_stats))
+    features, logits = yield from classify(ctx, source, classifier, settings,
+                                           bool(ask.fid or ask.save_stats or ask.vendi))
     if ask.save_logits:
         save_npy(ask.save_logits, logits)
     if ask.save_stats:
@@ -170,14 +178,16 @@ def score_images(ctx: TaskContext, source: SampleSource, classifier, settings: S
     header = dict(source=source.describe(), lossy_inputs=source.lossy, classifier=classifier.name,
                   classifier_note=classifier.note, comparable_with_published=classifier.comparable)
     return (yield from score_rows(ctx, ClassScores(logits, "logits", source.name), settings, ask,
-                                  classifier.class_names, header, features, reference, held_out))
+                                  classifier.class_names, header, features, reference, held_out,
+                                  feature_note=classifier.feature_note))
 
 
-def _check_neighbourhood(n: int, what: str, k: int) -> None:
-    """Refuse a set too small for each of its members' k nearest other members (precision/recall's radii)."""
+def _check_neighbourhood(n: int, what: str, k: int, option: str = "--prc-k") -> None:
+    """Refuse a set too small for each of its members' k nearest other members (precision/recall's radii, and
+    density/coverage's with option --dc-k)."""
     if n <= k:
-        raise InputError(f"--prc-k {k}: {what} has {n} image{'s' if n != 1 else ''}, and k = {k} nearest neighbours "
-                         f"need at least {k + 1} per set (use a larger set or a smaller --prc-k)")
+        raise InputError(f"{option} {k}: {what} has {n} image{'s' if n != 1 else ''}, and k = {k} nearest neighbours "
+                         f"need at least {k + 1} per set (use a larger set or a smaller {option})")
 
 
 def _reference(ctx: TaskContext, spec: str, classifier, settings: ScoreSettings, ask: ScoreAsk,
@@ -191,9 +201,10 @@ def _reference(ctx: TaskContext, spec: str, classifier, settings: ScoreSettings,
 
 def score_rows(ctx: TaskContext, scores, settings: ScoreSettings, ask: ScoreAsk, class_names=None,
                header: dict[str, object] | None = None, features: np.ndarray | None = None, reference=None,
-               held_out=None) -> Iterator[Progress]:
+               held_out=None, feature_note: str = "") -> Iterator[Progress]:
     """The report of `scores` (a ClassScores): the split protocol, the distances to `reference` (and IS_inf with
-    `ask.fid_inf`), the per-sample table and the data-copying test against `held_out`."""
+    `ask.fid_inf`), density/coverage and the Vendi score on the same features as precision/recall (`feature_note`
+    names them where there is no reference), the per-sample table and the data-copying test against `held_out`."""
     from probescope.core.scoring.distances import distance_report
     from probescope.core.scoring.report import score_report
 
@@ -202,15 +213,19 @@ def score_rows(ctx: TaskContext, scores, settings: ScoreSettings, ask: ScoreAsk,
                           class_names=class_names)
     if ask.prc and reference is not None and features is not None:  # a stream whose length was not known ahead
         _check_neighbourhood(len(features), f"the samples {scores.source}", settings.prc_k)
-    if ask.per_image and reference is not None and reference.features is not None:
+    ks = (((settings.prc_k, 1) if ask.per_image else (settings.prc_k,) if ask.prc else ())
+          + ((settings.dc_k,) if ask.density_coverage else ()))
+    if len(ks) > 1 and reference is not None and reference.features is not None:
         yield Progress(None, "reference radii")
-        # precision/recall's radii and the copy flag's, from one pass over the reference (then cached)
-        reference.radii_of((settings.prc_k, 1), progress=ctx.progress, cancel=ctx.cancelled)
+        # precision/recall's radii, the copy flag's and density/coverage's, from one pass over the reference (then
+        # cached)
+        reference.radii_of(ks, progress=ctx.progress, cancel=ctx.cancelled)
     distances = None
     if reference is not None or ask.fid_inf:
         distances = distance_report(features, scores, reference,
                                     settings.distances(kid=ask.kid, prc=ask.prc, infinite=ask.fid_inf), class_names)
     result = ScoreResult(dict(header or {}), report, distances)
+    yield from _density_vendi(ctx, result, settings, ask, features, reference, feature_note)
     if ask.per_image:
         _per_image(ctx, result, settings, ask, features, reference)
     if held_out is not None:
@@ -225,6 +240,28 @@ def score_rows(ctx: TaskContext, scores, settings: ScoreSettings, ask: ScoreAsk,
                             f"{copying.cells} cells; << 0: samples closer to the training set than held-out images, "
                             "copying; >> 0: farther, underfitting)")
     return result
+
+
+def _density_vendi(ctx: TaskContext, result: ScoreResult, settings: ScoreSettings, ask: ScoreAsk, features,
+                   reference, feature_note: str) -> Iterator[Progress]:
+    """Density/coverage against the reference's features (its k-NN radii from the reference's cache, one pass for
+    precision/recall's k and this k) and the Vendi score of the samples' (and the reference's) features."""
+    note = reference.feature_note if reference is not None and reference.feature_note else feature_note
+    if ask.density_coverage and reference is not None:
+        from probescope.core.scoring.density_coverage import density_coverage
+
+        real = reference.require_features("density and coverage")
+        _check_neighbourhood(len(real), f"the reference {reference.name}", settings.dc_k, "--dc-k")
+        yield Progress(None, "density and coverage")
+        radii = reference.radii_of((settings.dc_k,), progress=ctx.progress, cancel=ctx.cancelled)[settings.dc_k]
+        result.extras.append(density_coverage(features, real, settings.dc_k, real_radii=radii, features=note,
+                                              cancel=ctx.cancelled))
+    if ask.vendi and features is not None:
+        from probescope.core.scoring.vendi import vendi_scores
+
+        yield Progress(None, "Vendi score")
+        ref = reference.features if reference is not None else None
+        result.extras.append(vendi_scores(features, ref, features=note, cancel=ctx.cancelled))
 
 
 def _per_image(ctx: TaskContext, result: ScoreResult, settings: ScoreSettings, ask: ScoreAsk, features,

@@ -1,7 +1,7 @@
 """The settings of scoring a sample set, in one place: every default, range and help text of the protocol and of
-the run (splits, seed, batch size, resize, KID subsets, precision/recall's k, the infinite-N fits, the data-copying
-cells). `probescope score`'s options and the gallery read them from `ScoreSettings`; the engines' own defaults
-(torch-fidelity's and the papers') are the defaults here, so no number is typed twice.
+the run (splits, seed, batch size, resize, KID subsets, precision/recall's k, density/coverage's k, the infinite-N
+fits, the data-copying cells). `probescope score`'s options and the gallery read them from `ScoreSettings`; the
+engines' own defaults (torch-fidelity's and the papers') are the defaults here, so no number is typed twice.
 
 Each field's `help` is the text of its option (the field name with dashes: `--kid-subsets`); its `bound` is what
 the number can mean (probescope.core.bounds). `batch_size` and `workers` change speed, never a score.
@@ -25,6 +25,7 @@ from probescope.core.bounds import (
 )
 from probescope.core.scoring import extrapolate
 from probescope.core.scoring.copying import DEFAULT_CELLS, MAX_CELLS
+from probescope.core.scoring.density_coverage import DEFAULT_K as DEFAULT_DC_K
 from probescope.core.scoring.kernel import DEFAULT_SUBSET_SIZE, DEFAULT_SUBSETS
 from probescope.core.scoring.precision_recall import DEFAULT_K
 from probescope.core.scoring.protocol import DEFAULT_SEED, DEFAULT_SPLITS
@@ -61,6 +62,8 @@ class ScoreSettings:
         "samples per KID subset (default %(default)s)", KID_SUBSET_SIZE))
     prc_k: int = field(default=DEFAULT_K, metadata=_help(
         "nearest neighbours of precision/recall (default %(default)s)", NEIGHBOURS))
+    dc_k: int = field(default=DEFAULT_DC_K, metadata=_help(
+        "nearest real neighbours of density and coverage (default %(default)s, Naeem et al.'s)", NEIGHBOURS))
     inf_points: int = field(default=extrapolate.DEFAULT_POINTS, metadata=_help(
         "subset sizes of the infinite-N fits (default %(default)s)", FIT_POINTS))
     inf_smallest: int = field(default=extrapolate.DEFAULT_SMALLEST, metadata=_help(
