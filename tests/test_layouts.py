@@ -180,6 +180,33 @@ def test_info_shows_each_layers_layout_and_units(three_programs, capsys):
     assert "12x8x8  nchw  12 units x 8x8" in lines["patches.proj"]
 
 
+@pytest.mark.gui
+def test_the_window_asks_for_a_layout_the_model_does_not_say(qtbot, window, answer_trust, three_programs,
+                                                             monkeypatch):
+    """The layer box says a layer's layout is undecided and offers to give it; given, the model is opened again
+    reading the layer so (its request keeps the layout, as the command line's --layout), and the layer stays."""
+    from PySide6.QtWidgets import QInputDialog
+    from windows import WAIT_MS
+
+    from probescope.jobs.inputs import OpenRequest
+
+    _root, paths = three_programs
+    answer_trust(True)
+    with qtbot.waitSignal(window.opened, timeout=WAIT_MS):
+        window.open(OpenRequest("model", f"export:{paths['tokens']}"))
+    window.state.set_layer("feat")
+    note = window.source_bar.layout_note
+    assert "layout undecided: give it…" in note.text() and "<a href" in note.text()
+    monkeypatch.setattr(QInputDialog, "getText", lambda *args, **kwargs: ("tokens:5:8x8", True))
+    with qtbot.waitSignal(window.opened, timeout=WAIT_MS):
+        note.linkActivated.emit("layout")
+    qtbot.waitUntil(lambda: window.state.layer == "feat", timeout=WAIT_MS)
+    loaded = window.state.get("model")
+    assert loaded.value.request.layouts == (("feat", "tokens:5:8x8"),)
+    assert next(i for i in loaded.layers if i.name == "feat").units == (12, 8, 8)
+    assert note.text().strip() == "12 units · 5 + 8×8 tokens"
+
+
 # ---- a planted concept in a token ----------------------------------------------------------------------------
 
 class _PlantedViT(nn.Module):

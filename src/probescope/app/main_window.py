@@ -11,6 +11,7 @@ trusted, the hash is remembered in the settings and the same task runs again. No
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 from PySide6.QtCore import Qt, QTimer, Signal
@@ -87,6 +88,7 @@ class MainWindow(QMainWindow):
         self.addToolBar(self.source_bar)
         self.source_bar.open_requested.connect(self.open)
         self.source_bar.browse_requested.connect(self.browse)
+        self.source_bar.layout_requested.connect(self.ask_layout)
 
         self.tabs = QTabWidget()
         self.tabs.setDocumentMode(True)
@@ -231,6 +233,40 @@ class MainWindow(QMainWindow):
         dialog = ShortcutsDialog(self.command_actions(), self)
         dialog.show()
         return dialog
+
+    def ask_layout(self, layer: str) -> None:
+        """Ask how `layer`'s output is laid out (the model does not say) and open the model again reading it so."""
+        from PySide6.QtWidgets import QInputDialog
+
+        from probescope.core.models.layout import LAYOUT_HELP, Layout
+
+        loaded = self.state.get("model")
+        if loaded is None:
+            return
+        info = next((i for i in loaded.layers if i.name == layer), None)
+        why = info.layout.describe() if info is not None and info.layout is not None else ""
+        shape = "×".join(map(str, info.out_shape)) if info is not None and info.out_shape else "?"
+        text, ok = QInputDialog.getText(self, "Layout of a layer", f"{layer} gives {shape} per image; {why}.\n"
+                                        f"Its layout: {LAYOUT_HELP}")
+        if not ok or not text.strip():
+            return
+        try:
+            layout = Layout.parse(text)
+        except InputError as exc:
+            self.notify(str(exc))
+            return
+        request = loaded.value.request
+        given = tuple((name, value) for name, value in request.layouts if name != layer) + ((layer, str(layout)),)
+
+        def chosen(result) -> None:  # the model opened again: the layer the user gave the layout of stays chosen
+            if getattr(result, "kind", None) != "model" or result.spec != request.spec:
+                return
+            self.opened.disconnect(chosen)
+            if layer in self.state.layers():
+                self.state.set_layer(layer)
+
+        self.opened.connect(chosen)
+        self.open(replace(request, layouts=given))
 
     def toggle_tasks(self) -> None:
         """The Tasks panel shown, or hidden when it is shown (View > Tasks, Ctrl+Shift+T, the status bar's button)."""

@@ -26,6 +26,7 @@ class SourceBar(QToolBar):
 
     open_requested = Signal(object)
     browse_requested = Signal(str)
+    layout_requested = Signal(str)  # a layer whose layout the model does not say: the user is to give it
 
     def __init__(self, state: AppState, settings: Settings, parent: QWidget | None = None):
         super().__init__("Loaded", parent)
@@ -40,6 +41,8 @@ class SourceBar(QToolBar):
         self.layer.setToolTip("The layer to dissect")
         self.layout_note = QLabel()
         self.layout_note.setObjectName("layer-layout")
+        self.layout_note.linkActivated.connect(lambda _link: self.state.layer and self.layout_requested.emit(
+            self.state.layer))
         for kind in KINDS:
             button = QToolButton()
             button.setPopupMode(QToolButton.ToolButtonPopupMode.InstantPopup)
@@ -74,7 +77,10 @@ class SourceBar(QToolBar):
                 self.layer.setCurrentText(self.state.layer)
             self.layer.blockSignals(False)
             shown = infos.get(self.state.layer or "")
-            self.layout_note.setText(f" {layer_reading(shown)} " if shown is not None else "")
+            reading = layer_reading(shown) if shown is not None else ""
+            if shown is not None and shown.units is None and shown.out_shape is not None:
+                reading = f"<a href='layout'>{reading}: give it…</a>"  # the model does not say: the user does
+            self.layout_note.setText(f" {reading} " if reading else "")
             self.layout_note.setToolTip(layer_tooltip(shown) if shown is not None else "")
         if slot in self.buttons:
             loaded = self.state.get(slot)

@@ -61,6 +61,7 @@ class OpenRequest:
     image_root: str = ""
     generator: tuple[int, ...] = ()  # TorchScript generator samples: (z_dim, n, num_classes)
     index_base: int | None = None  # judgments: 0 or 1 when a psiz file cannot tell; None to detect
+    layouts: tuple[tuple[str, str], ...] = ()  # a model: (layer, layout) the user gave where the model does not say
 
     def __post_init__(self) -> None:
         if self.kind not in KINDS:
@@ -83,6 +84,7 @@ class OpenRequest:
         known = {f.name for f in fields(OpenRequest)}
         values = {k: v for k, v in saved.items() if k in known}
         values["generator"] = tuple(values.get("generator", ()))
+        values["layouts"] = tuple(tuple(pair) for pair in values.get("layouts", ()))
         return OpenRequest(**values)
 
 
@@ -136,10 +138,12 @@ def open_input(ctx: TaskContext, request: OpenRequest, device: str) -> Iterator[
 
 
 def _loaded_model(request: OpenRequest, ctx: TaskContext, device: str):
+    from probescope.core.models.layout import Layout
     from probescope.core.models.loading import UnknownArchitecture, load_model
 
     try:
-        model = load_model(request.spec, trust=ctx.trust, device=device)
+        model = load_model(request.spec, trust=ctx.trust, device=device,
+                           layouts={layer: Layout.parse(text) for layer, text in request.layouts})
     except UnknownArchitecture as exc:  # said in the dialog's words, not the command line's
         raise InputError("cannot tell the architecture of this state dict: open it with File > Open Model, Kind "
                          "'torchvision state dict' or 'Places365 checkpoint', and choose its Architecture",

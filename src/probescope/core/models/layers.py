@@ -137,6 +137,10 @@ def list_layers(model: LoadedModel, input_size: tuple[int, int] | None = None) -
                           batch_first=batch_first.get(name, True))
         if decision is None:
             decision = Undecided("its output is not a tensor" if done else "it does not run in a forward pass")
+        given = model.layouts.get(name)
+        if given is not None and shape is not None:  # the user's word, where it fits the output
+            problem = given.problem(shape)
+            decision = given if problem is None else Undecided(f"the layout given, {given}, does not fit: {problem}")
         layers.append(LayerInfo(name, module_kind(sub), shape, calls.get(name, 0), decision))
     return _kept(model, layers, image)
 
