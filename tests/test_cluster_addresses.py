@@ -9,8 +9,6 @@ from __future__ import annotations
 import importlib.util
 import os
 import secrets
-import shutil
-import signal
 import socket
 import subprocess
 import sys
@@ -20,6 +18,7 @@ from pathlib import Path
 
 import pytest
 
+from oracles.processes import stop_ray_head
 from probescope.core.errors import InputError
 from probescope.jobs.kernel import spec
 from probescope.jobs.kernel.spec import cluster_refusal, kernel_from_args, parse_kernel, ray_address_from_args
@@ -212,14 +211,7 @@ def default_head(tmp_path_factory):
                 time.sleep(0.2)
         yield f"ray://127.0.0.1:{client_port}", home
     finally:
-        head.send_signal(signal.SIGTERM)  # `ray start --block` stops the processes it started
-        try:
-            head.wait(30)
-        except subprocess.TimeoutExpired:
-            os.killpg(head.pid, signal.SIGKILL)
-            head.wait()
-        log.close()
-        shutil.rmtree(temp, ignore_errors=True)
+        stop_ray_head(head, log, temp)
 
 
 def test_a_default_head_that_wants_a_token_is_said_at_once(default_head, no_ray_token, monkeypatch):

@@ -118,29 +118,40 @@ def test_cancel_stops_the_workers_and_the_next_run_resumes(layer, tmp_path, isol
     assert resumed.complete and path.read_bytes() == serial.read_bytes()
 
 
-@pytest.mark.skipif(not Path("/proc").is_dir(), reason="finds the worker processes through /proc")
-def test_a_killed_run_stops_its_workers_and_resumes(layer, tmp_path, isolated_cache):
-    root, _ = layer
-    out = tmp_path / "out"
+def _dissect_until_units_are_done(root: Path, out: Path, env: dict) -> tuple[list[str], subprocess.Popen, list[int]]:
+    """`dissect --jobs 2` of the wide layer in a process of its own, once a few units are in its journal: (its command
+    line, the process, its worker processes)."""
     argv = [sys.executable, "-m", "probescope", "dissect", "--dataset", str(root / "broden"), "--activations",
             str(root / "wide.npy"), "--out", str(out), "--jobs", "2", *WINDOW]
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path))
-    proc = subprocess.Popen(argv, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    proc = subprocess.Popen(argv, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     journal = journal_path(out / "dissection.json")
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline and proc.poll() is None and \
             not (journal.exists() and len(journal.read_text().splitlines()) > 3):
         time.sleep(0.05)
-    workers = children_of(proc.pid)
-    proc.send_signal(signal.SIGKILL)
-    proc.wait()
-    assert len(workers) >= 2
-    deadline = time.monotonic() + 90  # orphaned workers notice their caller is gone and leave
+    return argv, proc, children_of(proc.pid)
+
+
+def _gone(workers: list[int], seconds: float) -> bool:
+    """The worker processes have left (or are zombies) within `seconds`."""
+    deadline = time.monotonic() + seconds
     while time.monotonic() < deadline and any(Path(f"/proc/{w}").exists() for w in workers):
         time.sleep(0.1)
-    assert not any(Path(f"/proc/{w}/status").exists() and "zombie" not in Path(f"/proc/{w}/status").read_text()
+    return not any(Path(f"/proc/{w}/status").exists() and "zombie" not in Path(f"/proc/{w}/status").read_text()
                    for w in workers)
-    assert journal.exists()
+
+
+@pytest.mark.skipif(not Path("/proc").is_dir(), reason="finds the worker processes through /proc")
+def test_a_killed_run_stops_its_workers_and_resumes(layer, tmp_path, isolated_cache):
+    root, _ = layer
+    out = tmp_path / "out"
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path))
+    argv, proc, workers = _dissect_until_units_are_done(root, out, env)
+    proc.send_signal(signal.SIGKILL)
+    proc.communicate()
+    assert len(workers) >= 2
+    assert _gone(workers, 90)  # orphaned workers notice their caller is gone and leave
+    assert journal_path(out / "dissection.json").exists()
     assert subprocess.run(argv, env=env, capture_output=True, text=True).stderr.count("resuming") == 1
     assert dissect_cli(root, tmp_path / "ref", 1, "wide.npy") == 0
     same_files(out, tmp_path / "ref")
@@ -153,26 +164,14 @@ def test_sigterm_stops_the_workers_and_leaves_no_temporary_folder(layer, tmp_pat
     root, _ = layer
     out, tmp = tmp_path / "out", tmp_path / "tmp"
     tmp.mkdir()
-    argv = [sys.executable, "-m", "probescope", "dissect", "--dataset", str(root / "broden"), "--activations",
-            str(root / "wide.npy"), "--out", str(out), "--jobs", "2", *WINDOW]
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path), TMPDIR=str(tmp))
-    proc = subprocess.Popen(argv, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-    journal = journal_path(out / "dissection.json")
-    deadline = time.monotonic() + 120
-    while time.monotonic() < deadline and proc.poll() is None and \
-            not (journal.exists() and len(journal.read_text().splitlines()) > 3):
-        time.sleep(0.05)
-    workers = children_of(proc.pid)
+    argv, proc, workers = _dissect_until_units_are_done(root, out, env)
     assert len(workers) >= 2 and list(tmp.glob("probescope-units-*"))
     proc.send_signal(signal.SIGTERM)
     _, err = proc.communicate(timeout=60)
     assert proc.returncode == 143 and err.strip().splitlines()[-1] == "probescope dissect: terminated"
     assert not list(tmp.glob("probescope-units-*"))
-    deadline = time.monotonic() + 30  # (multiprocessing's resource tracker leaves when its pipe closes)
-    while time.monotonic() < deadline and any(Path(f"/proc/{w}").exists() for w in workers):
-        time.sleep(0.1)
-    assert not any(Path(f"/proc/{w}/status").exists() and "zombie" not in Path(f"/proc/{w}/status").read_text()
-                   for w in workers)
+    assert _gone(workers, 30)  # (multiprocessing's resource tracker leaves when its pipe closes)
     assert subprocess.run(argv, env=env, capture_output=True, text=True).stderr.count("resuming") == 1
 
 

@@ -7,8 +7,6 @@ from __future__ import annotations
 
 import os
 import secrets
-import shutil
-import signal
 import socket
 import subprocess
 import sys
@@ -19,6 +17,8 @@ from pathlib import Path
 import kernel_jobs
 import numpy as np
 import pytest
+
+from oracles.processes import stop_ray_head
 
 ray = pytest.importorskip("ray")
 pytest.importorskip("grpc", reason="Ray Client needs ray[client] (grpcio)")
@@ -103,14 +103,7 @@ def ray_head(tmp_path_factory):
             yield address
         finally:
             ray.shutdown()
-            head.send_signal(signal.SIGTERM)  # `ray start --block` stops the processes it started
-            try:
-                head.wait(30)
-            except subprocess.TimeoutExpired:
-                os.killpg(head.pid, signal.SIGKILL)
-                head.wait()
-            log.close()
-            shutil.rmtree(temp, ignore_errors=True)
+            stop_ray_head(head, log, temp)
     reread_auth()
 
 

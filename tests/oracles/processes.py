@@ -1,8 +1,14 @@
-"""The processes a process started, from /proc (Linux): how tests and benchmarks find a run's worker processes."""
+"""The processes a process started, from /proc (Linux): how tests and benchmarks find a run's worker processes; and
+how tests stop a Ray head they started."""
 
 from __future__ import annotations
 
+import os
+import shutil
+import signal
+import subprocess
 from pathlib import Path
+from typing import IO
 
 
 def children_of(pid: int) -> list[int]:
@@ -16,3 +22,16 @@ def children_of(pid: int) -> list[int]:
             except (OSError, IndexError, ValueError):
                 pass
     return out
+
+
+def stop_ray_head(head: subprocess.Popen, log: IO, temp: str | Path) -> None:
+    """Stop a `ray start --head --block` process (SIGTERM stops what it started; its process group is killed after
+    30 s), close its log and remove its temporary folder."""
+    head.send_signal(signal.SIGTERM)
+    try:
+        head.wait(30)
+    except subprocess.TimeoutExpired:
+        os.killpg(head.pid, signal.SIGKILL)
+        head.wait()
+    log.close()
+    shutil.rmtree(temp, ignore_errors=True)
