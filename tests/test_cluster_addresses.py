@@ -228,7 +228,7 @@ def test_a_default_head_that_wants_a_token_is_said_at_once(default_head, no_ray_
     start = time.monotonic()
     with pytest.raises(InputError) as caught:
         RayExecutor(address)  # no token on this side (a home without one)
-    assert time.monotonic() - start < spec.PROBE_S
+    assert time.monotonic() - start < 30  # at once: not Ray's minute of retries (the probe waits PROBE_S at most)
     assert str(caught.value).startswith(f"the Ray cluster at {address} wants a token (Ray token authentication) and "
                                         "none is set up here: give it in RAY_AUTH_TOKEN")
     assert spec.token_problem(address, {}, home) is None  # the token is let in

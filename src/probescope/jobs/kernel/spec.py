@@ -220,7 +220,7 @@ def use_token(environ: MutableMapping[str, str] = os.environ) -> str | None:
     return found[1] if found else None
 
 
-PROBE_S = 5.0  # for the Ray Client server to answer one ping
+PROBE_S = 10.0  # for the Ray Client server to answer one ping
 
 
 def token_problem(address: str, environ: Mapping[str, str] = os.environ, home: Path | None = None,
