@@ -129,10 +129,10 @@ def _load_matrix(path_text: str, kind: str):
     import numpy as np
 
     from probescope.core.errors import InputError
-    from probescope.core.files import NUMPY_FILE_ERRORS, npz_problem, readable_file
+    from probescope.core.files import NUMPY_FILE_ERRORS, readable_file, zip_problem
 
     path = readable_file(path_text)
-    problem = npz_problem(path)
+    problem = zip_problem(path)
     if problem:
         raise InputError(f"cannot read as a NumPy array file ({problem})", path)
     try:

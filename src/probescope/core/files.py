@@ -12,6 +12,7 @@ from __future__ import annotations
 import errno
 import os
 import stat
+import struct
 import zipfile
 import zlib
 from collections.abc import Callable
@@ -163,6 +164,11 @@ def zip_member_problem(info: zipfile.ZipInfo, max_inflated: int | None = None) -
     return None
 
 
+# what a zip archive's directory can raise on a crafted file besides BadZipFile, and what opening or reading a
+# member raises: encrypted (RuntimeError), an unknown compression method (NotImplementedError), a damaged deflate
+# stream (zlib.error), a truncated one (EOFError)
+ZIP_ERRORS = (zipfile.BadZipFile, zipfile.LargeZipFile, OSError, ValueError, EOFError, KeyError, RuntimeError,
+              NotImplementedError, zlib.error, struct.error)
 MAX_NPZ_INFLATED = 16 << 30  # bytes a compressed .npz member may declare (50,000 128x128 samples: 2.4 GB)
 # what np.load of a damaged .npy or .npz raises, at load or at a member's read: a damaged deflate stream
 # (zlib.error), an encrypted member (RuntimeError), an unknown compression method (NotImplementedError), a truncated
@@ -171,17 +177,17 @@ NUMPY_FILE_ERRORS = (ValueError, OSError, EOFError, KeyError, RuntimeError, NotI
                      zipfile.BadZipFile)
 
 
-def npz_problem(path: str | Path, max_inflated: int | None = None) -> str | None:
-    """Why the members of a .npz (a zip) cannot be read safely, told from its directory alone (nothing is inflated):
-    an encrypted member, an unknown compression method, a compressed member declared to inflate past
-    `max_inflated` (default MAX_NPZ_INFLATED); None for a file that is no zip (a .npy) or whose members are fine (a
-    damaged stream is np.load's to find, as one of NUMPY_FILE_ERRORS)."""
+def zip_problem(path: str | Path, max_inflated: int | None = None) -> str | None:
+    """Why the members of a zip archive (a .npz, a torch archive) cannot be read safely, told from its directory
+    alone (nothing is inflated): an encrypted member, an unknown compression method, a compressed member declared to
+    inflate past `max_inflated` (default MAX_NPZ_INFLATED); None for a file that is no zip (a .npy, a pickle) or
+    whose members are fine (a damaged stream or directory is the reader's to find and say)."""
     limit = MAX_NPZ_INFLATED if max_inflated is None else max_inflated
     try:
         if not zipfile.is_zipfile(path):
             return None
         with zipfile.ZipFile(path) as archive:
             infos = archive.infolist()
-    except (OSError, ValueError, EOFError, zipfile.BadZipFile):
+    except ZIP_ERRORS:
         return None
     return next(filter(None, (zip_member_problem(info, limit) for info in infos)), None)

@@ -12,10 +12,8 @@ from __future__ import annotations
 import io
 import pickle
 import re
-import struct
 import warnings
 import zipfile
-import zlib
 from functools import cache
 from pathlib import Path
 from typing import Any
@@ -25,7 +23,7 @@ import torch
 from torch import nn
 
 from probescope.core.errors import InputError
-from probescope.core.files import readable_file, zip_member_problem
+from probescope.core.files import ZIP_ERRORS, readable_file, zip_member_problem, zip_problem
 from probescope.core.trust import Trust, read_trusted
 
 try:
@@ -44,11 +42,6 @@ def check_file(path: str | Path) -> Path:
     return readable_file(Path(path).expanduser(), "no such file")
 
 
-# what a zip archive's directory can raise on a crafted file besides BadZipFile, and what opening or reading a
-# member raises: encrypted (RuntimeError), an unknown compression
-# method (NotImplementedError), a damaged deflate stream (zlib.error), a truncated one (EOFError)
-ZIP_ERRORS = (zipfile.BadZipFile, zipfile.LargeZipFile, OSError, ValueError, EOFError, KeyError, RuntimeError,
-              NotImplementedError, zlib.error, struct.error)
 ZIP_HEAD = 64  # bytes of a member read to tell a file's kind: never the whole member (it may inflate to gigabytes)
 MAX_INFLATED = 1 << 30  # a compressed member of a torch archive declared larger than this is refused unread
 
@@ -116,7 +109,7 @@ def read_torch_file(path: str | Path) -> Any:
     path = check_file(path)
     if not _torch_magic(path):
         raise InputError("not a PyTorch weights file (neither a torch zip archive nor a pickle)", path)
-    problem = _torch_zip_problem(path)
+    problem = zip_problem(path, MAX_INFLATED)  # torch's reader would inflate such a member whole, or fail on it
     if problem:
         raise InputError(f"not a PyTorch weights file (damaged zip archive: {problem})", path)
     try:
@@ -145,23 +138,6 @@ def _torch_magic(path: Path) -> bool:
     except OSError as exc:
         raise InputError(f"cannot read ({exc.strerror or exc})", path) from None
     return head.startswith(b"PK\x03\x04") or head[:1] == b"\x80"
-
-
-def _torch_zip_problem(path: Path) -> str | None:
-    """Why torch.load must not be given this zip archive: a member it cannot read (encrypted, an unknown compression
-    method) or a compressed one declared to inflate past MAX_INFLATED (torch writes its members uncompressed, and
-    its reader inflates a compressed one whole). None for a pickle, or a zip without such members."""
-    try:
-        if not zipfile.is_zipfile(path):
-            return None
-        with zipfile.ZipFile(path) as zf:
-            for info in zf.infolist():
-                problem = zip_member_problem(info, MAX_INFLATED)
-                if problem:
-                    return problem
-    except ZIP_ERRORS as exc:
-        return _first_line(exc)
-    return None
 
 
 def _first_line(exc: BaseException) -> str:

@@ -33,7 +33,8 @@ import torch
 from torch import nn
 
 from probescope.core.errors import InputError
-from probescope.core.models.checkpoint import ZIP_ERRORS, _first_line, is_torchscript, load_torchscript, zip_member_head
+from probescope.core.files import ZIP_ERRORS
+from probescope.core.models.checkpoint import _first_line, is_torchscript, load_torchscript, zip_member_head
 from probescope.core.trust import Trust, read_trusted
 
 KIND = "torch.export program"

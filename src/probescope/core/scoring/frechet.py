@@ -23,7 +23,7 @@ from pathlib import Path
 import numpy as np
 
 from probescope.core.errors import InputError
-from probescope.core.files import NUMPY_FILE_ERRORS, npz_problem, readable_file
+from probescope.core.files import NUMPY_FILE_ERRORS, readable_file, zip_problem
 
 CHUNK_ROWS = 4096  # rows per Gram product in gaussian_stats: bounds the float64 working copy (64 MB at d = 2048)
 
@@ -31,7 +31,7 @@ CHUNK_ROWS = 4096  # rows per Gram product in gaussian_stats: bounds the float64
 def read_npz(path: Path, names: tuple[str, ...] | None = None) -> dict[str, np.ndarray]:
     """The arrays of a .npz file (only `names` when given, if present), or InputError naming the file."""
     readable_file(path)
-    problem = npz_problem(path)
+    problem = zip_problem(path)
     if problem:
         raise InputError(f"cannot read as a NumPy .npz file ({problem})", path)
     try:

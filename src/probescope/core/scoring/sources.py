@@ -24,9 +24,9 @@ from probescope.core.files import (
     file_problem,
     folder_entries,
     folder_problem,
-    npz_problem,
     readable_file,
     stat_problem,
+    zip_problem,
 )
 from probescope.core.trust import NO_TRUST, Trust
 
@@ -122,7 +122,7 @@ def read_image_array(path: str | Path, key: str | None = None) -> np.ndarray:
     path = readable_file(path)
     try:
         if path.suffix.lower() == ".npz":
-            problem = npz_problem(path)
+            problem = zip_problem(path)
             if problem:
                 raise InputError(f"cannot read as a NumPy array file ({problem})", path)
             with np.load(path) as archive:

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from probescope.core.errors import InputError
-from probescope.core.files import NUMPY_FILE_ERRORS, npz_problem
+from probescope.core.files import NUMPY_FILE_ERRORS, zip_problem
 from probescope.core.similarity.settings import BETA, MAX_EPOCHS
 
 if TYPE_CHECKING:
@@ -70,7 +70,7 @@ class Ensemble:
     @staticmethod
     def load(path: str | Path) -> Ensemble:
         path = Path(path)
-        problem = npz_problem(path)
+        problem = zip_problem(path)
         if problem:
             raise InputError(f"not a probescope embedding file ({problem})", path)
         try:
