@@ -29,7 +29,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from probescope.core.data.preprocess import Preprocess
+from probescope.core.data.preprocess import IMAGENET, Preprocess
 from probescope.core.errors import InputError
 from probescope.core.models import checkpoint as ckpt
 
@@ -227,9 +227,8 @@ def _quiet(logger: str) -> Iterator[None]:
 def _preprocess(name: str, mean: Any, std: Any, interpolation: Any, size: tuple[int, int] | None) -> Preprocess:
     """The library's normalisation ([0, 1] scale) on 0-255 pixels; a stretch to `size` (a fixed input) with its
     interpolation (bicubic where it says so, else bilinear)."""
-    mean = tuple(float(m) * 255 for m in (mean or (0.485, 0.456, 0.406)))
-    std = tuple(float(s) * 255 for s in (std or (0.229, 0.224, 0.225)))
-    base = Preprocess(name, mean=mean, std=std)  # type: ignore[arg-type]
+    base = Preprocess(name, mean=tuple(float(m) * 255 for m in mean) if mean else IMAGENET.mean,  # type: ignore
+                      std=tuple(float(s) * 255 for s in std) if std else IMAGENET.std)
     if size is None:
         return base
     mode = "bicubic" if str(interpolation) == "bicubic" else "bilinear"
@@ -245,7 +244,6 @@ def last_block(module: nn.Module) -> str | None:
         if members:
             return members[-1]
     return None
-
 
 
 def model_architectures() -> dict[str, tuple[str, ...]]:

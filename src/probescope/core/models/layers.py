@@ -39,7 +39,6 @@ PROBE_BATCH = 2  # two images: an output whose first axis is not the batch shows
 class _Ran:
     name: str
     shape: tuple[int, ...] | None  # per image
-    leaf: bool
     stated: str | None = None
 
 
@@ -114,7 +113,7 @@ def list_layers(model: LoadedModel, input_size: tuple[int, int] | None = None) -
             batch_first[name] = tensor and out.ndim >= 1 and out.shape[0] == PROBE_BATCH
             shape = tuple(out.shape[1:]) if tensor else None
             calls[name] = calls.get(name, 0) + 1
-            ran[name] = _Ran(name, shape, leaf=True)
+            ran[name] = _Ran(name, shape)
             order.append(ran[name])
 
         handles.append(sub.register_forward_hook(hook))
@@ -150,9 +149,8 @@ def _state(modules: dict[str, nn.Module], order: list[_Ran]) -> None:
     before: _Ran | None = None
     inside: dict[str, _Ran] = {}  # container name -> the last module that finished inside it
     for done in order:
-        last = inside.get(done.name)
-        done.leaf = last is None
-        if done.leaf:
+        last = inside.get(done.name)  # None: nothing ran inside it, it is a leaf
+        if last is None:
             done.stated = _stated(modules[done.name], module_kind(modules[done.name]), done.shape, before)
             before = done
         else:
@@ -171,13 +169,12 @@ def _kept(model: LoadedModel, layers: list[LayerInfo], image: tuple[int, int]) -
 def layer_layout(model: LoadedModel, layer: str) -> Layout:
     """How `layer` of `model` is read: the user's layout for it when one was given (checked against its output when
     the layer was listed), else the one its modules decide; InputError saying what to pass when none is decided."""
-    if model.decisions is None:
-        list_layers(model)
-    decisions = model.decisions or {}
     given = model.layouts.get(layer)
     if given is not None:
-        return given  # the user's word: its fit to the output is checked on every batch (Layout.problem)
-    decision: Decision | None = decisions.get(layer)
+        return given  # the user's word (no pass to decide): its fit to the output is checked on every batch
+    if model.decisions is None:
+        list_layers(model)
+    decision: Decision | None = (model.decisions or {}).get(layer)
     if isinstance(decision, Layout):
         return decision
     if isinstance(decision, Undecided):

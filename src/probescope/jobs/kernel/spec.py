@@ -203,21 +203,17 @@ def ray_host(address: str) -> str | None:
     return parts.hostname
 
 
-def use_token(environ: MutableMapping[str, str] = os.environ) -> str | None:
+def use_token(environ: MutableMapping[str, str] = os.environ) -> None:
     """Before connecting with Ray: when this machine has a token and RAY_AUTH_MODE is unset, set RAY_AUTH_MODE=token
     (for this process and its children) and make Ray read its settings again, so that its client sends the token on
-    every call (an explicit address never turns it on by itself in Ray 2.60: `ray._private.worker.init`). Where the
-    token comes from (None: none is sent)."""
-    if not sends_token(environ):
-        return None
-    found = find_token(environ)
-    if "RAY_AUTH_MODE" not in environ:
-        environ["RAY_AUTH_MODE"] = "token"
-        from ray._raylet import AuthenticationTokenLoader, Config
+    every call (an explicit address never turns it on by itself in Ray 2.60: `ray._private.worker.init`)."""
+    if "RAY_AUTH_MODE" in environ or find_token(environ) is None:
+        return  # a mode said (in token mode Ray sends the token itself), or no token to send
+    environ["RAY_AUTH_MODE"] = "token"
+    from ray._raylet import AuthenticationTokenLoader, Config
 
-        Config.initialize("")  # as ray._private.authentication.authentication_token_setup._enable_token_auth
-        AuthenticationTokenLoader.instance().reset_cache()
-    return found[1] if found else None
+    Config.initialize("")  # as ray._private.authentication.authentication_token_setup._enable_token_auth
+    AuthenticationTokenLoader.instance().reset_cache()
 
 
 PROBE_S = 10.0  # for the Ray Client server to answer one ping
