@@ -12,13 +12,12 @@ import secrets
 import socket
 import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 
 import pytest
 
-from oracles.processes import stop_ray_head
+from oracles.processes import start_ray_head, stop_ray_head
 from probescope.core.errors import InputError
 from probescope.jobs.kernel import spec
 from probescope.jobs.kernel.spec import cluster_refusal, kernel_from_args, parse_kernel, ray_address_from_args
@@ -168,12 +167,6 @@ def test_where_the_token_comes_from(tmp_path):
 HEAD_START_S = 90
 
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
 @pytest.fixture(scope="module")
 def default_head(tmp_path_factory):
     """(ray://127.0.0.1:PORT, its home) of a Ray head started as docs/cluster.md says, with Ray's defaults: no
@@ -184,16 +177,9 @@ def default_head(tmp_path_factory):
     home = tmp_path_factory.mktemp("head-home")
     (home / ".ray").mkdir()
     (home / ".ray" / "auth_token").write_text(secrets.token_hex(32))
-    temp = Path(tempfile.mkdtemp(prefix="psray-", dir="/tmp"))  # Ray's socket paths must stay short
-    client_port = free_port()
     env = {name: value for name, value in os.environ.items() if not name.startswith(("RAY_AUTH_", "RAY_ADDRESS"))}
     env.update(HOME=str(home), RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER="0")
-    log = (temp / "head.log").open("w")
-    head = subprocess.Popen(
-        [sys.executable, "-m", "ray.scripts.scripts", "start", "--head", "--block", "--node-ip-address=127.0.0.1",
-         f"--port={free_port()}", f"--ray-client-server-port={client_port}", "--num-cpus=1",
-         "--include-dashboard=false", "--disable-usage-stats", f"--temp-dir={temp}"],
-        env=env, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    head, log, temp, client_port = start_ray_head(env, cpus=1)
     try:
         deadline = time.monotonic() + HEAD_START_S
         while "Ray runtime started" not in (temp / "head.log").read_text():

@@ -7,10 +7,8 @@ from __future__ import annotations
 
 import os
 import secrets
-import socket
 import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 
@@ -18,7 +16,7 @@ import kernel_jobs
 import numpy as np
 import pytest
 
-from oracles.processes import stop_ray_head
+from oracles.processes import start_ray_head, stop_ray_head
 
 ray = pytest.importorskip("ray")
 pytest.importorskip("grpc", reason="Ray Client needs ray[client] (grpcio)")
@@ -45,12 +43,6 @@ PATH = os.pathsep.join([str(TESTS), str(Path(probescope.__file__).parents[1])]) 
 HEAD_START_S = 90
 
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
 def reread_auth() -> None:
     """Make this process's Ray read RAY_AUTH_MODE and the token again (it read them when it was imported, here before
     this module set them), as ray._private.authentication.authentication_token_setup does."""
@@ -66,19 +58,12 @@ def ray_head(tmp_path_factory):
 
     RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=0 keeps the node's address on loopback (Ray otherwise swaps 127.0.0.1 for the
     machine's network address and listens there), and a fresh token guards it all the same."""
-    temp = Path(tempfile.mkdtemp(prefix="psray-", dir="/tmp"))  # Ray's socket paths must stay short
-    client_port = free_port()
     token = secrets.token_hex(32)
     auth = {"RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN": token}
     env = {**os.environ, **auth, "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0",
            "PROBESCOPE_CACHE": str(tmp_path_factory.mktemp("ray-cache")),
            "PYTHONPATH": PATH}
-    log = (temp / "head.log").open("w")
-    head = subprocess.Popen(
-        [sys.executable, "-m", "ray.scripts.scripts", "start", "--head", "--block", "--node-ip-address=127.0.0.1",
-         f"--port={free_port()}", f"--ray-client-server-port={client_port}", "--num-cpus=2",
-         "--include-dashboard=false", "--disable-usage-stats", f"--temp-dir={temp}"],
-        env=env, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    head, log, temp, client_port = start_ray_head(env, cpus=2)
     address = f"ray://127.0.0.1:{client_port}"
     with pytest.MonkeyPatch.context() as patch:
         for name, value in auth.items():
