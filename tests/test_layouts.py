@@ -197,6 +197,7 @@ def test_the_window_asks_for_a_layout_the_model_does_not_say(qtbot, window, answ
     window.state.set_layer("feat")
     note = window.source_bar.layout_note
     assert "layout undecided: give it…" in note.text() and "<a href" in note.text()
+    window.notify("tokens.pt2 (export): layer 'feat': a sequence of 69 vectors of 12 ...")  # a dissection's refusal
     monkeypatch.setattr(QInputDialog, "getText", lambda *args, **kwargs: ("tokens:5:8x8", True))
     with qtbot.waitSignal(window.opened, timeout=WAIT_MS):
         note.linkActivated.emit("layout")
@@ -205,6 +206,7 @@ def test_the_window_asks_for_a_layout_the_model_does_not_say(qtbot, window, answ
     assert loaded.value.request.layouts == (("feat", "tokens:5:8x8"),)
     assert next(i for i in loaded.layers if i.name == "feat").units == (12, 8, 8)
     assert note.text().strip() == "12 units · 5 + 8×8 tokens"
+    assert not window.notification.isVisible()  # the refusal the layout answered is gone, not left standing
 
 
 # ---- a planted concept in a token ----------------------------------------------------------------------------

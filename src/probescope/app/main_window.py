@@ -262,6 +262,8 @@ class MainWindow(QMainWindow):
             if getattr(result, "kind", None) != "model" or result.spec != request.spec:
                 return
             self.opened.disconnect(chosen)
+            if f"layer {layer!r}" in self.notification.message.text():  # the refusal the layout answers
+                self.notification.dismiss()
             if layer in self.state.layers():
                 self.state.set_layer(layer)
 
