@@ -122,6 +122,21 @@ def test_a_cancelled_first_dissection_says_it_was_cut_short(qtbot, window, small
     assert ws.runs.status.text().startswith("cancelled after") and not ws.runs.cancel.isEnabled()
 
 
+def test_a_dissection_cancelled_before_its_first_units_stops_saying_it_computes(qtbot, window, small_world,
+                                                                               monkeypatch, tmp_path):
+    _slow_blocks(monkeypatch, tmp_path)
+    for request in world_requests(small_world)[:2]:
+        with qtbot.waitSignal(window.opened, timeout=WAIT_MS):
+            window.open(request)
+    ws = window.workspaces["dissection"]
+    qtbot.waitUntil(lambda: window.pool.is_running(ws.task_key("layer")), timeout=WAIT_MS)
+    assert "(computing…)" in ws.header.text() and ws.data is None
+    window.pool.cancel(ws.task_key("layer"))  # as the status bar's or the Tasks panel's Cancel does
+    qtbot.waitUntil(lambda: not window.pool.active(), timeout=WAIT_MS)
+    assert ws.data is None and "computing" not in ws.header.text() and "cancelled before" in ws.header.text()
+    assert ws.runs.status.text() == "cancelled" and not ws.runs.cancel.isEnabled()
+
+
 def test_the_layer_ablation_is_a_matrix_one_can_read(qtbot, loaded):
     """Role > "Ablate every unit of the layer": the matrix was near white (a fixed ±0.5 scale for changes of a few
     percent) with no colour bar and class numbers, its caption swapped rows and columns, and the bars of the

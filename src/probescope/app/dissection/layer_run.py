@@ -100,6 +100,10 @@ class LayerRunner(QObject):
         if state.data is not None:
             state.cut_short = state.data
             ws.show_layer(state.data)
+        else:  # cancelled before its first units: the header no longer says it computes
+            loaded, layer, _dataset = ws._inputs
+            ws.header.setText(f"<b>Units of {layer}</b> of {loaded.label} (cancelled before its first units: Run in "
+                              "Settings dissects it)")
         ws.runs.set_running(False, "cancelled" + (f" after {len(state.data.result.units)} units" if state.data
                                                    else ""))
 
