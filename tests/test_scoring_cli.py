@@ -184,7 +184,7 @@ def test_rounding_for_display_only(tmp_path, capsys):
 
 @pytest.mark.parametrize("argv,message", [
     (["--example", "A", "--device", "cpu"], "--device cpu does nothing"),
-    (["--example", "A", "--fid", "demo"], "need the classifier's features"),
+    (["--example", "A", "--fid", "demo"], "need the images' features"),
     (["--images", "demo", "--kid"], "compare with a reference set"),
     (["--images", "demo", "--n", "5", "--fid", "demo", "--kid"], "KID subsets of 1000 need at least 1000"),
     (["--images", "demo", "--extensions", ","], "no file extensions"),
@@ -212,14 +212,17 @@ def test_extensions_flag(tmp_path, capsys, classifier):
 
 
 def test_per_image_table_and_data_copying(small_world, capsys, tmp_path, isolated_cache):
-    """--per-image: one row per sample in input order, equal to the core functions' values; a planted exact copy of
-    reference image 4 is flagged with that image as its nearest. --held-out runs the data-copying test."""
+    """--per-image: one row per sample in input order, equal to the core functions' values. The copy test is not run
+    on the 12-image reference alone (too few images to set aside) and says so; calibrated on --held-out renders at
+    --copy-alpha 0.05, a planted exact copy of reference image 4 is flagged with that image as its nearest and the
+    smallest p-value. --held-out also runs the data-copying test."""
     import csv
 
     from probescope.core.data.broden import BrodenDataset
     from probescope.core.demo import world
     from probescope.core.demo.sampler import DemoSampler
     from probescope.core.scoring.classifiers import load_classifier
+    from probescope.core.scoring.copy_test import calibrate
     from probescope.core.scoring.copying import data_copying
     from probescope.core.scoring.distributions import ClassScores
     from probescope.core.scoring.pipeline import embed_source
@@ -230,26 +233,53 @@ def test_per_image_table_and_data_copying(small_world, capsys, tmp_path, isolate
 
     dataset = BrodenDataset.open(small_world["dataset"])
     with np.load(small_world["samples"]) as archive:
-        images = np.concatenate([archive["images"], dataset.load_image(4)[None]])
+        images = np.concatenate([archive["images"], np.stack([s.image for s in world.render_batch(4, 13)]),
+                                 dataset.load_image(4)[None]])  # 24: the data-copying test needs 20
+    planted = len(images) - 1
     np.savez(tmp_path / "planted.npz", images=images)
+    held = np.stack([s.image for s in world.render_batch(3, 30)])  # fresh renders, never in the reference
+    np.save(tmp_path / "held.npy", held)
     out = tmp_path / "rows.csv"
     common = ["--images", str(tmp_path / "planted.npz"), "--classifier", small_world["model"], "--splits", "1",
               "--fid", str(small_world["dataset"])]
+    # the reference alone: 0.2 of 12 images cannot calibrate the test (99 needed at alpha 0.01)
     r = run_json(capsys, [*common, "--per-image", str(out), "--prc-k", "2"])
+    assert "99 held-out real images" in r["copy_test_not_run"] and "copy_test_flagged" not in r
     rows = list(csv.DictReader(out.open()))
-    assert [int(row["index"]) for row in rows] == list(range(11)) and r["per_image"] == str(out)
-    assert rows[10]["possible_copy"] == "1" and rows[10]["nearest_reference"] == "4"
-    assert float(rows[10]["nearest_distance"]) < 1e-3 and r["possible_copies"] >= 1
+    assert {row["copy_p_value"] for row in rows} == {""} and {row["possible_copy"] for row in rows} == {"0"}
+    text = _text(capsys, [*common, "--per-image", str(out)])
+    assert "copy test not run: at alpha 0.01 it needs 99 held-out real images" in text
+    assert "possible copies:" not in text
+    # calibrated on 30 held-out renders at alpha 0.05 (19 needed)
+    calibrated = [*common, "--held-out", str(tmp_path / "held.npy"), "--copy-alpha", "0.05", "--copy-cells", "1"]
+    r = run_json(capsys, [*calibrated, "--per-image", str(out), "--prc-k", "2"])
+    rows = list(csv.DictReader(out.open()))
+    assert [int(row["index"]) for row in rows] == list(range(24)) and r["per_image"] == str(out)
+    assert rows[planted]["possible_copy"] == "1" and rows[planted]["nearest_reference"] == "4"
+    assert rows[planted]["copied_reference"] == "4" and float(rows[planted]["copy_p_value"]) == 1 / 31
+    assert float(rows[planted]["nearest_distance"]) < 1e-3 and r["copy_test_flagged"] >= 1
+    assert r["copy_test_alpha"] == 0.05 and r["copy_test_held_out_images"] == 30 and r["copy_test_samples"] == 24
+    assert "copy_test_not_run" not in r
     classifier = load_classifier(small_world["model"])
     features, logits = embed_source(open_source(tmp_path / "planted.npz"), classifier)
     reference = load_reference(small_world["dataset"], classifier)
+    held_features, _ = embed_source(open_source(tmp_path / "held.npy"), classifier)
     kl = score_report(ClassScores(logits, "logits", ""), splits=1).contributions
     assert [float(row["kl"]) for row in rows] == pytest.approx(kl.tolist(), rel=1e-9)
-    nb = sample_neighbours(features, reference.features, 2)
+    nb = sample_neighbours(features, reference.features, 2,
+                           calibration=calibrate(reference.features, held_features, alpha=0.05))
     assert [float(row["realism"]) for row in rows] == pytest.approx(nb.realism.tolist(), rel=1e-9)
     assert [int(row["nearest_reference_2"]) for row in rows] == nb.nearest[:, 1].tolist()
     assert [int(row["possible_copy"]) for row in rows] == nb.possible_copy.astype(int).tolist()
-    assert "rows.csv (" in _text(capsys, [*common, "--per-image", str(out)])
+    assert [float(row["copy_p_value"]) for row in rows] == nb.copy.p_value.tolist()
+    assert [int(row["copied_reference"]) for row in rows] == nb.copied.tolist()
+    assert r["copy_test_flagged"] == nb.copies and r["copy_test_threshold"] == pytest.approx(nb.copy.threshold)
+    text = _text(capsys, [*calibrated, "--per-image", str(out)])
+    assert f"per-image table: {out}\n" in text and f"possible copies: {nb.copies} of 24 samples" in text
+    assert "expected 5% at alpha 0.05" in text and "copy test not run" not in text
+    # too few held-out images for the alpha asked: refused, with what it needs
+    assert main(["score", *common, "--held-out", str(tmp_path / "held.npy"), "--per-image", str(out)]) == 2
+    assert "needs at least 99 held-out images and got 30" in capsys.readouterr().err
     # without reference features: the KL column alone
     np.save(tmp_path / "l.npy", np.random.default_rng(0).normal(size=(7, 3)))
     logits_only = ["--logits", str(tmp_path / "l.npy"), "--splits", "1", "--per-image", str(out)]
@@ -257,13 +287,10 @@ def test_per_image_table_and_data_copying(small_world, capsys, tmp_path, isolate
     rows = list(csv.DictReader(out.open()))
     assert len(rows) == 7 and rows[0]["realism"] == "" and float(rows[0]["kl"]) >= 0
     # the data-copying test: the small dataset as the training set, fresh renders held out
-    held = np.stack([s.image for s in world.render_batch(3, 30)])
-    np.save(tmp_path / "held.npy", held)
     r = run_json(capsys, ["--images", "demo", "--n", "40", "--classifier", small_world["model"], "--splits", "1",
                           "--fid", str(small_world["dataset"]), "--held-out", str(tmp_path / "held.npy"),
                           "--copy-cells", "2"])
     generated, _ = embed_source(DemoSampler(40), classifier)
-    held_features, _ = embed_source(open_source(tmp_path / "held.npy"), classifier)
     want = data_copying(reference.features, held_features, generated, 2, seed=2020)
     assert r["data_copying_ct"] == pytest.approx(want.statistic, rel=1e-9) and r["data_copying_cells"] <= 2
 
@@ -275,7 +302,7 @@ def _text(capsys, argv: list[str]) -> str:
 
 @pytest.mark.parametrize("argv,message", [
     (["--images", "demo", "--held-out", "demo"], "--held-out compare with a reference set"),
-    (["--logits", "x.npy", "--fid", "demo", "--held-out", "demo"], "need the classifier's features"),
+    (["--logits", "x.npy", "--fid", "demo", "--held-out", "demo"], "need the images' features"),
     (["--images", "demo", "--fid", "demo", "--copy-cells", "0"], "--copy-cells: expected a whole number from 1 to"),
 ])
 def test_per_sample_flags_refused(capsys, argv, message):

@@ -1,5 +1,6 @@
-"""Per-sample scores against a reference set: realism, nearest reference images, possible copies (realism.py) and
-the data-copying test C_T (copying.py), against the brute force of tests/oracles and on the demo world's features."""
+"""Per-sample scores against a reference set: realism, nearest reference images, the calibrated copy test's flags
+(realism.py with copy_test.py) and the data-copying test C_T (copying.py), against the brute force of tests/oracles
+and on the demo world's features."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ import pytest
 
 from oracles import neighbours_reference as oracle
 from probescope.core.errors import InputError
+from probescope.core.scoring.copy_test import calibrate, copy_test, set_aside_calibration
 from probescope.core.scoring.copying import data_copying, mann_whitney_z, training_cells
 from probescope.core.scoring.per_image import columns, per_image_csv
 from probescope.core.scoring.precision_recall import precision_recall
@@ -29,6 +31,14 @@ def _problem(seed: int = 0):
     return generated, real
 
 
+def _held_out(seed: int = 0, n: int = 30):
+    """Held-out real features drawn like `_problem(seed)`'s reference (the same clusters), none of them in it."""
+    rng = np.random.default_rng(seed)
+    centres = rng.normal(scale=4.0, size=(4, 6))
+    rng = np.random.default_rng([seed, 1])
+    return (centres[rng.integers(0, 4, n)] + rng.normal(size=(n, 6))).astype(np.float32)
+
+
 @pytest.mark.parametrize("k", [1, 3, 5])
 def test_equals_brute_force(k):
     generated, real = _problem()
@@ -37,9 +47,54 @@ def test_equals_brute_force(k):
     np.testing.assert_allclose(got.realism, want["realism"], rtol=1e-6)
     assert got.nearest.tolist() == want["nearest"]
     np.testing.assert_allclose(got.distances, want["distances"], rtol=1e-9, atol=1e-6)
-    assert got.possible_copy.tolist() == want["copy"] and got.copied.tolist() == want["copied"]
-    assert got.possible_copy[0] and got.copied[0] == 11 and got.nearest[0, 0] == 11
-    assert got.nearest[1, :2].tolist() == [3, 7][:k] and got.copied[1] not in (3, 7)  # a twin vouches for none
+    assert got.nearest[1, :2].tolist() == [3, 7][:k]
+    # no calibration, no copy test: nothing flagged, nothing named
+    assert got.copy is None and not got.possible_copy.any() and (got.copied == -1).all() and got.copies == 0
+
+
+@pytest.mark.parametrize("alpha", [0.05, 0.2])
+def test_copy_flags_equal_brute_force(alpha):
+    """The flags, p-values and copied images equal the brute-force conformal test's and copy_test's on the same
+    held-out images; the exact copies (of an image and of a duplicated one) get the smallest p-value, 1 / (n + 1),
+    and name the image copied (the first of the twins)."""
+    generated, real = _problem()
+    held = _held_out()
+    calibration = calibrate(real, held, alpha=alpha, held_out_note="fresh draws")
+    got = sample_neighbours(generated, real, 3, calibration=calibration, features="test features")
+    want = oracle.copy_test(generated, real, held, alpha)
+    copy = got.copy
+    assert copy.flagged.tolist() == want["flagged"] and got.possible_copy.tolist() == want["flagged"]
+    assert copy.p_value.tolist() == pytest.approx(want["p_value"], rel=1e-12)
+    assert copy.nearest.tolist() == want["nearest"] == got.nearest[:, 0].tolist()
+    np.testing.assert_allclose(copy.distance, want["distance"], rtol=1e-9, atol=1e-6)
+    assert got.copied.tolist() == want["copied"] and got.copies == sum(want["flagged"])
+    assert copy.p_value[:2].tolist() == [1 / 31] * 2 and got.copied[:2].tolist() == [11, 3]
+    assert not all(want["flagged"])  # honest draws are not all flagged: the flags say something
+    assert copy.held_out == "fresh draws" and copy.features == "test features" and copy.alpha == alpha
+    direct = copy_test(generated, real, held, alpha=alpha)
+    for name in ("flagged", "p_value", "nearest"):
+        np.testing.assert_array_equal(getattr(copy, name), getattr(direct, name))
+    assert copy.threshold == direct.threshold
+
+
+def test_copy_flags_with_part_of_the_reference_set_aside():
+    """Set aside, the held-out part is not searched: the copy of kept image 11 is flagged (p = 1 / 21), the copy of
+    image 3, set aside with its twin 7, is compared with the kept images only and not flagged: copies of set-aside
+    images are not looked for. Flags and p-values equal the brute force over the kept rows."""
+    generated, real = _problem()
+    calibration = set_aside_calibration(real, alpha=0.05, share=0.5, seed=2)
+    kept = calibration.searched
+    held = np.setdiff1d(np.arange(len(real)), kept)
+    assert len(held) == 20 and calibration.held_out.startswith("20 of 40 reference images set aside")
+    assert 11 in kept and {3, 7} <= set(held.tolist())
+    got = sample_neighbours(generated, real, 3, calibration=calibration)
+    want = oracle.copy_test(generated, real, real[held], 0.05, searched=kept.tolist())
+    assert got.possible_copy.tolist() == want["flagged"] and got.copied.tolist() == want["copied"]
+    assert got.copy.p_value.tolist() == pytest.approx(want["p_value"], rel=1e-12)
+    assert set(got.copy.nearest.tolist()) <= set(kept.tolist())
+    assert got.copied[0] == 11 and got.copy.p_value[0] == 1 / 21 and got.copied[1] == -1
+    # the neighbours themselves are the whole reference's
+    assert got.nearest.tolist() == sample_neighbours(generated, real, 3).nearest.tolist()
 
 
 def test_blocks_and_given_radii_change_nothing(monkeypatch):
@@ -47,14 +102,23 @@ def test_blocks_and_given_radii_change_nothing(monkeypatch):
     from probescope.core.scoring.precision_recall import knn_radii
 
     generated, real = _problem(1)
-    whole = sample_neighbours(generated, real, 3)
+    calibration = calibrate(real, _held_out(1), alpha=0.1)
+    whole = sample_neighbours(generated, real, 3, calibration=calibration)
     monkeypatch.setattr(pr, "BLOCK_BYTES", 8 * len(real) * 3)  # three rows a block
     calls = []
-    blocked = sample_neighbours(generated, real, 3, real_radii=knn_radii(real, 3), real_nn1=knn_radii(real, 1),
+    blocked = sample_neighbours(generated, real, 3, real_radii=knn_radii(real, 3), calibration=calibration,
                                 progress=lambda f, m: calls.append(f))
-    for a, b in zip(whole.__dict__.values(), blocked.__dict__.values()):
-        np.testing.assert_allclose(a, b, rtol=1e-12)  # only the rounding of the products differs
+    for name in ("realism", "nearest", "distances"):
+        np.testing.assert_allclose(getattr(whole, name), getattr(blocked, name), rtol=1e-12)  # only the rounding
+    for name in ("distance", "nearest", "p_value", "flagged"):  # of the products differs
+        np.testing.assert_allclose(getattr(whole.copy, name), getattr(blocked.copy, name), rtol=1e-12)
     assert len(calls) == math.ceil(len(generated) / 3) and calls[-1] == 1.0
+    # in two parts, joined: the same as in one
+    joined = sample_neighbours(generated[:10], real, 3, calibration=calibration).joined(
+        sample_neighbours(generated[10:], real, 3, calibration=calibration))
+    np.testing.assert_array_equal(joined.copy.p_value, whole.copy.p_value)
+    np.testing.assert_array_equal(joined.copied, whole.copied)
+    assert joined.copy.flagged_count == whole.copies
     with pytest.raises(Cancelled):
         sample_neighbours(generated, real, 3, cancel=lambda: True)
 
@@ -83,13 +147,21 @@ def test_bad_inputs():
 
 def test_table_columns_and_rows():
     generated, real = _problem()
-    nb = sample_neighbours(generated, real, 3)
+    held = _held_out()
+    nb = sample_neighbours(generated, real, 3, calibration=calibrate(real, held, alpha=0.05))
     kl = np.linspace(0.0, 1.0, len(generated))
     lines = per_image_csv(kl, nb, 3).splitlines()
     assert lines[0].split(",") == columns(3) and len(lines) == 1 + len(generated)
     first = dict(zip(columns(3), lines[1].split(",")))
     assert first["possible_copy"] == "1" and first["nearest_reference"] == "11" and float(first["kl"]) == 0.0
+    assert first["copied_reference"] == "11" and float(first["copy_p_value"]) == 1 / 31
     assert float(first["realism"]) == nb.realism[0] and first["nearest_reference_3"] == str(nb.nearest[0, 2])
+    rows = [dict(zip(columns(3), line.split(","))) for line in lines[1:]]
+    assert [float(r["copy_p_value"]) for r in rows] == nb.copy.p_value.tolist()
+    assert [int(r["copied_reference"]) for r in rows] == nb.copied.tolist()
+    untested = dict(zip(columns(3), per_image_csv(kl, sample_neighbours(generated, real, 3), 3).splitlines()[1]
+                        .split(",")))
+    assert untested["copy_p_value"] == "" and untested["possible_copy"] == "0" and untested["copied_reference"] == "-1"
     bare = per_image_csv(kl, None, 3).splitlines()
     assert bare[0] == lines[0] and bare[2].split(",")[2:] == [""] * (len(columns(3)) - 2)
 
@@ -149,15 +221,23 @@ def demo_sets(demo_world_features):
 
 
 def test_demo_world_copies_are_flagged(demo_sets):
-    """Near-copies of reference images are flagged far more often than fresh renders of the same world (which a
-    240-image reference's wide balls still flag often: the flag says 'possible'), and the blurred, low-fidelity
-    samples least."""
-    real = demo_sets["real"]
-    flags = {name: sample_neighbours(demo_sets[name], real, 3).possible_copy.mean()
-             for name in ("near", "fresh", "generated")}
-    assert flags["near"] >= 0.95 and flags["fresh"] <= flags["near"] - 0.2 and flags["generated"] < flags["fresh"]
-    near = sample_neighbours(demo_sets["near"], real, 3)
-    assert (near.copied[near.possible_copy] == np.flatnonzero(near.possible_copy)).mean() > 0.9  # its own original
+    """Calibrated on 240 held-out renders: near-copies of reference images (pixel noise) are flagged most of the time
+    at alpha 0.01 (84%; more than half closer to their original than every held-out image is) and almost always at
+    0.05 (99%), each as a copy of its own original; fresh renders of the same world about alpha's share or less
+    (0.4% at 0.01, 7% at 0.05: the interval holds alpha), and the blurred, low-fidelity samples never."""
+    real, held = demo_sets["real"], demo_sets["held"]
+    strict, loose = calibrate(real, held, alpha=0.01), calibrate(real, held, alpha=0.05)
+    near = sample_neighbours(demo_sets["near"], real, 3, calibration=strict)
+    assert near.possible_copy.mean() >= 0.8 and np.median(near.copy.p_value) == 1 / 241
+    assert (near.copied[near.possible_copy] == np.flatnonzero(near.possible_copy)).all()  # its own original
+    near_loose = sample_neighbours(demo_sets["near"], real, 3, calibration=loose)
+    assert near_loose.possible_copy.mean() >= 0.95
+    assert (near_loose.copied[near_loose.possible_copy] == np.flatnonzero(near_loose.possible_copy)).mean() > 0.99
+    for calibration, most in ((strict, 0.03), (loose, 0.1)):
+        fresh = sample_neighbours(demo_sets["fresh"], real, 3, calibration=calibration).copy
+        assert fresh.flagged_share <= most and fresh.interval[0] <= calibration.alpha <= fresh.interval[1]
+        assert sample_neighbours(demo_sets["generated"], real, 3, calibration=calibration).copies == 0
+    assert near.copy.interval[0] > 0.5  # far above alpha: the set-level reading says copying
 
 
 def test_demo_world_c_t(demo_sets):
@@ -169,13 +249,18 @@ def test_demo_world_c_t(demo_sets):
 
 
 def test_low_diversity_is_copying_to_c_t_but_not_to_the_flags(demo_sets):
-    """The demo sampler at diversity 1 (harbours only) never copies: its images are fresh renders. Per sample it is
-    flagged no more often than at full diversity (a harbour lies inside a real harbour's 1-NN ball as often as any
-    scene inside its own). C_T, though, reads it as copying: the one cell that holds its samples also holds held-out
-    images of neighbouring scenes, farther from the cell's training images than pure harbours are."""
+    """The demo sampler at diversity 1 (harbours only) never copies: its images are fresh renders. The calibrated
+    copy test flags it no more often than full diversity, and no more than alpha allows (0 of 240 vs 1 of 240 at
+    alpha 0.01, 4.6% vs 6.7% at 0.05): a fresh harbour is no nearer to a real harbour than held-out images are to
+    their nearest reference image. C_T, though, reads it as copying: the one cell that holds its samples also holds
+    held-out images of neighbouring scenes, farther from the cell's training images than pure harbours are."""
     real, held = demo_sets["real"], demo_sets["held"]
-    flags = {d: sample_neighbours(demo_sets[f"diversity {d}"], real, 3).possible_copy.mean() for d in (1, 14)}
-    assert flags[1] <= flags[14]
+    for alpha, most in ((0.01, 0.03), (0.05, 0.1)):
+        calibration = calibrate(real, held, alpha=alpha)
+        flags = {d: sample_neighbours(demo_sets[f"diversity {d}"], real, 3, calibration=calibration).copy
+                 for d in (1, 14)}
+        assert flags[1].flagged_share <= flags[14].flagged_share <= most
+        assert flags[1].interval[0] <= alpha  # not significantly above alpha
     c_t = {d: data_copying(real, held, demo_sets[f"diversity {d}"], cells=5) for d in (1, 14)}
     assert c_t[1].statistic < -3 and abs(c_t[14].statistic) < 2 and c_t[1].cells_used < c_t[14].cells_used
 
@@ -188,8 +273,8 @@ def test_held_out_images_that_are_training_images_are_named(demo_sets):
 
 
 def test_radii_of_several_k_in_one_pass(tmp_path, monkeypatch):
-    """The copy flag's 1-NN distances and precision/recall's k-NN radii come from one pass over the reference,
-    equal to one pass per k, and are cached beside the reference's arrays."""
+    """The k-NN radii of several k (precision/recall's, realism's) come from one pass over the reference, equal to
+    one pass per k, and are cached beside the reference's arrays."""
     from probescope.core.scoring import precision_recall as pr
     from probescope.core.scoring.frechet import gaussian_stats
     from probescope.core.scoring.reference import ReferenceSet

@@ -44,7 +44,8 @@ def score_parser() -> argparse.ArgumentParser:
 
 
 def test_the_command_lines_options_are_the_settings_fields():
-    """Default, bound and help of each option come from ScoreSettings (--no-shuffle is `shuffle` turned off)."""
+    """Default, bound or choices and help of each option come from ScoreSettings (--no-shuffle is `shuffle` turned
+    off)."""
     actions = {a.dest: a for a in score_parser()._actions}
     for f in fields(ScoreSettings):
         if f.name == "shuffle":
@@ -52,7 +53,10 @@ def test_the_command_lines_options_are_the_settings_fields():
             continue
         action = actions[f.name]
         assert action.default == f.default and action.help == f.metadata["help"]
-        assert action.type.bound == f.metadata["bound"]
+        if "bound" in f.metadata:
+            assert action.type.bound == f.metadata["bound"]
+        else:
+            assert tuple(action.choices or ()) == f.metadata.get("choices", ())
     args = score_parser().parse_args(["--example", "A"])
     from probescope.cli.score import settings_from_args
 

@@ -1,7 +1,8 @@
 """Each sample against the real images in the Gallery window: the realism and nearest reference images shown are the
-core function's on the very features streamed, the grid sorts by realism and filters possible copies, a sample that
-is exactly a reference image is flagged in the window, and the Real data panel's C_T is the data-copying test's on
-the same features (and says plainly that it needs held-out images before they are chosen)."""
+core function's on the very features streamed, the grid sorts by realism and filters possible copies, the copy test
+says why it is not run on a small reference alone and, calibrated on the held-out images chosen, flags a sample that
+is exactly a reference image as the core copy test does; the Real data panel's C_T is the data-copying test's on the
+same features (and says plainly that it needs held-out images before they are chosen)."""
 
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ from probescope.app.gallery.workspace import GalleryWorkspace
 from probescope.core.demo import world
 from probescope.core.demo.sampler import DemoSampler
 from probescope.core.scoring.classifiers import classifier_of_model
+from probescope.core.scoring.copy_test import calibrate, min_held_out
 from probescope.core.scoring.copying import data_copying
 from probescope.core.scoring.realism import sample_neighbours
 from probescope.core.scoring.settings import WINDOW
@@ -56,15 +58,64 @@ def test_realism_neighbours_sort_and_a_planted_copy_in_the_window(qtbot, make_wo
     np.testing.assert_allclose(shown.realism, expected.realism, rtol=1e-9)
     np.testing.assert_array_equal(shown.nearest, expected.nearest)
     np.testing.assert_allclose(shown.distances, expected.distances, rtol=1e-9)
+    assert shown.nearest[PLANTED_AT, 0] == COPY_OF
+    # 30 reference images: too few to set the 99 held-out images aside that alpha 0.01 needs: no copy test, and
+    # the window says why instead of claiming that nothing is copied
+    needed = min_held_out(WINDOW.copy_alpha)
+    assert shown.copy is None and not shown.possible_copy.any() and needed == 99
+    copies = ws.realism.copying.copies.text()
+    assert "<b>No copy test</b>" in copies and "needs 99 held-out real images" in copies
+    assert "choose at least 99 held-out real images" in copies and "possible copies</b>" not in copies
+    panel = ws.realism.neighbours
+    ws.grid.select_image(PLANTED_AT)
+    qtbot.waitUntil(lambda: panel.shown == PLANTED_AT, timeout=WAIT_MS)
+    assert "Copy test not run" in panel.summary.text() and not panel.copy_flag.isVisibleTo(ws)
+    assert not ws.grid.thumbnails.flagged(PLANTED_AT)
+
+    # held-out images, too few for the copy test: C_T uses them, the copy test still says why it is not run
+    assert "needs held-out real images" in ws.realism.copying.statistic.text()
+    few = np.stack([s.image for s in world.render_batch(3, 30)])
+    np.save(tmp_path / "few.npy", few)
+    ws.realism.copying.held_out_chosen.emit(str(tmp_path / "few.npy"))
+    qtbot.waitUntil(lambda: ws.realism.copying_result is not None, timeout=WAIT_MS)
+    qtbot.waitUntil(lambda: ws.realism.done == N, timeout=WAIT_MS)
+    assert ws.realism.result.copy is None and ws.realism.calibrated_on is None
+    assert "(30 images) are fewer than that" in ws.realism.copying.copies.text()
+    held_features = embedded(demo_model, list(few))
+    ct = data_copying(real, held_features, features, copying_cells(N, len(real)))
+    assert np.isfinite(ct.statistic)
+    n, _, result = ws.realism.copying_result
+    assert n == N and result.statistic == pytest.approx(ct.statistic, rel=1e-6)
+    assert f"C_T = {ct.statistic:.2f}" in ws.realism.copying.statistic.text()
+    assert "C_T is about N(0, 1)" in ws.realism.copying.reading.text()
+
+    # 120 held-out renders: the copy test is calibrated on them, the numbers computed anew; the planted copy is
+    # flagged with the smallest p-value, as the core copy test says
+    held_images = np.stack([s.image for s in world.render_batch(4, 120)])
+    held_path = tmp_path / "held.npy"
+    np.save(held_path, held_images)
+    ws.realism.copying.held_out_chosen.emit(str(held_path))
+    qtbot.waitUntil(lambda: ws.realism.result is not None and ws.realism.result.copy is not None
+                    and ws.realism.done == N, timeout=WAIT_MS)
+    held = embedded(demo_model, list(held_images))
+    expected = sample_neighbours(features, real, 3, calibration=calibrate(real, held, alpha=WINDOW.copy_alpha))
+    shown = ws.realism.result
+    assert ws.realism.calibrated_on is ws.realism._held_out_set() and "held.npy" in shown.copy.held_out
+    np.testing.assert_allclose(shown.realism, expected.realism, rtol=1e-9)
     np.testing.assert_array_equal(shown.possible_copy, expected.possible_copy)
-    assert shown.copied[PLANTED_AT] == COPY_OF and expected.possible_copy[PLANTED_AT]
+    np.testing.assert_allclose(shown.copy.p_value, expected.copy.p_value, rtol=1e-12)
+    assert shown.copied[PLANTED_AT] == COPY_OF and shown.copy.p_value[PLANTED_AT] == 1 / 121
+    assert expected.copies < N // 4  # the honest samples are not all flagged
     # the window's job travels by name (it can run in the compute kernel): pickled, it gives the same numbers
     job = pickle.loads(pickle.dumps(Job(neighbours_job, {"generated": features, "reference": ws.real.live.reference,
-                                                         "k": 3}, compute=False)))
-    np.testing.assert_array_equal(job(TaskContext()).nearest, shown.nearest)
+                                                         "k": 3, "held_out": ws.realism.calibrated_on},
+                                        compute=False)))
+    again = job(TaskContext())
+    np.testing.assert_array_equal(again.nearest, shown.nearest)
+    np.testing.assert_array_equal(again.copy.flagged, shown.copy.flagged)
 
-    # the selected-sample panel: the planted copy's realism, its neighbours nearest first, the flag
-    panel = ws.realism.neighbours
+    # the selected-sample panel: the planted copy's realism, its neighbours nearest first, the flag with its p-value
+    ws.grid.select_image(0)
     ws.grid.select_image(PLANTED_AT)
     qtbot.waitUntil(lambda: panel.shown == PLANTED_AT and panel.images[0].pixmap() is not None
                     and not panel.images[0].pixmap().isNull(), timeout=WAIT_MS)
@@ -73,11 +124,14 @@ def test_realism_neighbours_sort_and_a_planted_copy_in_the_window(qtbot, make_wo
     for caption, j, d in zip(panel.captions, expected.nearest[PLANTED_AT], expected.distances[PLANTED_AT],
                              strict=True):
         assert caption.text() == f"#{j}<br>d = {d:.3g}"
-    assert panel.copy_flag.isVisibleTo(ws) and f"reference image #{COPY_OF}" in panel.copy_flag.text()
+    flag = panel.copy_flag.text()
+    assert panel.copy_flag.isVisibleTo(ws) and f"reference image #{COPY_OF}" in flag
+    assert f"p = {1 / 121:.2g}" in flag and f"α = {WINDOW.copy_alpha:g} threshold {expected.copy.threshold:.3g}" in flag
     plain = int(np.flatnonzero(~expected.possible_copy)[0])
     ws.grid.select_image(plain)
     qtbot.waitUntil(lambda: panel.shown == plain, timeout=WAIT_MS)
     assert f"R = <b>{expected.realism[plain]:.3f}</b>" in panel.summary.text() and not panel.copy_flag.isVisibleTo(ws)
+    assert f"Copy test: p = {expected.copy.p_value[plain]:.2g} &gt; α = {WINDOW.copy_alpha:g}" in panel.summary.text()
 
     # the grid: sorted by realism (largest first: the planted copy leads), badges R, copies tagged and filtered
     c = ws.controls
@@ -90,27 +144,25 @@ def test_realism_neighbours_sort_and_a_planted_copy_in_the_window(qtbot, make_wo
     assert ws.grid.thumbnails.flagged(PLANTED_AT) and not ws.grid.thumbnails.flagged(plain)
     c.copies_only.setChecked(True)
     assert sorted(ws.grid.thumbnails.order.tolist()) == np.flatnonzero(expected.possible_copy).tolist()
-    assert f"<b>{expected.copies}</b> of {N} samples are <b>possible copies</b>" in ws.realism.copying.copies.text()
+    copies = ws.realism.copying.copies.text()
+    assert f"<b>{expected.copies}</b> of {N} samples are <b>possible copies</b>" in copies
+    assert f"about 1% expected at α = {WINDOW.copy_alpha:g} without copying" in copies
+    assert f"than 99% of 120 held-out real images are to theirs (held-out images {held_path})" in copies
+    assert "no sign of copying" in copies  # one copy in 40 samples: within what honest samples give
 
-    # C_T: said to need held-out images, then computed against them on the same features
-    assert "needs held-out real images" in ws.realism.copying.statistic.text()
-    held_images = np.stack([s.image for s in world.render_batch(3, 30)])
-    held_path = tmp_path / "held.npy"
-    np.save(held_path, held_images)
-    ws.realism.copying.held_out_chosen.emit(str(held_path))
+    # C_T against them on the same features; chosen again: read again (from the cache), C_T and the flags anew
     qtbot.waitUntil(lambda: ws.realism.copying_result is not None, timeout=WAIT_MS)
-    held = embedded(demo_model, list(held_images))
     ct = data_copying(real, held, features, copying_cells(N, len(real)))
-    assert np.isfinite(ct.statistic)
-    n, _, result = ws.realism.copying_result
-    assert n == N and result.statistic == pytest.approx(ct.statistic, rel=1e-6)
-    assert f"C_T = {ct.statistic:.2f}" in ws.realism.copying.statistic.text()
-    assert "C_T is about N(0, 1)" in ws.realism.copying.reading.text()
-    first = ws.realism.copying_result
-    ws.realism.copying.held_out_chosen.emit(str(held_path))  # chosen again: read again (from the cache), C_T anew
-    qtbot.waitUntil(lambda: ws.realism.copying_result is not None and ws.realism.copying_result is not first,
-                    timeout=WAIT_MS)
-    assert ws.realism.copying_result[2].statistic == result.statistic
+    assert ws.realism.copying_result[2].statistic == pytest.approx(ct.statistic, rel=1e-6)
+    first, calibrated = ws.realism.copying_result, ws.realism.calibrated_on
+    ws.realism.copying.held_out_chosen.emit(str(held_path))
+    assert ws.realism.result is None and ws.realism.calibrated_on is None  # never the old set's flags
+    assert "copy?" not in ws.realism.copying.copies.text() and not ws.grid.thumbnails.flagged(PLANTED_AT)
+    qtbot.waitUntil(lambda: ws.realism.copying_result is not None and ws.realism.copying_result is not first
+                    and ws.realism.done == N and ws.realism.result.copy is not None, timeout=WAIT_MS)
+    assert ws.realism.copying_result[2].statistic == first[2].statistic
+    assert ws.realism.calibrated_on is not calibrated
+    np.testing.assert_array_equal(ws.realism.result.possible_copy, expected.possible_copy)
 
 
 def test_numbers_of_another_reference_are_never_shown(qtbot, make_workspace, demo_model, real_dataset):

@@ -1,5 +1,6 @@
-"""Brute force for the per-sample scores: realism, nearest reference images, copy flags and the data-copying test,
-one pair of points at a time with np.linalg.norm, straight from the papers' definitions (no blocks, no GEMM).
+"""Brute force for the per-sample scores: realism, nearest reference images, the calibrated copy test and the
+data-copying test, one pair of points at a time with np.linalg.norm, straight from the definitions (no blocks, no
+GEMM, no sorting or searchsorted for the p-values).
 """
 
 from __future__ import annotations
@@ -19,21 +20,38 @@ def knn_radius(points: np.ndarray, k: int) -> np.ndarray:
 
 
 def per_sample(generated: np.ndarray, real: np.ndarray, k: int) -> dict[str, list]:
-    """Realism (radii above the median dropped, +1e-5 in the denominator), the k nearest (by distance, then
-    index), the copy flag and the deepest ball, for every generated sample."""
+    """Realism (radii above the median dropped, +1e-5 in the denominator) and the k nearest (by distance, then
+    index), with their distances, for every generated sample."""
     d = pair_distances(generated, real)
     radii = knn_radius(real, k)
     median = float(np.percentile(radii, 50))
-    nn1 = knn_radius(real, 1)
-    out: dict[str, list] = {"realism": [], "nearest": [], "distances": [], "copy": [], "copied": []}
+    out: dict[str, list] = {"realism": [], "nearest": [], "distances": []}
     for i in range(len(generated)):
         out["realism"].append(max([radii[j] / (d[i, j] + 1e-5) for j in range(len(real)) if radii[j] <= median]))
         ranked = sorted(range(len(real)), key=lambda j: (d[i, j], j))[:k]
         out["nearest"].append(ranked)
         out["distances"].append([d[i, j] for j in ranked])
-        inside = [(d[i, j] / nn1[j], j) for j in range(len(real)) if nn1[j] > 0 and d[i, j] < nn1[j]]
-        out["copy"].append(bool(inside))
-        out["copied"].append(min(inside)[1] if inside else -1)
+    return out
+
+
+def copy_test(generated: np.ndarray, real: np.ndarray, held_out: np.ndarray, alpha: float,
+              searched: list[int] | None = None) -> dict[str, list]:
+    """The conformal copy test: each sample's nearest reference image among `searched` (all by default; the first
+    on ties) and its distance d, p = (1 + #{held-out images with nearest distance <= d}) / (n + 1), flagged iff
+    p <= alpha; `copied` is the nearest image of a flagged sample, else -1."""
+    rows = list(range(len(real))) if searched is None else [int(j) for j in searched]
+    d = pair_distances(generated, real)
+    h = pair_distances(held_out, real)
+    held = [min(h[i, j] for j in rows) for i in range(len(held_out))]
+    out: dict[str, list] = {"nearest": [], "distance": [], "p_value": [], "flagged": [], "copied": []}
+    for i in range(len(generated)):
+        j = min(rows, key=lambda j: (d[i, j], j))
+        p = (1 + sum(1 for x in held if x <= d[i, j])) / (len(held) + 1)
+        out["nearest"].append(j)
+        out["distance"].append(d[i, j])
+        out["p_value"].append(p)
+        out["flagged"].append(p <= alpha)
+        out["copied"].append(j if p <= alpha else -1)
     return out
 
 

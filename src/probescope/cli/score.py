@@ -63,7 +63,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--json", action="store_true", help="print one JSON object on stdout")
     parser.add_argument("--save-logits", metavar="OUT.npy", help="also save the classifier's logits")
     real = parser.add_argument_group(
-        "distances to real images (need --images or --generator; each depends on the classifier's features)")
+        "distances to real images (need --images or --generator; each depends on the features, --features)")
+    _setting(real, "features", metavar="SPEC")
+    _setting(real, "feature_resize")
+    _setting(real, "precision")
     real.add_argument("--fid", nargs="?", const="demo", metavar="REF",
                       help="FID against REF: a folder of real images, a uint8 .npy/.npz, a Broden dataset folder, a "
                       "pytorch-fid mu/sigma .npz, or 'demo' (the demo world's images; the default without REF). "
@@ -76,6 +79,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     real.add_argument("--vendi", action="store_true",
                       help="the Vendi score of the samples' features (Friedman & Dieng 2023, cosine kernel: the "
                       "effective number of distinct samples), and of the --fid reference's when given")
+    real.add_argument("--cmmd", action="store_true",
+                      help="CMMD against the --fid reference (Jayasumana et al. 2024: unbiased MMD^2 with a Gaussian "
+                      "RBF kernel, sigma 10, on unit-length CLIP image embeddings, x1000): needs --features "
+                      "openclip:NAME:FILE")
     real.add_argument("--fid-inf", action="store_true",
                       help="also FID and IS extrapolated to infinite N (Chong & Forsyth 2020); IS_inf alone without "
                       "--fid")
@@ -85,11 +92,16 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     real.add_argument("--per-image", metavar="OUT.csv",
                       help="write one row per sample, in input order: kl (its KL to the marginal, nats), and against "
                       "the --fid reference's features its realism score (Kynkaanniemi et al., k = --prc-k), its "
-                      "--prc-k nearest reference images (index in the reference's order, distance) and possible_copy "
-                      "(closer to a reference image than that image's nearest other reference image)")
+                      "--prc-k nearest reference images (index in the reference's order, distance) and the copy "
+                      "test: copy_p_value and possible_copy (its distance to the nearest reference image is below "
+                      "the --copy-alpha quantile of held-out real images', from --held-out or set aside from the "
+                      "reference)")
     real.add_argument("--held-out", metavar="REF",
-                      help="held-out real images (never trained on; any reference kind with images): the data-copying "
-                      "test C_T of Meehan et al. 2020, with the --fid reference as the generator's training set")
+                      help="held-out real images (from the same distribution, never trained on; any reference kind "
+                      "with images): they calibrate the copy test, and give the data-copying test C_T of Meehan et "
+                      "al. 2020 with the --fid reference as the generator's training set")
+    _setting(real, "copy_alpha", metavar="ALPHA")
+    _setting(real, "held_out_share", metavar="SHARE")
     _setting(real, "copy_cells")
     demo = parser.add_argument_group("demo sampler (--images demo)")
     demo.add_argument("--n", type=BoundedArg(bounds.SAMPLES), default=DEMO_SAMPLES,
@@ -111,10 +123,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def _setting(group, name: str, **extra) -> None:
-    """The option of ScoreSettings field `name`: its default, Bound and help read from the dataclass."""
+    """The option of ScoreSettings field `name`: its default, Bound or choices and help read from the dataclass."""
     f = setting_field(name)
-    group.add_argument("--" + name.replace("_", "-"), type=BoundedArg(f.metadata["bound"]), default=f.default,
-                       help=f.metadata["help"], **extra)
+    if "bound" in f.metadata:
+        extra["type"] = BoundedArg(f.metadata["bound"])
+    elif "choices" in f.metadata:
+        extra["choices"] = f.metadata["choices"]
+    group.add_argument("--" + name.replace("_", "-"), default=f.default, help=f.metadata["help"], **extra)
 
 
 def settings_from_args(args: argparse.Namespace) -> ScoreSettings:
@@ -180,18 +195,25 @@ def _check_flags(args: argparse.Namespace) -> None:
     runs_network = bool(args.images or args.generator)
     if args.device is not None and not runs_network:
         raise InputError(f"--device {args.device} does nothing with --probs, --logits or --example (no network runs)")
-    if not runs_network and (args.fid or args.kid or args.prc or args.density_coverage or args.vendi
+    if not runs_network and (args.fid or args.kid or args.prc or args.density_coverage or args.vendi or args.cmmd
                              or args.save_stats):
-        raise InputError("--fid, --kid, --prc, --density-coverage, --vendi and --save-stats need the classifier's "
+        raise InputError("--fid, --kid, --prc, --density-coverage, --vendi, --cmmd and --save-stats need the images' "
                          "features: use --images or --generator")
-    if (args.kid or args.prc or args.density_coverage or args.held_out) and not args.fid:
-        raise InputError("--kid, --prc, --density-coverage and --held-out compare with a reference set: give it with "
-                         "--fid REF (or --fid for the demo world's images)")
+    if (args.kid or args.prc or args.density_coverage or args.held_out or args.cmmd) and not args.fid:
+        raise InputError("--kid, --prc, --density-coverage, --cmmd and --held-out compare with a reference set: give "
+                         "it with --fid REF (or --fid for the demo world's images)")
+    from probescope.core.scoring.features import check_spec
+
+    check_spec(args.features)
+    if args.cmmd and not args.features.startswith("openclip:"):
+        raise InputError(f"--cmmd is measured on CLIP image embeddings: add --features openclip:NAME:FILE (the "
+                         f"features are {args.features!r})")
     _check_outputs(args)
 
 
 OUTPUT_OPTIONS = ("per_image", "save_logits", "save_stats")  # every option `score` writes a file to
-INPUT_OPTIONS = ("probs", "logits", "images", "generator", "fid", "held_out", "classifier")  # every one it reads
+# every option it reads
+INPUT_OPTIONS = ("probs", "logits", "images", "generator", "fid", "held_out", "classifier", "features")
 
 
 def _check_outputs(args: argparse.Namespace) -> None:
@@ -215,7 +237,7 @@ def run(args: argparse.Namespace) -> int:
     _check_flags(args)
     settings = settings_from_args(args)
     ask = ScoreAsk(fid=args.fid, held_out=args.held_out, kid=args.kid, prc=args.prc, fid_inf=args.fid_inf,
-                   density_coverage=args.density_coverage, vendi=args.vendi, bits=args.bits,
+                   density_coverage=args.density_coverage, vendi=args.vendi, cmmd=args.cmmd, bits=args.bits,
                    save_logits=args.save_logits, save_stats=args.save_stats, per_image=args.per_image)
     if args.example:
         from probescope.core.scoring import examples
@@ -231,6 +253,7 @@ def run(args: argparse.Namespace) -> int:
     else:
         from probescope.core.data.images import set_max_pixels
         from probescope.core.scoring.classifiers import load_classifier
+        from probescope.core.scoring.features import attach_features
         from probescope.core.scoring.sources import parse_extensions
 
         if args.max_pixels is not None:
@@ -242,7 +265,8 @@ def run(args: argparse.Namespace) -> int:
             from probescope.core.scoring.kernel import check_kid_protocol
 
             check_kid_protocol(source.length, None, args.kid_subsets, args.kid_subset_size)  # before any network runs
-        classifier = load_classifier(args.classifier, args.device or "cpu", trust, args.resize)
+        classifier = attach_features(load_classifier(args.classifier, args.device or "cpu", trust, args.resize),
+                                     settings, trust)
         result = _run_job(score_images, source=source, classifier=classifier, settings=settings, ask=ask)
     if args.json:
         print(json.dumps(result.to_dict(), allow_nan=False))

@@ -16,18 +16,26 @@ import numpy as np
 from probescope.core.scoring.copying import DEFAULT_CELLS, MIN_CELL_SAMPLES, DataCopying, data_copying
 from probescope.core.scoring.realism import SampleNeighbours, sample_neighbours
 from probescope.core.scoring.reference import ReferenceSet
+from probescope.core.scoring.settings import WINDOW, ScoreSettings
 from probescope.jobs.protocol import TaskContext
 from probescope.jobs.scoring_stream import ClassifierChoice, classifier_of
 
 
-def neighbours_job(ctx: TaskContext, *, generated: np.ndarray, reference: ReferenceSet,
-                   k: int) -> SampleNeighbours:
-    """Realism, the k nearest reference images and the copy flag of each of `generated` (features), with the
-    reference's k-NN and 1-NN radii read from (or added to) its cache."""
+def neighbours_job(ctx: TaskContext, *, generated: np.ndarray, reference: ReferenceSet, k: int,
+                   held_out: ReferenceSet | None = None,
+                   settings: ScoreSettings = WINDOW) -> SampleNeighbours:
+    """Realism, the k nearest reference images and the copy test of each of `generated` (features), with the
+    reference's k-NN radii read from (or added to) its cache; the copy test is calibrated on `held_out` (with
+    features) or on a part of the reference set aside (`settings`' share, seed and alpha)."""
+    from probescope.jobs.scoring import copy_calibration
+
     ctx.progress(0.0, "reference radii")
-    radii = reference.radii_of((k, 1), progress=ctx.progress, cancel=ctx.cancelled)
+    radii = reference.radii_of((k,), progress=ctx.progress, cancel=ctx.cancelled)
+    usable = held_out if held_out is not None and held_out.features is not None else None
+    calibration, _why = copy_calibration(ctx, reference, usable, settings)
     return sample_neighbours(generated, reference.require_features("realism"), k, real_radii=radii[k],
-                             real_nn1=radii[1], progress=ctx.progress, cancel=ctx.cancelled)
+                             calibration=calibration, features=reference.feature_note, progress=ctx.progress,
+                             cancel=ctx.cancelled)
 
 
 def copying_cells(samples: int, train: int) -> int:

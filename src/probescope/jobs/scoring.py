@@ -51,7 +51,7 @@ def score_batches(ctx: TaskContext, source: SampleSource, classifier, settings: 
     """
     from probescope.core.scoring.pipeline import classify_batches, embed_batches
 
-    embed = features and classifier.embedder is not None
+    embed = features and classifier.gives_features
     if not prefetch:
         batches = _inline(ctx, source, classifier, settings.batch_size, embed, start)
     elif embed:
@@ -111,6 +111,7 @@ class ScoreAsk:
     fid_inf: bool = False
     density_coverage: bool = False
     vendi: bool = False
+    cmmd: bool = False
     bits: bool = False
     extensions: tuple[str, ...] = DEFAULT_EXTENSIONS
     save_logits: str | None = None
@@ -153,7 +154,7 @@ def score_images(ctx: TaskContext, source: SampleSource, classifier, settings: S
 
     if source.length is not None:  # the logits (and features) of every image are kept: they must fit
         outputs = len(classifier.class_names or ()) or INCEPTION_OUTPUTS
-        width = INCEPTION_FEATURES if ask.fid or ask.save_stats or ask.fid_inf or ask.vendi else 0
+        width = INCEPTION_FEATURES if ask.fid or ask.save_stats or ask.fid_inf or ask.vendi or ask.cmmd else 0
         bounds.check_fits(4.0 * source.length * (outputs + width), f"{source.length} images' outputs")
     if ask.prc and source.length is not None:  # before any image goes through the classifier
         _check_neighbourhood(source.length, f"the samples {source.name}", settings.prc_k)
@@ -168,7 +169,7 @@ def score_images(ctx: TaskContext, source: SampleSource, classifier, settings: S
             held_out = yield from _reference(ctx, ask.held_out, classifier, settings, ask, "held-out images")
     yield Progress(None, f"scoring {source.describe()} with {classifier.name}")
     features, logits = yield from classify(ctx, source, classifier, settings,
-                                           bool(ask.fid or ask.save_stats or ask.vendi))
+                                           bool(ask.fid or ask.save_stats or ask.vendi or ask.cmmd))
     if ask.save_logits:
         save_npy(ask.save_logits, logits)
     if ask.save_stats:
@@ -177,9 +178,14 @@ def score_images(ctx: TaskContext, source: SampleSource, classifier, settings: S
         gaussian_stats(features).save(ask.save_stats)
     header = dict(source=source.describe(), lossy_inputs=source.lossy, classifier=classifier.name,
                   classifier_note=classifier.note, comparable_with_published=classifier.comparable)
+    label = "FID"
+    if classifier.network is not None:
+        header.update(feature_network=classifier.network.name, feature_network_note=classifier.network.note,
+                      feature_precision=classifier.network.precision)
+        label = classifier.network.label
     return (yield from score_rows(ctx, ClassScores(logits, "logits", source.name), settings, ask,
                                   classifier.class_names, header, features, reference, held_out,
-                                  feature_note=classifier.feature_note))
+                                  feature_note=classifier.feature_note, label=label))
 
 
 def _check_neighbourhood(n: int, what: str, k: int, option: str = "--prc-k") -> None:
@@ -201,10 +207,11 @@ def _reference(ctx: TaskContext, spec: str, classifier, settings: ScoreSettings,
 
 def score_rows(ctx: TaskContext, scores, settings: ScoreSettings, ask: ScoreAsk, class_names=None,
                header: dict[str, object] | None = None, features: np.ndarray | None = None, reference=None,
-               held_out=None, feature_note: str = "") -> Iterator[Progress]:
+               held_out=None, feature_note: str = "", label: str = "FID") -> Iterator[Progress]:
     """The report of `scores` (a ClassScores): the split protocol, the distances to `reference` (and IS_inf with
-    `ask.fid_inf`), density/coverage and the Vendi score on the same features as precision/recall (`feature_note`
-    names them where there is no reference), the per-sample table and the data-copying test against `held_out`."""
+    `ask.fid_inf`; `label` names the Fréchet distance on these features), density/coverage, CMMD and the Vendi
+    score on the same features as precision/recall (`feature_note` names them where there is no reference), the
+    per-sample table with the copy test, and the data-copying test against `held_out`."""
     from probescope.core.scoring.distances import distance_report
     from probescope.core.scoring.report import score_report
 
@@ -213,21 +220,21 @@ def score_rows(ctx: TaskContext, scores, settings: ScoreSettings, ask: ScoreAsk,
                           class_names=class_names)
     if ask.prc and reference is not None and features is not None:  # a stream whose length was not known ahead
         _check_neighbourhood(len(features), f"the samples {scores.source}", settings.prc_k)
-    ks = (((settings.prc_k, 1) if ask.per_image else (settings.prc_k,) if ask.prc else ())
-          + ((settings.dc_k,) if ask.density_coverage else ()))
+    ks = ((settings.prc_k,) if ask.prc or ask.per_image else ()) + ((settings.dc_k,) if ask.density_coverage else ())
     if len(ks) > 1 and reference is not None and reference.features is not None:
         yield Progress(None, "reference radii")
-        # precision/recall's radii, the copy flag's and density/coverage's, from one pass over the reference (then
+        # precision/recall's radii (the realism's) and density/coverage's, from one pass over the reference (then
         # cached)
         reference.radii_of(ks, progress=ctx.progress, cancel=ctx.cancelled)
     distances = None
     if reference is not None or ask.fid_inf:
         distances = distance_report(features, scores, reference,
-                                    settings.distances(kid=ask.kid, prc=ask.prc, infinite=ask.fid_inf), class_names)
+                                    settings.distances(kid=ask.kid, prc=ask.prc, infinite=ask.fid_inf), class_names,
+                                    label)
     result = ScoreResult(dict(header or {}), report, distances)
     yield from _density_vendi(ctx, result, settings, ask, features, reference, feature_note)
     if ask.per_image:
-        _per_image(ctx, result, settings, ask, features, reference)
+        _per_image(ctx, result, settings, ask, features, reference, held_out)
     if held_out is not None:
         from probescope.core.scoring.copying import data_copying
         from probescope.core.scoring.report import shown
@@ -262,26 +269,55 @@ def _density_vendi(ctx: TaskContext, result: ScoreResult, settings: ScoreSetting
         yield Progress(None, "Vendi score")
         ref = reference.features if reference is not None else None
         result.extras.append(vendi_scores(features, ref, features=note, cancel=ctx.cancelled))
+    if ask.cmmd and reference is not None:
+        from probescope.core.scoring.cmmd import cmmd
+
+        yield Progress(None, "CMMD")
+        result.extras.append(cmmd(features, reference.require_features("CMMD"), features=note, cancel=ctx.cancelled))
 
 
 def _per_image(ctx: TaskContext, result: ScoreResult, settings: ScoreSettings, ask: ScoreAsk, features,
-               reference) -> None:
-    """Write the per-sample table: each sample's KL and, where the reference has features, its realism and nearest
-    reference images."""
+               reference, held_out) -> None:
+    """Write the per-sample table: each sample's KL and, where the reference has features, its realism, nearest
+    reference images and the copy test (calibrated on `held_out`, or on a part of the reference set aside)."""
     from probescope.core.scoring.per_image import write_per_image
     from probescope.core.scoring.realism import sample_neighbours
 
     kl = result.report.contributions
     neighbours = None
     if reference is not None and reference.features is not None:
-        radii = reference.radii_of((settings.prc_k, 1))
-        neighbours = sample_neighbours(features, reference.features, settings.prc_k,
-                                       real_radii=radii[settings.prc_k], real_nn1=radii[1], progress=ctx.progress,
-                                       cancel=ctx.cancelled)
-        result.per_sample["possible_copies"] = neighbours.copies
+        calibration, why = copy_calibration(ctx, reference, held_out, settings)
+        radii = reference.radii_of((settings.prc_k,))
+        neighbours = sample_neighbours(features, reference.features, settings.prc_k, real_radii=radii[settings.prc_k],
+                                       calibration=calibration, features=reference.feature_note,
+                                       progress=ctx.progress, cancel=ctx.cancelled)
+        if neighbours.copy is not None:
+            result.per_sample.update(neighbours.copy.to_dict())
+            result.lines.append(neighbours.copy.summary())
+        else:
+            result.per_sample["copy_test_not_run"] = why
+            result.lines.append(f"copy test not run: {why}")
     write_per_image(ask.per_image, kl, neighbours, settings.prc_k)
     result.per_sample["per_image"] = str(ask.per_image)
     result.lines.append(f"per-image table: {ask.per_image}" + (
         " (kl only: realism and the nearest images need a reference's features, --fid REF)" if neighbours is None
-        else f" ({neighbours.copies} of {len(kl)} samples closer to a reference image than its nearest other "
-        "reference image: possible copies)"))
+        else ""))
+
+
+def copy_calibration(ctx: TaskContext, reference, held_out, settings: ScoreSettings):
+    """The copy test's calibration and '' (the held-out images' nearest-reference distances: `held_out`, a
+    ReferenceSet with features, or a part of the reference set aside, `settings.held_out_share` from
+    `settings.seed`), or None and why the reference is too small to set enough images aside."""
+    from probescope.core.scoring.copy_test import calibrate, min_held_out, set_aside_calibration
+
+    real = reference.require_features("the copy test")
+    if held_out is not None:
+        return calibrate(real, held_out.require_features("the copy test"), alpha=settings.copy_alpha,
+                         held_out_note=f"held-out images {held_out.name}", cancel=ctx.cancelled), ""
+    needed = min_held_out(settings.copy_alpha)
+    if round(settings.held_out_share * len(real)) < needed:
+        return None, (f"at alpha {settings.copy_alpha:g} it needs {needed} held-out real images; "
+                      f"{settings.held_out_share:g} of the {len(real)} reference images are fewer (give --held-out "
+                      "REF, a larger reference or a larger --held-out-share)")
+    return set_aside_calibration(real, alpha=settings.copy_alpha, share=settings.held_out_share, seed=settings.seed,
+                                 cancel=ctx.cancelled), ""

@@ -63,7 +63,7 @@ def load_reference_scores(ctx: TaskContext, choice: ReferenceChoice, dataset, cl
         yield Progress(None, f"reference set: {choice.label}")
         reference = load_reference(spec, model, progress=ctx.progress, cancel=ctx.cancelled)
         reference.frechet  # noqa: B018  (factor the reference covariance here, not in the GUI thread)
-    live = LiveScores(reference, class_names=class_names)
+    live = LiveScores(reference, class_names=class_names, clip=model.network is not None and model.network.unit_norm)
     if kept is not None and len(kept[0]):
         features, logits = kept
         for start in range(0, len(features), REBUILD_CHUNK):

@@ -16,7 +16,7 @@ from __future__ import annotations
 import itertools
 import threading
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
@@ -24,6 +24,7 @@ import numpy as np
 from probescope.core.data.images import read_rgb
 from probescope.core.demo.sampler import DemoSampler
 from probescope.core.errors import InputError
+from probescope.core.scoring.features import CLASSIFIER
 from probescope.core.scoring.settings import WINDOW, ScoreSettings
 from probescope.core.scoring.sources import ArraySource, BatchTask, ImageFolderSource, SampleSource
 from probescope.core.trust import Trust
@@ -192,10 +193,12 @@ def samples_of(ctx: TaskContext, samples: str | HeldGenerator) -> SampleSource:
 @dataclass(frozen=True)
 class ClassifierChoice:
     """Which classifier scores: `spec` MODEL (the loaded `model`) or a classifier spec ('demo',
-    'inception-tf:<file>', ...), loaded on the device of the loaded model (where the window computes)."""
+    'inception-tf:<file>', ...), loaded on the device of the loaded model (where the window computes); `features`
+    the network whose features the distances use (core.scoring.features: 'classifier', its own)."""
 
     spec: str
     model: ModelInfo
+    features: str = CLASSIFIER
 
     @property
     def device(self) -> str:
@@ -213,6 +216,9 @@ class ClassifierInfo:
     class_names: tuple[str, ...] | None
     has_features: bool
     key: str
+    feature_label: str = "FID"  # the Fréchet distance's name on these features
+    feature_note: str = ""  # which features the distances use, and how the images were prepared for them
+    clip: bool = False  # unit-length CLIP embeddings: CMMD can be read
 
     @property
     def identity(self) -> object:
@@ -224,15 +230,18 @@ def classifier_of(ctx: TaskContext, choice: ClassifierChoice):
     """The core.scoring Classifier `choice` names, made once per process session (for the loaded model: once per
     model object, which a reopened model replaces)."""
     from probescope.core.scoring.classifiers import classifier_of_model, load_classifier
+    from probescope.core.scoring.features import attach_features
 
+    settings = replace(WINDOW, features=choice.features)
     if choice.spec == MODEL:
         model = model_of(ctx, choice.model)
-        return ctx.session.get("classifier", (choice, id(model)), lambda: classifier_of_model(model))
+        return ctx.session.get("classifier", (choice, id(model)),
+                               lambda: attach_features(classifier_of_model(model), settings, ctx.trust))
 
     def make():
         classifier = load_classifier(choice.spec, choice.device, ctx.trust)
         classifier.module.eval()
-        return classifier
+        return attach_features(classifier, settings, ctx.trust)
 
     return ctx.session.get("classifier", choice, make)
 
@@ -241,9 +250,12 @@ def load_classifier(ctx: TaskContext, choice: ClassifierChoice) -> Iterator[Prog
     """Load the classifier `choice` names (compute: it owns torch and the device); returns its ClassifierInfo."""
     yield Progress(None, f"loading classifier {choice.spec}")
     classifier = classifier_of(ctx, choice)
+    network = classifier.network
     return ClassifierInfo(choice, classifier.name, classifier.note, classifier.comparable,
                           None if classifier.class_names is None else tuple(classifier.class_names),
-                          classifier.embedder is not None, classifier.key)
+                          classifier.gives_features, classifier.key,
+                          feature_label=network.label if network is not None else "FID",
+                          feature_note=classifier.feature_note, clip=network is not None and network.unit_norm)
 
 
 def stream_samples(ctx: TaskContext, samples: DemoRun | str, classifier: ClassifierChoice, start: int,

@@ -19,6 +19,7 @@ from probescope.app.gallery.scores import FILTER_KEYS, SORT_KEYS
 from probescope.core.demo.sampler import DemoSampler
 from probescope.core.demo.world import SCENES
 from probescope.core.scoring.examples import DESCRIPTIONS
+from probescope.core.scoring.settings import WINDOW
 from probescope.jobs.inputs import DEMO_SAMPLES
 from probescope.widgets.controls import spin_box
 
@@ -67,7 +68,9 @@ class GalleryControls:
         self.sort.currentIndexChanged.connect(lambda _i: self.descending.setChecked(
             self.sort.currentData() in LARGEST_FIRST or self.descending.isChecked()))
         self.copies_only = QCheckBox("possible copies only")
-        self.copies_only.setToolTip("Samples closer to a reference image than its nearest other reference image")
+        self.copies_only.setToolTip(f"Samples the copy test flags (α = {WINDOW.copy_alpha:g}): nearer to a reference "
+                                    f"image than all but {WINDOW.copy_alpha:.0%} of held-out real images are to "
+                                    "theirs (Real data panel)")
         self.class_filter = QComboBox()
         self.class_filter.addItem("all classes", None)
         self.filter_key = QComboBox()

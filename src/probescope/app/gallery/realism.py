@@ -1,12 +1,16 @@
 """Each scored sample against the real images, kept in step with the Gallery's scores against real data: realism,
-the nearest reference images and the copy flag per sample (for the selected-sample panel, the realism sort, the
-copy badge and filter), and the data-copying test C_T against held-out real images (for the Real data panel).
+the nearest reference images and the calibrated copy test per sample (for the selected-sample panel, the realism
+sort, the copy badge and filter), and the data-copying test C_T against held-out real images (for the Real data
+panel).
 
 The numbers belong to one `LiveScores` of `RealDataScores` (the samples streamed and the reference they are scored
 against, through one classifier): a new run, reference or classifier installs another, and every number kept here
-is dropped with it. A sample's realism, neighbours and flag depend only on it and on the reference, so they are
-computed for the samples that arrived since the last result (a `Job` in the I/O pool, batch after batch while
-streaming); C_T depends on every sample and is computed when the stream stops.
+is dropped with it. The copy test is calibrated on the held-out images chosen (Held-out images…) when they were read
+by the same classifier and are enough for its alpha (`min_held_out`), otherwise on a part of the reference set aside
+(none when the reference is too small for that): choosing other held-out images drops the per-sample numbers too,
+so no flag calibrated on other images is shown. A sample's realism, neighbours and flag depend only on it, the
+reference and the calibration, so they are computed for the samples that arrived since the last result (a `Job` in
+the I/O pool, batch after batch while streaming); C_T depends on every sample and is computed when the stream stops.
 """
 
 from __future__ import annotations
@@ -17,10 +21,18 @@ import numpy as np
 from PySide6.QtCore import QObject
 
 from probescope.app.gallery.real_data_scores import RealDataScores
-from probescope.app.gallery.realism_panel import CopyingPanel, NeighboursPanel, copying_reading
+from probescope.app.gallery.realism_panel import (
+    CopyingPanel,
+    NeighboursPanel,
+    SampleCopy,
+    copies_text,
+    copying_reading,
+)
 from probescope.app.gallery.thumbnails import thumbnail_task
+from probescope.core.scoring.copy_test import min_held_out
 from probescope.core.scoring.copying import MIN_CELL_SAMPLES
 from probescope.core.scoring.realism import SampleNeighbours
+from probescope.core.scoring.settings import WINDOW
 from probescope.jobs.protocol import COMPUTE, IO, Job, TaskError
 from probescope.jobs.sample_neighbours import copying_job, held_out_job, neighbours_job, reference_reader
 from probescope.jobs.scoring_reference import DATASET, NONE
@@ -46,6 +58,7 @@ class SampleRealism(QObject):
         self.result: SampleNeighbours | None = None  # of live's first `done` samples
         self.copying_result = None  # (n, held-out set, DataCopying)
         self.held_out = None  # (spec, classifier key, ReferenceSet) of the held-out images
+        self.calibrated_on = None  # the held-out ReferenceSet the copy test of `result` (and of jobs asked) uses
         self.streaming = False
         grid.current_image_changed.connect(self.show_sample)
         real.installed.connect(lambda: self.update(self.streaming))
@@ -78,15 +91,22 @@ class SampleRealism(QObject):
 
     def _forget(self, live) -> None:
         """Drop every number: they belonged to another run, reference or classifier."""
-        for what in ("realism", "copying"):
-            self.pool.cancel(self.task_key(f"scores:{what}"))
-        self.live, self.result, self.copying_result = live, None, None
+        self.pool.cancel(self.task_key("scores:copying"))
+        self.live, self.copying_result = live, None
         self.copying_asked = None  # (n, held-out set) of the last C_T asked for: asked once (a cancel, a failure hold)
+        self.spec, self.dataset = self.real.choice.spec, self.real.dataset  # where live's reference images are
+        self._forget_neighbours(self._copy_held_out())
+        self._show_copying()
+
+    def _forget_neighbours(self, held) -> None:
+        """Drop the per-sample numbers (they belonged to another run, reference or classifier, or their copy test
+        to other held-out images); those computed from now on calibrate the copy test on `held` (None: a part of
+        the reference set aside)."""
+        self.pool.cancel(self.task_key("scores:realism"))
+        self.result, self.calibrated_on = None, held
         self.error = ""  # why the neighbours could not be computed
         self.asked = 0  # the samples the last neighbours job submitted covers (from `done` on)
-        self.spec, self.dataset = self.real.choice.spec, self.real.dataset  # where live's reference images are
         self._publish()
-        self._show_copying()
 
     def update(self, streaming: bool) -> None:
         """Called at every redraw of the scores: start the next computation that is due."""
@@ -94,6 +114,9 @@ class SampleRealism(QObject):
         live = self.real.live
         if live is not self.live:
             self._forget(live)
+        held = self._copy_held_out()
+        if held is not self.calibrated_on:
+            self._forget_neighbours(held)
         reference = self._usable_reference()
         if reference is None or self.pool.is_shut_down:
             return
@@ -110,21 +133,24 @@ class SampleRealism(QObject):
     def _compute_neighbours(self, live, reference, start: int, stop: int) -> None:
         generated = np.array(live.features[start:stop])  # (rows kept so far are never written over)
         self.asked = stop
+        held = self.calibrated_on
 
         def done(result: SampleNeighbours) -> None:
-            if live is not self.live or start != self.done:
+            if live is not self.live or start != self.done or held is not self.calibrated_on:
                 return
             self.result = result if self.result is None else _joined(self.result, result)
             self._publish()
             self.update(self.streaming)
 
         def failed(error: TaskError) -> None:
-            if live is self.live:
+            if live is self.live and held is self.calibrated_on:
                 self.error = error.message
                 self.show_sample(self.grid.current_image())
 
-        self.pool.submit(Job(neighbours_job, {"generated": generated, "reference": reference, "k": live.prc_k},
-                             compute=False),
+        args = {"generated": generated, "reference": reference, "k": live.prc_k}
+        if held is not None:
+            args["held_out"] = held
+        self.pool.submit(Job(neighbours_job, args, compute=False),
                          name="realism and nearest real images", key=self.task_key("scores:realism"), executor=IO,
                          on_result=done, on_error=failed)
 
@@ -136,15 +162,18 @@ class SampleRealism(QObject):
             self.copying.show_statistic("The data-copying test needs a classifier that gives features.")
             return
         self.held_out, self.copying_result = None, None
+        self.update(self.streaming)  # flags calibrated on the images chosen before go now
         self.copying.show_statistic(f"Loading held-out images {spec} as {classifier.name} sees them…")
 
         def loaded(reference) -> None:
             self.held_out = (spec, classifier.key, reference)
             self._show_copying()
             self.update(self.streaming)
+            self._show_copies()  # (too few for the copy test, they change no flag, but what it says)
 
         def failed(error: TaskError) -> None:
             self.copying.show_statistic(f"No held-out images: {error.message}")
+            self._show_copies()
 
         self.pool.submit(Job(held_out_job, {"spec": spec, "classifier": classifier.choice}),
                          name=f"held-out images: {spec}", key=self.task_key("held-out"), executor=COMPUTE,
@@ -157,6 +186,29 @@ class SampleRealism(QObject):
             return None
         return self.held_out[2]
 
+    def _copy_held_out(self):
+        """The held-out set the copy test is calibrated on: the one chosen, when it was read by the classifier of the
+        scores shown and holds enough images for the window's alpha (None: a part of the reference set aside)."""
+        held = self._held_out_set()
+        if held is None or held.features is None or len(held.features) < min_held_out(WINDOW.copy_alpha):
+            return None
+        return held
+
+    def _no_copy_test(self) -> str:
+        """Why the result has no copy test: too few reference images to set enough aside, and held-out images that
+        are not chosen, hold only mu and sigma, or are too few."""
+        alpha, share = WINDOW.copy_alpha, WINDOW.held_out_share
+        needed = min_held_out(alpha)
+        held = self._held_out_set()
+        n = self.live.reference.n if self.live is not None and self.live.reference is not None else 0
+        if held is None:
+            chosen = f"choose at least {needed:,} held-out real images (Held-out images…, below) to calibrate it"
+        elif held.features is None:
+            chosen = f"the held-out images {held.name} hold only mu and sigma; the test needs the images themselves"
+        else:
+            chosen = f"the held-out images {held.describe()} are fewer than that"
+        return (f"at α = {alpha:g} it needs {needed:,} held-out real images; {share:.0%} of the {n:,} reference "
+                f"images, set aside, are fewer, and {chosen}")
     def _compute_copying(self, live, n: int) -> None:
         held = self._held_out_set()
         if held is None or held.features is None or n < MIN_CELL_SAMPLES:
@@ -194,19 +246,20 @@ class SampleRealism(QObject):
             scores.measured.update(realism=result.realism, possible_copy=result.possible_copy.astype(np.float64))
         self.grid.thumbnails.set_flags(None if result is None else result.possible_copy)
         self.grid.viewport().update()
-        if result is None:
-            self.copying.show_copies("")
-        else:
-            flagged = result.copies
-            self.copying.show_copies(
-                f"<b>{flagged:,}</b> of {self.done:,} samples are <b>possible copies</b>: closer to a reference image "
-                "than that image's nearest other reference image (badge ‘copy?’ in the grid; filter with ‘possible "
-                "copies only’)." if flagged else
-                f"No possible copies among {self.done:,} samples: none is closer to a reference image than that "
-                "image's nearest other reference image.")
+        self._show_copies()
         self.show_sample(self.grid.current_image())
         if not self.streaming:
             self.on_changed()
+
+    def _show_copies(self) -> None:
+        """The copy test over the samples so far, or why there is none."""
+        result = self.result
+        if result is None:
+            self.copying.show_copies("")
+        elif result.copy is None:
+            self.copying.show_copies(f"<b>No copy test</b> over {self.done:,} samples: {self._no_copy_test()}.")
+        else:
+            self.copying.show_copies(copies_text(result.copy))
 
     def _show_copying(self) -> None:
         if self._usable_reference() is None:
@@ -241,17 +294,15 @@ class SampleRealism(QObject):
             why = self._why_missing()
             self.neighbours.show_missing(why)
             return
-        reference = self.live.reference
-        copied = int(result.copied[i])
-        copied_distance = radius = 0.0
-        if copied >= 0:
-            copied_distance = float(np.linalg.norm(np.asarray(self.live.features[i], np.float64)
-                                                   - np.asarray(reference.features[copied], np.float64)))
-            radius = float(reference.radii(1)[copied])
+        test = result.copy
+        copy = None if test is None else SampleCopy(int(test.nearest[i]), float(test.distance[i]),
+                                                    float(test.p_value[i]), bool(test.flagged[i]), test.alpha,
+                                                    test.threshold)
         classifier = self.real.classifier
         self.neighbours.show_sample(i, float(result.realism[i]), result.nearest[i].tolist(),
-                                    result.distances[i].tolist(), copied, copied_distance, radius, result.k,
-                                    f"{classifier.name} features" if classifier is not None else "features")
+                                    result.distances[i].tolist(), result.k,
+                                    f"{classifier.name} features" if classifier is not None else "features", copy,
+                                    "" if test is not None else "see the Real data panel")
         self._load_thumbnails(result.nearest[i].tolist())
 
     def _load_thumbnails(self, indices: list[int]) -> None:
@@ -273,7 +324,4 @@ class SampleRealism(QObject):
 
 def _joined(a: SampleNeighbours, b: SampleNeighbours) -> SampleNeighbours:
     """The neighbours of a's samples followed by b's."""
-    return SampleNeighbours(np.concatenate([a.realism, b.realism]), np.concatenate([a.nearest, b.nearest]),
-                            np.concatenate([a.distances, b.distances]),
-                            np.concatenate([a.possible_copy, b.possible_copy]),
-                            np.concatenate([a.copied, b.copied]), a.k)
+    return a.joined(b)

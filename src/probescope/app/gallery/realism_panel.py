@@ -1,12 +1,15 @@
 """What the Gallery shows of each sample against the real images: in the selected-sample panel its realism score,
-its k nearest reference images (thumbnails, distance, index in the reference) and a possible-copy flag; in the Real
-data panel the count of possible copies and the data-copying statistic C_T with what it means.
+its k nearest reference images (thumbnails, distance, index in the reference) and the calibrated copy test's p-value
+and flag (core/scoring/copy_test.py); in the Real data panel the share of possible copies with its interval against
+the share expected without copying (alpha), and the data-copying statistic C_T with what it means.
 
 These widgets only show what they are handed (`SampleRealism` computes it in workers)."""
 
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from PySide6.QtCore import Qt, Signal
 from PySide6.QtGui import QImage, QPalette, QPixmap
@@ -22,6 +25,9 @@ from PySide6.QtWidgets import (
 from probescope.widgets.controls import menu_button
 from probescope.widgets.ink import InkLabel, inked
 
+if TYPE_CHECKING:
+    from probescope.core.scoring.copy_test import CopyTest
+
 NEIGHBOUR_THUMB = 64  # pixels, each nearest reference image (k = 3 of them fit under the 224-pixel detail image)
 CT_COPYING = -3.0  # C_T below this: the paper's reading of a clear data-copying signal (Z about N(0, 1) per cell)
 
@@ -31,6 +37,19 @@ def _text() -> InkLabel:
     label.setWordWrap(True)
     label.setTextFormat(Qt.TextFormat.RichText)
     return label
+
+
+@dataclass(frozen=True)
+class SampleCopy:
+    """One sample's copy test: its nearest reference image among those the test searches, the distance to it, the
+    conformal p-value, whether it is flagged (p <= alpha), and the test's alpha and distance threshold."""
+
+    reference: int
+    distance: float
+    p_value: float
+    flagged: bool
+    alpha: float
+    threshold: float
 
 
 def realism_reading(realism: float) -> str:
@@ -69,21 +88,29 @@ class NeighboursPanel(QFrame):
         self.copy_flag.hide()
         self._set_thumbs(0)
 
-    def show_sample(self, i: int, realism: float, nearest: list[int], distances: list[float], copied: int,
-                    copied_distance: float, copied_radius: float, k: int, features: str) -> None:
-        """Sample i: its realism, its k nearest reference images and, when `copied` >= 0, the image it may copy
-        (its distance to it and that image's distance to its own nearest other reference image)."""
+    def show_sample(self, i: int, realism: float, nearest: list[int], distances: list[float], k: int, features: str,
+                    copy: SampleCopy | None, no_copy_test: str = "") -> None:
+        """Sample i: its realism, its k nearest reference images and its copy test (`copy`; None when there is none,
+        `no_copy_test` saying why): a flagged sample names the image it may copy."""
         self.shown, self.neighbours = i, list(nearest)
         value = f"{realism:.3f}" if realism < 1e4 else f"{realism:.3g}"
-        self.summary.setText(f"<b>Realism</b> R = <b>{value}</b> — {realism_reading(realism)}<br>"
+        if copy is None:
+            test = f"<br>Copy test not run: {no_copy_test}" if no_copy_test else ""
+        elif copy.flagged:
+            test = ""
+        else:
+            test = (f"<br>Copy test: p = {_p(copy.p_value)} &gt; α = {copy.alpha:g} (distance {copy.distance:.3g} "
+                    f"to reference image #{copy.reference}, threshold {copy.threshold:.3g}): not a possible copy")
+        self.summary.setText(f"<b>Realism</b> R = <b>{value}</b> — {realism_reading(realism)}{test}<br>"
                              f"<small>Kynkäänniemi et al. 2019, k = {k}, {features}; the {k} nearest reference "
                              "images, nearest first:</small>")
-        if copied >= 0:
-            self.copy_flag.setText(inked("warning", f"<b>Possible copy</b> of reference image #{copied}") +
-                                   f": {copied_distance:.3g} from it, nearer than its own nearest other reference "
-                                   f"image ({copied_radius:.3g}; ratio {copied_distance / copied_radius:.2f}, "
-                                   "0 for an exact copy)")
-        self.copy_flag.setVisible(copied >= 0)
+        flagged = copy is not None and copy.flagged
+        if flagged:
+            self.copy_flag.setText(inked("warning", f"<b>Possible copy</b> of reference image #{copy.reference}") +
+                                   f": distance {copy.distance:.3g}, p = {_p(copy.p_value)} (below the α = "
+                                   f"{copy.alpha:g} threshold {copy.threshold:.3g}: nearer to it than all but "
+                                   f"{_percent(copy.alpha)}% of held-out real images are to theirs)")
+        self.copy_flag.setVisible(flagged)
         self._set_thumbs(len(nearest))
         for caption, j, d in zip(self.captions, nearest, distances, strict=True):
             caption.setText(f"#{j}<br>d = {d:.3g}")
@@ -132,7 +159,8 @@ class CopyingPanel(QFrame):
         self.reading.setForegroundRole(QPalette.ColorRole.PlaceholderText)
         self.open_button = menu_button("Held-out images…", (("Folder of held-out images…", self._pick_folder),
                                                             ("Image array (.npy/.npz)…", self._pick_file)),
-                                       "Real images the generator never trained on, for the data-copying test")
+                                       "Real images the generator never trained on (drawn like the reference): "
+                                       "they calibrate the copy test and give the data-copying test C_T")
         title = QLabel("<b>Copies of real images</b>")
         row = QHBoxLayout()
         row.addWidget(title, 1)
@@ -160,6 +188,41 @@ class CopyingPanel(QFrame):
         self.statistic.setText(text)
         self.reading.setText(reading)
         self.reading.setVisible(bool(reading))
+
+
+def copies_text(copy: CopyTest) -> str:
+    """The copy test over the samples: how many are flagged, the share's 95% interval against alpha (the share
+    expected without copying), what the flag means, where the held-out images came from, and a reading."""
+    lo, hi = copy.interval
+    held = len(copy.held_out_distances)
+    where = f" ({copy.held_out})" if copy.held_out else ""
+    expected = f"about {_percent(copy.alpha)}% expected at α = {copy.alpha:g} without copying"
+    nearer = (f"nearer to a reference image than {_percent(1.0 - copy.alpha)}% of {held:,} held-out real images are "
+              f"to theirs{where}")
+    if copy.flagged_count:
+        text = (f"<b>{copy.flagged_count:,}</b> of {copy.samples:,} samples are <b>possible copies</b> "
+                f"({_percent(copy.flagged_share)}%, 95% CI {_percent(lo)}–{_percent(hi)}%; {expected}): {nearer} "
+                "(badge ‘copy?’ in the grid; filter with ‘possible copies only’).")
+    else:
+        text = (f"No possible copies among {copy.samples:,} samples (95% CI 0–{_percent(hi)}%; {expected}): none is "
+                f"{nearer}.")
+    if lo > copy.alpha:
+        reading = inked("warning", "More flags than honest samples give: the generator may copy reference images "
+                        "(compare the flagged samples with their nearest images).")
+    else:
+        reading = ("No more flags than honest samples give: no sign of copying (each flag is still worth a look at "
+                   "its nearest images).")
+    return f"{text}<br>{reading}"
+
+
+def _percent(share: float) -> str:
+    """100 share with two significant digits (whole numbers from 10%), as the command line writes it."""
+    value = 100.0 * share
+    return f"{value:.0f}" if value >= 10 else f"{value:.2g}"
+
+
+def _p(p: float) -> str:
+    return f"{p:.2g}"
 
 
 def copying_reading(statistic: float) -> str:

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import math
 import re
 import struct
 import sys
@@ -165,9 +166,10 @@ def _timm_input_size(module: nn.Module, cfg: dict[str, Any], asked: tuple[int, i
 
 
 def _dinov2(name: str, path: Path, input_size: tuple[int, int] | None) -> dict[str, Any]:
-    """Meta's DINOv2 backbone, built as timm's equivalent: Meta's `register_tokens` is timm's `reg_token`, its
-    `mask_token` (used only in training) is dropped, and the position embedding (trained at 518 pixels) is resampled
-    to the input size as Meta's own code interpolates it."""
+    """Meta's DINOv2 backbone, built as timm's equivalent from Meta's keys (`register_tokens` is timm's `reg_token`,
+    the SwiGLU `w12`/`w3` its `fc1`/`fc2`; the training-only `mask_token` is dropped), with the position embedding
+    (trained at 518 pixels) resampled to the input size by Meta's own rule (`meta_position_embedding`), so the
+    features are the ones Meta's hub model (and torch-fidelity's DINOv2 extractor) computes."""
     match = re.fullmatch(r"(vit[sblg]14)(-reg)?", name)
     if match is None:
         raise InputError(f"unknown DINOv2 backbone {name!r}: expected one of {', '.join(DINOV2)}, with -reg for the "
@@ -177,13 +179,60 @@ def _dinov2(name: str, path: Path, input_size: tuple[int, int] | None) -> dict[s
     if "pos_embed" not in state_dict or "cls_token" not in state_dict:
         raise InputError(f"not a DINOv2 backbone in Meta's layout (no pos_embed or cls_token among "
                          f"{len(state_dict)} keys)", path)
-    state_dict = {("reg_token" if k == "register_tokens" else k): v for k, v in state_dict.items() if k != "mask_token"}
-    has_registers = "reg_token" in state_dict
+    has_registers = "register_tokens" in state_dict
     if has_registers != bool(match.group(2)):
         want = f"dinov2:{match.group(1)}" + ("-reg" if has_registers else "")
         raise InputError(f"the file {'has' if has_registers else 'has no'} register tokens: open it as {want}", path)
     size = input_size or (DINOV2_SIZE, DINOV2_SIZE)
+    state_dict = _from_meta_keys(state_dict, size, path)
     return _timm(arch, path, size, state_dict=state_dict, label=f"DINOv2 {name}")
+
+
+def _from_meta_keys(state: dict[str, torch.Tensor], size: tuple[int, int], path: Path) -> dict[str, torch.Tensor]:
+    """Meta's DINOv2 state dict in timm's names, its position embedding resampled for `size`. Meta's models with
+    registers add no position to the class token's neighbours (timm's no_embed_class): the class token's position
+    is folded into the class token."""
+    registers = "register_tokens" in state
+    out = {}
+    for key, value in state.items():
+        if key == "mask_token":
+            continue
+        key = re.sub(r"^(blocks\.\d+\.mlp\.)w12\.", r"\1fc1.", re.sub(r"^(blocks\.\d+\.mlp\.)w3\.", r"\1fc2.", key))
+        out["reg_token" if key == "register_tokens" else key] = value
+    pos = out["pos_embed"]
+    patch = out["patch_embed.proj.weight"].shape[-1] if "patch_embed.proj.weight" in out else 14
+    grid = (size[0] // patch, size[1] // patch)
+    resampled = meta_position_embedding(pos[:, 1:], grid, antialias=registers, offset=0.0 if registers else 0.1)
+    if resampled is None:
+        raise InputError(f"the position embedding {tuple(pos.shape)} is not a square grid after the class token", path)
+    if registers:
+        out["cls_token"] = out["cls_token"] + pos[:, :1]
+        out["pos_embed"] = resampled
+    else:
+        out["pos_embed"] = torch.cat([pos[:, :1], resampled], dim=1)
+    return out
+
+
+def meta_position_embedding(patches: torch.Tensor, grid: tuple[int, int], *, antialias: bool,
+                            offset: float) -> torch.Tensor | None:
+    """DINOv2's patch position embeddings (1, M*M, D) resampled to a rows x cols grid as Meta's
+    `interpolate_pos_encoding` does on every forward pass: bicubic; with `offset` (0.1 for the models without
+    registers, a historical kludge kept for compatibility) the interpolation is given the scale factor
+    (grid + offset) / M rather than the output size, which moves the sampling positions slightly; the models with
+    registers use the size (offset 0) and antialiasing. None when the tokens are not a square grid."""
+    n, dim = patches.shape[1], patches.shape[2]
+    side = math.isqrt(n)
+    if side * side != n:
+        return None
+    if grid == (side, side):
+        return patches
+    square = patches.float().reshape(1, side, side, dim).permute(0, 3, 1, 2)
+    if offset:
+        scale = ((grid[0] + offset) / side, (grid[1] + offset) / side)
+        out = torch.nn.functional.interpolate(square, mode="bicubic", antialias=antialias, scale_factor=scale)
+    else:
+        out = torch.nn.functional.interpolate(square, mode="bicubic", antialias=antialias, size=grid)
+    return out.permute(0, 2, 3, 1).reshape(1, -1, dim).to(patches.dtype)
 
 
 def _openclip(name: str, path: Path, input_size: tuple[int, int] | None) -> dict[str, Any]:

@@ -31,6 +31,7 @@ from probescope.core.trust import NO_TRUST, Trust
 
 if TYPE_CHECKING:
     from probescope.core.models.loading import LoadedModel
+    from probescope.core.scoring.features import FeatureNetwork
 
 INCEPTION_SIZE = 299
 TV_WEIGHTS_FILE_NAME = "inception_v3_google-0cc3c7bd.pth"
@@ -65,9 +66,16 @@ class Classifier:
     embedder: Embedder | None = None  # None: this classifier gives no features (e.g. TorchScript, no hooks)
     feature_note: str = ""  # which features `embed` returns, said in every output that uses them
     key: str = ""  # identity of weights + preprocessing + feature layer for caches ('' = never cached)
+    network: FeatureNetwork | None = None  # features from this network instead (features.with_features)
+
+    @property
+    def gives_features(self) -> bool:
+        return self.network is not None or self.embedder is not None
 
     def logits(self, prepared: Prepared) -> np.ndarray:
         """Run the network; float32 (m, n_classes) logits on the CPU, in the batch's order."""
+        if not isinstance(prepared, (torch.Tensor, SizeGroups)):
+            prepared = prepared.logits  # a features.Paired batch
         if isinstance(prepared, SizeGroups):
             parts = [(positions, self.logits(x)) for positions, x in prepared.groups]
             out = np.empty((prepared.n, parts[0][1].shape[1]), dtype=np.float32)
@@ -88,7 +96,9 @@ class Classifier:
 
     def embed(self, prepared: Prepared) -> tuple[np.ndarray, np.ndarray]:
         """Features and logits of one forward pass, float32 (m, d) and (m, n_classes) on the CPU, in the batch's
-        order (images of several sizes run one size at a time)."""
+        order (images of several sizes run one size at a time); with a feature `network`, its features."""
+        if self.network is not None:
+            return self.network.embed(prepared.features), self.logits(prepared)
         if isinstance(prepared, SizeGroups):
             parts = [(positions, self.embed(x)) for positions, x in prepared.groups]
             features = np.empty((prepared.n, parts[0][1][0].shape[1]), dtype=np.float32)

@@ -32,7 +32,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from probescope.core.errors import InputError, Note
-from probescope.core.scoring.frechet import as_features
+from probescope.core.scoring.frechet import as_features, feature_sets
 from probescope.core.scoring.precision_recall import distance_blocks
 from probescope.core.tasks import CancelCheck, ProgressCallback, check_cancel, report
 
@@ -114,12 +114,7 @@ def data_copying(train: np.ndarray, held_out: np.ndarray, generated: np.ndarray,
                  cancel: CancelCheck | None = None) -> DataCopying:
     """C_T of `generated` against the training set `train` and held-out real images `held_out` (features with
     the same dimensions). `tau` defaults to 20 / m."""
-    train = as_features(train, "training features")
-    held_out = as_features(held_out, "held-out features")
-    generated = as_features(generated, "generated features")
-    if not train.shape[1] == held_out.shape[1] == generated.shape[1]:
-        raise InputError(f"training, held-out and generated features have {train.shape[1]}, {held_out.shape[1]} "
-                         f"and {generated.shape[1]} dimensions")
+    train, held_out, generated = feature_sets(training=train, held_out=held_out, generated=generated)
     if tau is None and len(generated) < MIN_CELL_SAMPLES:
         raise InputError(f"the data-copying test needs at least {MIN_CELL_SAMPLES} generated samples (a cell counts "
                          f"when it holds {MIN_CELL_SAMPLES}), got {len(generated)}")

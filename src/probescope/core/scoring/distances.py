@@ -52,11 +52,14 @@ class DistanceReport:
     fid_inf: extrapolate.InfiniteNFit | None = None
     is_inf: extrapolate.InfiniteNFit | None = None
     coverage: ClassCoverage | None = None
+    label: str = "FID"  # the Fréchet distance's name on these features: FID, FD_DINOv2, FD_CLIP, FD
 
     def to_dict(self) -> dict:
         out: dict[str, object] = {}
         if self.fid is not None:
             out.update(fid=self.fid, features=self.feature_note, reference=self.reference)
+            if self.label != "FID":
+                out["fd_name"] = self.label
         if self.kid is not None:
             out.update(kid_mean=self.kid.mean, kid_std=self.kid.std, kid_subsets=self.kid.subsets,
                        kid_subset_size=self.kid.subset_size, kid_protocol=self.kid.protocol)
@@ -75,7 +78,7 @@ class DistanceReport:
         lines = []
         if self.fid is not None:
             lines += [f"features: {self.feature_note}", f"reference: {self.reference}",
-                      f"FID: {shown(self.fid)}   (N={self.n}; biased upward at small N: compare at equal N)"]
+                      f"{self.label}: {shown(self.fid)}   (N={self.n}; biased upward at small N: compare at equal N)"]
         if self.kid is not None:
             lines.append(f"KID: {shown(self.kid.mean, 6)} ± {shown(self.kid.std, 6)}   [{self.kid.protocol}]")
         if self.prc is not None:
@@ -84,7 +87,8 @@ class DistanceReport:
                          f"(k={p.k} nearest neighbours)")
         for fit in (self.fid_inf, self.is_inf):
             if fit is not None:
-                lines.append(f"{fit.metric}_inf: {shown(fit.intercept)}   (slope {shown(fit.slope, 2)}; "
+                metric = self.label if fit.metric == "FID" else fit.metric
+                lines.append(f"{metric}_inf: {shown(fit.intercept)}   (slope {shown(fit.slope, 2)}; "
                              f"{fit.protocol})")
         if self.coverage is not None:
             lines.append(_coverage_line(self.coverage))
@@ -109,6 +113,7 @@ def distance_report(
     reference: ReferenceSet | None,
     settings: DistanceSettings,
     class_names: Sequence[str] | None = None,
+    label: str = "FID",
 ) -> DistanceReport:
     """The scores `settings` ask for: FID and coverage whenever there is a reference (coverage needs its
     predictions), IS_inf from the class scores when `settings.infinite`. `features` may be None without a
@@ -134,4 +139,4 @@ def distance_report(
     if settings.infinite:
         report["is_inf"] = extrapolate.is_infinity(scores, settings.inf_points, settings.inf_smallest, settings.seed)
     return DistanceReport(n, reference.feature_note if reference else "", reference.describe() if reference else "",
-                          **report)
+                          **report, label=label)

@@ -57,6 +57,18 @@ def as_features(features: np.ndarray, what: str = "features", source: str | Path
     return array
 
 
+def feature_sets(**sets: np.ndarray) -> list[np.ndarray]:
+    """Each named set checked by `as_features` (named '<name> features'), all with the same dimensions."""
+    arrays = [as_features(x, f"{name.replace('_', '-')} features") for name, x in sets.items()]
+    if len({a.shape[1] for a in arrays}) > 1:
+        def listed(items: list[str]) -> str:
+            return ", ".join(items[:-1]) + " and " + items[-1]
+
+        names = listed([name.replace("_", "-") for name in sets])
+        raise InputError(f"{names} features have {listed([str(a.shape[1]) for a in arrays])} dimensions")
+    return arrays
+
+
 @dataclass(frozen=True)
 class GaussianStats:
     """Mean (d,) and covariance (d, d, ddof 1) of a feature set; n is None when read from a mu/sigma file."""

@@ -25,7 +25,10 @@ import numpy as np
 
 from probescope.core.errors import InputError
 from probescope.core.scoring import extrapolate
+from probescope.core.scoring.cmmd import cmmd
 from probescope.core.scoring.coverage import ClassCoverage, class_coverage
+from probescope.core.scoring.density_coverage import DEFAULT_K as DEFAULT_DC_K
+from probescope.core.scoring.density_coverage import DensityCoverage, density_coverage
 from probescope.core.scoring.distributions import ClassScores
 from probescope.core.scoring.frechet import RunningGaussian, as_features
 from probescope.core.scoring.growing import GrowingRows
@@ -42,8 +45,9 @@ T = TypeVar("T")
 
 @dataclass(frozen=True)
 class Readout:
-    """The scores at one N for a front end: `values` by metric ('IS', 'FID', 'KID', 'precision', 'recall'), and
-    for each score not there, why (too few samples, no reference, a statistics-only reference, not asked for)."""
+    """The scores at one N for a front end: `values` by metric ('IS', 'FID', 'KID', 'precision', 'recall',
+    'density', 'nn_coverage', 'CMMD'), and for each score not there, why (too few samples, no reference, a
+    statistics-only reference, not asked for)."""
 
     n: int
     values: dict[str, float] = field(default_factory=dict)
@@ -54,10 +58,13 @@ class Readout:
 
 
 class LiveScores:
-    """IS, FID, KID, precision/recall, class coverage and the infinite-N fits of the samples added so far.
+    """IS, FID, KID, precision/recall, density/coverage, CMMD, class coverage and the infinite-N fits of the
+    samples added so far.
 
     `reference` None scores IS only; a reference read from a mu/sigma file scores FID but not KID, precision/recall
-    or coverage (those need the reference images' features and predictions): their readers raise InputError.
+    or coverage (those need the reference images' features and predictions): their readers raise InputError. CMMD
+    is read only with `clip` features (unit-length CLIP image embeddings), over the samples and reference images
+    the running KID covers.
     """
 
     def __init__(
@@ -69,8 +76,11 @@ class LiveScores:
         kid_reference_size: int = LIVE_KID_REFERENCE,
         kid_sample_size: int = LIVE_KID_SAMPLES,
         seed: int = DEFAULT_SEED,
+        dc_k: int = DEFAULT_DC_K,
+        clip: bool = False,
     ):
         self.reference = reference
+        self.dc_k, self.clip = dc_k, clip
         self.class_names = tuple(class_names) if class_names is not None else None
         self.prc_k, self.seed, self.kid_sample_size = prc_k, seed, kid_sample_size
         self.inception = LiveInceptionScore(keep_rows=False)
@@ -152,6 +162,24 @@ class LiveScores:
         return self._cached(("prc",), lambda: precision_recall(
             self._features.values, real, self.prc_k, real_radii=reference.radii(self.prc_k)))
 
+    def density_coverage(self) -> DensityCoverage:
+        """Density and coverage (Naeem et al. 2020, k = dc_k real neighbours) of the samples so far."""
+        reference = self._require_reference("density and coverage")
+        real = reference.require_features("density and coverage")
+        return self._cached(("dc",), lambda: density_coverage(
+            self._features.values, real, self.dc_k, real_radii=reference.radii(self.dc_k)))
+
+    def cmmd(self) -> float:
+        """CMMD (x1000 unbiased MMD^2, RBF sigma 10) of the samples the running KID covers against its reference
+        pool; only on CLIP features."""
+        self._require_reference("CMMD").require_features("CMMD")
+        if not self.clip:
+            raise InputError("CMMD is measured on CLIP image embeddings: choose an OpenCLIP network as the features")
+        if self.kid_samples < 2:
+            raise InputError("CMMD needs at least 2 samples")
+        return self._cached(("cmmd",), lambda: cmmd(self._features.values[: self.kid_samples],
+                                                      self._kid.reference).value)
+
     def fid_infinity(self, points: int = extrapolate.DEFAULT_POINTS,
                      smallest: int = extrapolate.DEFAULT_SMALLEST) -> extrapolate.InfiniteNFit:
         """FID_inf fit over random subsets of the samples so far (Chong & Forsyth)."""
@@ -218,7 +246,8 @@ class LiveScores:
     def readout(self, *, distances: bool = True, fits: bool = False, prc: bool = False) -> Readout:
         """Every score asked for that can be read now: IS always; with `distances` FID and KID (cheap: the running
         fits); with `fits` the infinite-N fits (IS's, and FID's with `distances`) and the class coverage (a few FID
-        and IS evaluations on subsets); with `prc` precision and recall (O((N^2 + N M) d))."""
+        and IS evaluations on subsets); with `prc` precision and recall, density and coverage, and CMMD (on CLIP
+        features) (O((N^2 + N M) d))."""
         wanted: list[tuple[str, Callable[[], object]]] = [("IS", lambda: self.is_)]
         if distances:
             wanted += [("FID", self.fid), ("KID", self.kid)]
@@ -226,7 +255,8 @@ class LiveScores:
             wanted += [("IS_inf", self.is_infinity)]
             wanted += [("FID_inf", self.fid_infinity), ("coverage", self.coverage)] if distances else []
         if prc:
-            wanted += [("precision/recall", self.precision_recall)]
+            wanted += [("precision/recall", self.precision_recall), ("density/coverage", self.density_coverage),
+                       ("CMMD", self.cmmd)]
         read, missing = {}, {}
         for metric, reader in wanted:
             try:
@@ -235,8 +265,11 @@ class LiveScores:
                 read[metric] = reader()
             except InputError as exc:
                 missing[metric] = str(exc)
-        values = {metric: float(read[metric]) for metric in ("IS", "FID", "KID") if metric in read}
+        values = {metric: float(read[metric]) for metric in ("IS", "FID", "KID", "CMMD") if metric in read}
         prc = read.get("precision/recall")
         if prc is not None:
             values.update(precision=prc.precision, recall=prc.recall)
+        dc = read.get("density/coverage")
+        if dc is not None:
+            values.update(density=dc.density, nn_coverage=dc.coverage)
         return Readout(self.n, values, missing, read.get("FID_inf"), read.get("IS_inf"), read.get("coverage"))

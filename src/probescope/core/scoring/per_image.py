@@ -2,10 +2,10 @@
 
 Columns: `index` (the sample's position in the input), `kl` (KL(p(y|x) || p(y)) in nats, its contribution to
 log IS), `realism`, `nearest_reference` and `nearest_distance` (the nearest reference image, by its index in the
-reference's own order, and its feature distance), `possible_copy` (0/1) and `copied_reference` (the reference image
-a flagged sample sits deepest inside, -1 if none), then `nearest_reference_j` / `nearest_distance_j` for the j-th
-nearest, j = 2..k (see realism.py). Without reference features (no reference, or a mu/sigma file) the columns after
-`kl` are empty.
+reference's own order, and its feature distance), the calibrated copy test (copy_test.py): `copy_p_value`, its
+conformal p-value, `possible_copy` (0/1: p <= alpha) and `copied_reference` (the nearest reference image of a
+flagged sample, -1 if none), then `nearest_reference_j` / `nearest_distance_j` for the j-th nearest, j = 2..k (see
+realism.py). Without reference features (no reference, or a mu/sigma file) the columns after `kl` are empty.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from probescope.core.atomic import write_text
 from probescope.core.errors import InputError
 from probescope.core.scoring.realism import SampleNeighbours
 
-BASE_COLUMNS = ("index", "kl", "realism", "nearest_reference", "nearest_distance", "possible_copy",
+BASE_COLUMNS = ("index", "kl", "realism", "nearest_reference", "nearest_distance", "copy_p_value", "possible_copy",
                 "copied_reference")
 
 
@@ -43,8 +43,9 @@ def per_image_csv(kl: np.ndarray, neighbours: SampleNeighbours | None, k: int) -
         if neighbours is None:
             row += [""] * (len(header) - 2)
         else:
+            p = "" if neighbours.copy is None else float(neighbours.copy.p_value[i])
             row += [float(neighbours.realism[i]), int(neighbours.nearest[i, 0]), float(neighbours.distances[i, 0]),
-                    int(neighbours.possible_copy[i]), int(neighbours.copied[i])]
+                    p, int(neighbours.possible_copy[i]), int(neighbours.copied[i])]
             for j in range(1, neighbours.k):
                 row += [int(neighbours.nearest[i, j]), float(neighbours.distances[i, j])]
         writer.writerow(row)

@@ -8,9 +8,9 @@ be a copy of one of them. Same features and same k as precision and recall (prec
   score. The authors' code (ManifoldEstimator with clamp_to_percentile=50) works on squared distances, so its scores
   are the squares of these (same order, same threshold 1).
 - Nearest: the k reference images closest to g, nearest first (ties by reference index), with their distances.
-- Possible copy: g is closer to some reference image r_j than r_j's own nearest other reference image,
-  |g - r_j| < NN_1(r_j) (strictly: an image present twice in the reference has NN_1 = 0 and vouches for nothing).
-  `copied` names the r_j with the smallest |g - r_j| / NN_1(r_j), the one g sits deepest inside.
+- Possible copy: the calibrated copy test (copy_test.py), given its calibration on held-out real images: g's
+  distance to its nearest reference image (among those the calibration searched) against the held-out images'.
+  `copied` names that nearest image when g is flagged.
 
 One pass over blocks of the sample-by-reference distances (float64, as precision and recall compute them).
 """
@@ -22,6 +22,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from probescope.core.errors import InputError
+from probescope.core.scoring.copy_test import Calibration, CopyTest
 from probescope.core.scoring.frechet import as_features
 from probescope.core.scoring.precision_recall import DEFAULT_K, distance_blocks, knn_radii
 from probescope.core.tasks import CancelCheck, ProgressCallback, check_cancel, report
@@ -32,18 +33,37 @@ KEPT_PERCENTILE = 50.0  # reference balls with a radius above this percentile ar
 
 @dataclass(frozen=True)
 class SampleNeighbours:
-    """Per generated sample (rows in input order): realism, the k nearest reference images and the copy flag."""
+    """Per generated sample (rows in input order): realism, the k nearest reference images and the copy test
+    (None without a calibration)."""
 
     realism: np.ndarray  # (N,) float64
     nearest: np.ndarray  # (N, k) int64 reference indices, nearest first
     distances: np.ndarray  # (N, k) float64
-    possible_copy: np.ndarray  # (N,) bool
-    copied: np.ndarray  # (N,) int64: the reference image a flagged sample sits deepest inside, -1 when not flagged
     k: int
+    copy: CopyTest | None = None
+
+    @property
+    def possible_copy(self) -> np.ndarray:
+        """(N,) bool: flagged by the copy test (all False without one)."""
+        return self.copy.flagged if self.copy is not None else np.zeros(len(self.realism), bool)
+
+    @property
+    def copied(self) -> np.ndarray:
+        """(N,) int64: the reference image a flagged sample is nearest to, -1 when not flagged."""
+        if self.copy is None:
+            return np.full(len(self.realism), -1, np.int64)
+        return np.where(self.copy.flagged, self.copy.nearest, -1)
 
     @property
     def copies(self) -> int:
         return int(self.possible_copy.sum())
+
+    def joined(self, more: SampleNeighbours) -> SampleNeighbours:
+        """These samples followed by `more`'s (the same reference and calibration)."""
+        copy = self.copy.joined(more.copy) if self.copy is not None and more.copy is not None else None
+        return SampleNeighbours(np.concatenate([self.realism, more.realism]),
+                                np.concatenate([self.nearest, more.nearest]),
+                                np.concatenate([self.distances, more.distances]), self.k, copy)
 
 
 def realism_radii(radii: np.ndarray) -> np.ndarray:
@@ -53,28 +73,29 @@ def realism_radii(radii: np.ndarray) -> np.ndarray:
 
 
 def sample_neighbours(generated: np.ndarray, real: np.ndarray, k: int = DEFAULT_K, *,
-                      real_radii: np.ndarray | None = None, real_nn1: np.ndarray | None = None,
-                      progress: ProgressCallback | None = None,
+                      real_radii: np.ndarray | None = None, calibration: Calibration | None = None,
+                      features: str = "", progress: ProgressCallback | None = None,
                       cancel: CancelCheck | None = None) -> SampleNeighbours:
-    """Realism, nearest reference images and copy flags of `generated` against `real` features. `real_radii` (the
-    references' k-NN radii) and `real_nn1` (their 1-NN distances) may be passed when known (a ReferenceSet caches
-    both: `reference.radii(k)`, `reference.radii(1)`)."""
+    """Realism, nearest reference images and (with a `calibration`) the copy test of `generated` against `real`
+    features. `real_radii` (the references' k-NN radii) may be passed when known (a ReferenceSet caches them:
+    `reference.radii(k)`)."""
     generated, real = as_features(generated, "generated features"), as_features(real, "reference features")
     if generated.shape[1] != real.shape[1]:
         raise InputError(f"generated features have {generated.shape[1]} dimensions, the reference {real.shape[1]}")
     if not 1 <= k < len(real):
         raise InputError(f"k = {k} nearest reference images need 1 <= k < {len(real)} (the reference's size)")
     radii = realism_radii(knn_radii(real, k) if real_radii is None else real_radii)
-    nn1 = knn_radii(real, 1) if real_nn1 is None else np.asarray(real_nn1, dtype=np.float64)
-    if radii.shape != (len(real),) or nn1.shape != (len(real),):
+    if radii.shape != (len(real),):
         raise InputError(f"reference radii must hold one value per reference image ({len(real)})")
     kept = np.flatnonzero(radii > 0)
-    kept_radii, has_ball = radii[kept], nn1 > 0
+    kept_radii = radii[kept]
+    searched = None if calibration is None else calibration.searched
     n = len(generated)
     realism = np.zeros(n)
     nearest = np.empty((n, k), np.int64)
     distances = np.empty((n, k))
-    copied = np.full(n, -1, np.int64)
+    copy_distance = np.empty(n)
+    copy_nearest = np.empty(n, np.int64)
     for start, dist in distance_blocks(generated, real):
         check_cancel(cancel)
         rows = slice(start, start + len(dist))
@@ -82,13 +103,16 @@ def sample_neighbours(generated: np.ndarray, real: np.ndarray, k: int = DEFAULT_
             realism[rows] = (kept_radii / (dist[:, kept] + REALISM_EPS)).max(axis=1)
         nearest[rows] = _k_smallest(dist, k)
         distances[rows] = np.take_along_axis(dist, nearest[rows], axis=1)
-        depth = np.full(dist.shape, np.inf)
-        np.divide(dist, nn1, out=depth, where=has_ball[None, :])
-        deepest = depth.argmin(axis=1)
-        inside = depth[np.arange(len(dist)), deepest] < 1.0
-        copied[rows] = np.where(inside, deepest, -1)
+        if searched is None:
+            copy_nearest[rows], copy_distance[rows] = nearest[rows, 0], distances[rows, 0]
+        else:
+            among = dist[:, searched]
+            closest = among.argmin(axis=1)
+            copy_nearest[rows] = searched[closest]
+            copy_distance[rows] = among[np.arange(len(dist)), closest]
         report(progress, (start + len(dist)) / n, f"nearest reference images: {start + len(dist)}/{n} samples")
-    return SampleNeighbours(realism, nearest, distances, copied >= 0, copied, k)
+    copy = None if calibration is None else calibration.test(copy_distance, copy_nearest, features)
+    return SampleNeighbours(realism, nearest, distances, k, copy)
 
 
 def _k_smallest(dist: np.ndarray, k: int) -> np.ndarray:

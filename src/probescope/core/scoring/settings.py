@@ -14,18 +14,22 @@ from dataclasses import dataclass, field, fields, replace
 from probescope.core.bounds import (
     BATCH,
     FIT_POINTS,
+    HELD_OUT_SHARE,
     IMAGE_SIDE,
     KID_SUBSET_SIZE,
     KID_SUBSETS,
     NEIGHBOURS,
     SEED,
+    SIGNIFICANCE,
     SPLITS,
     WORKERS,
     Bound,
 )
 from probescope.core.scoring import extrapolate
+from probescope.core.scoring.copy_test import DEFAULT_ALPHA, DEFAULT_HELD_OUT_SHARE
 from probescope.core.scoring.copying import DEFAULT_CELLS, MAX_CELLS
 from probescope.core.scoring.density_coverage import DEFAULT_K as DEFAULT_DC_K
+from probescope.core.scoring.features import CLASSIFIER, PRECISIONS, RESIZES, SPEC_HELP
 from probescope.core.scoring.kernel import DEFAULT_SUBSET_SIZE, DEFAULT_SUBSETS
 from probescope.core.scoring.precision_recall import DEFAULT_K
 from probescope.core.scoring.protocol import DEFAULT_SEED, DEFAULT_SPLITS
@@ -34,9 +38,15 @@ DEFAULT_BATCH_SIZE = 64
 DEFAULT_WORKERS = 2
 
 
-def _help(text: str, bound: Bound | None = None) -> dict[str, object]:
-    """A field's metadata: its option's help (argparse's %(default)s is the field's default) and its Bound."""
-    return {"help": text} if bound is None else {"help": text, "bound": bound}
+def _help(text: str, bound: Bound | None = None, choices: tuple[str, ...] = ()) -> dict[str, object]:
+    """A field's metadata: its option's help (argparse's %(default)s is the field's default) and its Bound or its
+    choices."""
+    out: dict[str, object] = {"help": text}
+    if bound is not None:
+        out["bound"] = bound
+    if choices:
+        out["choices"] = choices
+    return out
 
 
 @dataclass(frozen=True)
@@ -70,12 +80,30 @@ class ScoreSettings:
         "smallest subset of the infinite-N fits (default %(default)s; at most N/2 is used)", KID_SUBSET_SIZE))
     copy_cells: int = field(default=DEFAULT_CELLS, metadata=_help(
         f"k-means cells of the data-copying test, 1-{MAX_CELLS} (default %(default)s)", Bound(1, MAX_CELLS)))
+    features: str = field(default=CLASSIFIER, metadata=_help(SPEC_HELP + " (default %(default)s)"))
+    feature_resize: str = field(default=RESIZES[0], metadata=_help(
+        "how DINOv2 features see the images: torch-fidelity (TF1 bilinear to 224, its DINOv2 extractor's, the "
+        "default) or dgm-eval (PIL bicubic to 224)", choices=RESIZES))
+    precision: str = field(default=PRECISIONS[0], metadata=_help(
+        "arithmetic of the feature network: auto (bf16 autocast on a GPU, float32 on the CPU; the default), fp32, "
+        "bf16 or fp16 (GPU only)", choices=PRECISIONS))
+    copy_alpha: float = field(default=DEFAULT_ALPHA, metadata=_help(
+        "level of the copy test: a sample is a possible copy when its distance to its nearest reference image is "
+        "below the alpha-quantile of held-out real images' (default %(default)s)", SIGNIFICANCE))
+    held_out_share: float = field(default=DEFAULT_HELD_OUT_SHARE, metadata=_help(
+        "share of the reference set aside as held-out images for the copy test when no --held-out is given "
+        "(default %(default)s)", HELD_OUT_SHARE))
 
     def __post_init__(self) -> None:
+        from probescope.core.errors import InputError
+
         for f in fields(self):
             value = getattr(self, f.name)
             if "bound" in f.metadata and value is not None:
                 f.metadata["bound"].check(value, f.name)
+            if "choices" in f.metadata and value not in f.metadata["choices"]:
+                raise InputError(f"{f.name.replace('_', '-')} must be one of {', '.join(f.metadata['choices'])}, "
+                                 f"got {value!r}")
 
     def distances(self, *, kid: bool = False, prc: bool = False, infinite: bool = False):
         """The DistanceSettings of these protocols, with the scores asked for."""
