@@ -84,19 +84,22 @@ def _inline(ctx: TaskContext, source: SampleSource, classifier, batch_size: int,
 
 def classify(ctx: TaskContext, source: SampleSource, classifier, settings: ScoreSettings,
              features: bool) -> Iterator[Progress]:
-    """Every image's (features or None, logits), float32, from one pass of `score_batches` over `source`."""
-    parts: list[ScoredBatch] = []
+    """Every image's (features or None, logits), float32, from one pass of `score_batches` over `source`: each
+    batch copied into arrays of the source's length (when known), so the rows are held once, not as batches and
+    a concatenated copy."""
+    from probescope.core.scoring.growing import GrowingRows
+
+    rows = {"features": GrowingRows(source.length), "logits": GrowingRows(source.length)}
     for item in score_batches(ctx, source, classifier, settings, features=features):
         if isinstance(item, Partial):
-            parts.append(item.value)
+            rows["logits"].append(item.value.logits)
+            if features:
+                rows["features"].append(item.value.features)
         else:
             yield item
-    if not parts:
+    if not len(rows["logits"]):
         raise InputError(f"{source.name}: no images to score")
-    logits = np.concatenate([b.logits for b in parts])
-    if not features:
-        return None, logits
-    return np.concatenate([b.features for b in parts]), logits
+    return (rows["features"].values if features else None), rows["logits"].values
 
 
 @dataclass(frozen=True)

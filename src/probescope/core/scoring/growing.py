@@ -11,9 +11,10 @@ class GrowingRows:
     Float32 rows stay float32 (half the memory of the usual 2048-d features); other dtypes are kept as float64.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, expected: int | None = None) -> None:
         self._buffer: np.ndarray | None = None
         self._n = 0
+        self._expected = expected  # rows the first buffer holds when the total is known: no growing, no copy
 
     def __len__(self) -> int:
         return self._n
@@ -22,7 +23,7 @@ class GrowingRows:
         rows = np.asarray(rows)
         if self._buffer is None:
             dtype = np.float32 if rows.dtype == np.float32 else np.float64
-            self._buffer = np.empty((max(len(rows), 256), rows.shape[1]), dtype)
+            self._buffer = np.empty((max(len(rows), self._expected or 256), rows.shape[1]), dtype)
         if self._n + len(rows) > len(self._buffer):
             rows_needed = max(self._n + len(rows), 2 * len(self._buffer))
             grown = np.empty((rows_needed, self._buffer.shape[1]), self._buffer.dtype)

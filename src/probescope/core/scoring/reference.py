@@ -201,10 +201,11 @@ def embed_reference(
     cancel: CancelCheck | None = None,
 ) -> ReferenceSet:
     """Run the images through the classifier: features, their fit and the top-prediction counts (not cached)."""
+    from probescope.core.scoring.growing import GrowingRows
     from probescope.core.scoring.pipeline import embed_batches
 
     running = RunningGaussian()
-    features, counts = [], None
+    features, counts = GrowingRows(source.length), None  # the features once in memory, not batches and a copy
     for batch_features, logits in embed_batches(source, classifier, batch_size, workers=workers, progress=progress,
                                                 cancel=cancel):
         running.add(batch_features)
@@ -213,7 +214,7 @@ def embed_reference(
         counts = top if counts is None else counts + top
     if running.n < 2:
         raise InputError(f"{source.name}: a reference set needs at least 2 images, got {running.n}")
-    return ReferenceSet(source.name, running.stats(), np.concatenate(features), counts, classifier.feature_note)
+    return ReferenceSet(source.name, running.stats(), features.values, counts, classifier.feature_note)
 
 
 def load_reference(
