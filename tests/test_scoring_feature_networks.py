@@ -13,7 +13,8 @@ import torch
 
 from oracles.dinov2_reference import MetaDinoV2, random_state
 from probescope.core.errors import InputError
-from probescope.core.scoring.features import CLASSIFIER, check_spec, load_feature_network
+from probescope.core.scoring.feature_spec import CLASSIFIER, check_spec
+from probescope.core.scoring.features import load_feature_network
 from probescope.main import main
 
 N = 40  # images per set: enough for every score's protocol, small enough for the suite (the benchmark runs 400)

@@ -202,7 +202,7 @@ def _check_flags(args: argparse.Namespace) -> None:
     if (args.kid or args.prc or args.density_coverage or args.held_out or args.cmmd) and not args.fid:
         raise InputError("--kid, --prc, --density-coverage, --cmmd and --held-out compare with a reference set: give "
                          "it with --fid REF (or --fid for the demo world's images)")
-    from probescope.core.scoring.features import check_spec
+    from probescope.core.scoring.feature_spec import check_spec
 
     check_spec(args.features)
     if args.cmmd and not args.features.startswith("openclip:"):

@@ -24,7 +24,7 @@ import numpy as np
 from probescope.core.data.images import read_rgb
 from probescope.core.demo.sampler import DemoSampler
 from probescope.core.errors import InputError
-from probescope.core.scoring.features import CLASSIFIER
+from probescope.core.scoring.feature_spec import CLASSIFIER
 from probescope.core.scoring.settings import WINDOW, ScoreSettings
 from probescope.core.scoring.sources import ArraySource, BatchTask, ImageFolderSource, SampleSource
 from probescope.core.trust import Trust

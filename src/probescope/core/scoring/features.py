@@ -32,6 +32,7 @@ import torch
 from torch import nn
 
 from probescope.core.errors import InputError
+from probescope.core.scoring.feature_spec import CLASSIFIER, PRECISIONS, RESIZES, check_spec
 from probescope.core.trust import NO_TRUST, Trust
 
 if TYPE_CHECKING:
@@ -39,15 +40,9 @@ if TYPE_CHECKING:
     from probescope.core.models.loading import LoadedModel
     from probescope.core.scoring.classifiers import Classifier
 
-CLASSIFIER = "classifier"
-RESIZES = ("torch-fidelity", "dgm-eval")
 DINOV2_INPUT = 224  # torch-fidelity's and dgm-eval's input size for DINOv2
 IMAGENET_MEAN = (0.485, 0.456, 0.406)
 IMAGENET_STD = (0.229, 0.224, 0.225)
-PRECISIONS = ("auto", "fp32", "bf16", "fp16")  # auto: bf16 autocast on a GPU, float32 elsewhere
-SPEC_HELP = ("network whose features every distance uses: classifier (the classifier's own, default), "
-             "inception-tf:FILE, dinov2:vits14|vitb14|vitl14|vitg14[-reg]:FILE, openclip:NAME:FILE or "
-             "model:LAYER:SPEC")
 
 
 @dataclass
@@ -88,13 +83,6 @@ class FeatureNetwork:
             raise InputError(f"{chosen} features need a GPU (the feature network runs on {self.device})")
         note = self.note if chosen == "fp32" else f"{self.note}; {chosen} autocast"
         return replace(self, precision=chosen, note=note, key=f"{self.key}|{chosen}" if self.key else "")
-
-
-def check_spec(spec: str) -> None:
-    """Refuse a spec of no known kind before anything loads (the command line's first check)."""
-    head = spec.split(":", 1)[0]
-    if spec != CLASSIFIER and head not in ("inception-tf", "dinov2", "openclip", "model"):
-        raise InputError(f"unknown feature network {spec!r}: {SPEC_HELP}")
 
 
 def load_feature_network(spec: str, device: str = "cpu", *, resize: str = RESIZES[0], trust: Trust = NO_TRUST,

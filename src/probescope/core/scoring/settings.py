@@ -29,7 +29,7 @@ from probescope.core.scoring import extrapolate
 from probescope.core.scoring.copy_test import DEFAULT_ALPHA, DEFAULT_HELD_OUT_SHARE
 from probescope.core.scoring.copying import DEFAULT_CELLS, MAX_CELLS
 from probescope.core.scoring.density_coverage import DEFAULT_K as DEFAULT_DC_K
-from probescope.core.scoring.features import CLASSIFIER, PRECISIONS, RESIZES, SPEC_HELP
+from probescope.core.scoring.feature_spec import CLASSIFIER, PRECISIONS, RESIZES, SPEC_HELP
 from probescope.core.scoring.kernel import DEFAULT_SUBSET_SIZE, DEFAULT_SUBSETS
 from probescope.core.scoring.precision_recall import DEFAULT_K
 from probescope.core.scoring.protocol import DEFAULT_SEED, DEFAULT_SPLITS
