@@ -1,11 +1,14 @@
-"""The gallery's 'Real data' panel: which real images the samples are compared with, every score at the current N
-beside its infinite-N limit, the 1/N fits drawn, and per class which classes are under- or over-produced.
+"""The gallery's 'Real data' panel: which real images the samples are compared with, in which network's features
+every distance is measured, every score at the current N beside its infinite-N limit, the 1/N fits drawn, and per
+class which classes are under- or over-produced.
 
 It only shows what it is handed (`RealDataScores` reads the numbers in a worker)."""
 
 from __future__ import annotations
 
 import math
+import re
+from pathlib import Path
 
 import numpy as np
 from PySide6.QtCore import Qt, Signal
@@ -15,6 +18,7 @@ from PySide6.QtWidgets import (
     QFileDialog,
     QFrame,
     QHBoxLayout,
+    QInputDialog,
     QLabel,
     QVBoxLayout,
     QWidget,
@@ -24,20 +28,38 @@ from probescope.core.scoring.coverage import ClassCoverage
 from probescope.core.scoring.extrapolate import InfiniteNFit
 from probescope.core.scoring.live_scores import LIVE_KID_REFERENCE, LIVE_KID_SAMPLES, Readout
 from probescope.jobs.scoring_reference import DATASET, NONE, ReferenceChoice
+from probescope.jobs.scoring_stream import CLASSIFIER, ClassifierInfo
 from probescope.widgets.controls import menu_button
 from probescope.widgets.dissection.table import UnitTable  # a sortable table keyed by its first cell (here: class)
 from probescope.widgets.gallery.inverse_n import InverseNPlot
 from probescope.widgets.ink import InkLabel, inked
 
 COVERAGE_COLUMNS = ("#", "class", "real", "generated", "real %", "generated %", "ratio", "z", "status")
-METRICS = (  # key in Readout.values, row title, scale, what the live number is
+METRICS = (  # key in Readout.values, row title ('FID': the features' own name), scale, what the live number is
     ("IS", "IS", 1.0, "one marginal over all N (the split protocol is in Score)"),
     ("FID", "FID", 1.0, "Fréchet distance of the Gaussian fits"),
     ("KID", "KID ×10³", 1e3, f"unbiased MMD², every pair of the first {LIVE_KID_SAMPLES:,} samples and ≤ "
      f"{LIVE_KID_REFERENCE:,} reference images"),
     ("precision", "Precision", 0.0, "generated images inside the real k-NN balls (k = 3)"),
     ("recall", "Recall", 0.0, "real images inside the generated k-NN balls (k = 3)"),
+    ("density", "Density", 0.0, "Naeem et al. 2020, k = 5 real neighbours"),
+    ("nn_coverage", "Coverage (k-NN)", 0.0, "Naeem et al. 2020, k = 5 real neighbours"),
+    ("CMMD", "CMMD", 1.0, "×1000 unbiased MMD², RBF σ = 10, CLIP embeddings"),
 )
+SLOW_KEYS = {"precision": "precision/recall", "recall": "precision/recall", "density": "density/coverage",
+             "nn_coverage": "density/coverage", "CMMD": "CMMD"}  # read when the stream pauses; key in missing
+FEATURE_PICKS = (  # the features box's fixed items: (label, data); a data without ':' asks for a weights file
+    ("Classifier's own", CLASSIFIER),
+    ("DINOv2 (Meta checkpoint)…", "dinov2"),
+    ("OpenCLIP image tower…", "openclip"),
+    ("Inception v3 (TF port)…", "inception-tf"),
+)
+DINOV2_ARCHS = tuple(a + r for a in ("vits14", "vitb14", "vitl14", "vitg14") for r in ("", "-reg"))
+WEIGHTS_FILTER = "Weights (*.pth *.pt *.safetensors *.bin);;All (*)"
+FEATURES_TIP = ("The network whose features every distance to the real images is measured in: FD, KID, "
+                "precision/recall, density/coverage, CMMD, realism and the copy test. IS always comes from the "
+                "classifier. DINOv2 follows torch-fidelity 0.4 (FD_DINOv2, Stein et al. 2023); an OpenCLIP image "
+                "tower gives CMMD (Jayasumana et al. 2024); the TF Inception gives FID as published.")
 
 
 def _number(value: float | None, scale: float = 1.0) -> str:
@@ -49,21 +71,72 @@ def _number(value: float | None, scale: float = 1.0) -> str:
     return f"{value * scale:.4g}" if abs(value * scale) < 1e4 else f"{value * scale:,.0f}"
 
 
-def headline(readout: Readout | None, has_reference: bool) -> str:
-    """FID, KID and precision/recall in one line, for the Score panel beside IS."""
+def headline(readout: Readout | None, has_reference: bool, label: str = "FID") -> str:
+    """The Fréchet distance (named `label`: FID, FD_DINOv2, ...), KID, precision/recall, CMMD and coverage in one
+    line, for the Score panel beside IS."""
     if not has_reference or readout is None:
         return ""
     v = readout.values
-    parts = [f"FID <b>{_number(v.get('FID'))}</b>", f"KID <b>{_number(v.get('KID'), 1e3)}</b>×10⁻³"]
+    parts = [f"{label} <b>{_number(v.get('FID'))}</b>", f"KID <b>{_number(v.get('KID'), 1e3)}</b>×10⁻³"]
     if "precision" in v:
         parts.append(f"P <b>{v['precision']:.3f}</b> R <b>{v['recall']:.3f}</b>")
+    if "nn_coverage" in v:
+        parts.append(f"coverage <b>{v['nn_coverage']:.3f}</b>")
+    if "CMMD" in v:
+        parts.append(f"CMMD <b>{_number(v['CMMD'])}</b>")
     return " · ".join(parts)
 
 
+def short_note(note: str, limit: int = 70) -> str:
+    """The first clause of a feature note (what the features are), at most `limit` characters."""
+    depth, cut = 0, len(note)
+    for i, ch in enumerate(note):  # the first ', ' outside parentheses
+        depth += (ch == "(") - (ch == ")")
+        if depth == 0 and note.startswith(", ", i):
+            cut = i
+            break
+    first = note[:cut].strip()
+    return first if len(first) <= limit else first[: limit - 1].rstrip() + "…"
+
+
+def dinov2_arch(path: str) -> str | None:
+    """The DINOv2 architecture Meta's checkpoint file name says (dinov2_vitb14_reg4_pretrain.pth -> vitb14-reg),
+    or None."""
+    match = re.search(r"dinov2_(vit[sblg]14)(_reg\d*)?", Path(path).name)
+    return None if match is None else match.group(1) + ("-reg" if match.group(2) else "")
+
+
+def features_title(spec: str) -> str:
+    """The features box's text for a chosen spec: its kind, architecture and file name."""
+    if spec == CLASSIFIER:
+        return FEATURE_PICKS[0][0]
+    head, _, rest = spec.partition(":")
+    if head in ("dinov2", "openclip"):
+        arch, _, path = rest.partition(":")
+        return f"{'DINOv2' if head == 'dinov2' else 'OpenCLIP'} {arch} — {Path(path).name}"
+    if head == "inception-tf":
+        return f"Inception v3 (TF port) — {Path(rest).name}"
+    return spec
+
+
+def caveat(classifier: ClassifierInfo) -> str:
+    """Which features the distances use and which classifier gives IS, and that the numbers move with N."""
+    own = classifier.choice.features == CLASSIFIER
+    features = short_note(classifier.feature_note) if classifier.feature_note else "features"
+    text = (f"Distances on {classifier.name}'s own features ({features}), IS by the same classifier" if own
+            else f"Distances on {features}; IS by {classifier.name}")
+    if own and not classifier.comparable:
+        text += ": not comparable with published FID or KID, which use the TF Inception"
+    return (text + f". {classifier.feature_label} and IS move with N (biased at small N): compare the N → ∞ values, "
+            "or equal N.")
+
+
 class RealDataPanel(QFrame):
-    """Emits `reference_chosen(ReferenceChoice)` when the user picks real data."""
+    """Emits `reference_chosen(ReferenceChoice)` when the user picks real data, `features_chosen(spec)` when they
+    pick the feature network (the box then follows the state's features: `set_features`)."""
 
     reference_chosen = Signal(object)
+    features_chosen = Signal(str)
 
     def __init__(self, parent: QWidget | None = None):
         super().__init__(parent)
@@ -78,6 +151,15 @@ class RealDataPanel(QFrame):
         self.open_button = menu_button("Open…", (
             ("Folder of real images…", self._pick_folder),
             ("Image array (.npy/.npz) or mu/sigma statistics (.npz)…", self._pick_file)))
+        self.features_box = QComboBox()
+        for label, data in FEATURE_PICKS:
+            self.features_box.addItem(label, data)
+        self.features_box.setToolTip(FEATURES_TIP)
+        self.features_box.setSizeAdjustPolicy(QComboBox.SizeAdjustPolicy.AdjustToMinimumContentsLengthWithIcon)
+        self.features_box.setMinimumContentsLength(12)
+        self.features_box.activated.connect(self._features_activated)
+        self.features = CLASSIFIER  # the features in effect (the state's), which a cancelled pick returns to
+        self.fd_label, self.fd_note = "FID", METRICS[1][3]  # the Fréchet distance's name and note on these features
         self.status = self._text()
         self.metrics = self._text()
         self.caveat = self._text()
@@ -91,9 +173,15 @@ class RealDataPanel(QFrame):
         row.addWidget(QLabel("Reference"))
         row.addWidget(self.reference_box, 1)
         row.addWidget(self.open_button)
+        features_row = QHBoxLayout()
+        features_label = QLabel("Features")
+        features_label.setToolTip(FEATURES_TIP)
+        features_row.addWidget(features_label)
+        features_row.addWidget(self.features_box, 1)
         layout = QVBoxLayout(self)
         layout.setContentsMargins(8, 4, 8, 4)
         layout.addLayout(row)
+        layout.addLayout(features_row)
         for w in (self.status, self.metrics, self.caveat, self.fid_plot, self.is_plot, self.coverage_label,
                   self.coverage):
             layout.addWidget(w)
@@ -132,11 +220,71 @@ class RealDataPanel(QFrame):
     def show_status(self, text: str, warning: bool = False) -> None:
         self.status.setText(inked("warning", text) if warning else text)
 
-    def show_caveat(self, classifier_name: str, comparable: bool) -> None:
-        self.caveat.setText(
-            f"Every number here depends on the classifier ({classifier_name})"
-            + ("" if comparable else ": not comparable with published FID or KID, which use the TF Inception")
-            + ". FID and IS move with N (biased at small N): compare the N → ∞ values, or equal N.")
+    # -- the features ---------------------------------------------------------------------------------------------
+    def _features_activated(self, index: int) -> None:
+        data = self.features_box.itemData(index)
+        spec = data if data == CLASSIFIER or ":" in data else self._ask_features(data)
+        if spec is None:  # cancelled: the box shows the features in effect again
+            self.set_features(self.features)
+            return
+        self.choose_features(spec)
+
+    def _ask_features(self, kind: str) -> str | None:
+        """The spec of a `kind` network ('dinov2', 'openclip', 'inception-tf') the user picks, or None (cancel)."""
+        title = {"dinov2": "DINOv2 checkpoint (Meta's .pth)", "openclip": "OpenCLIP model weights",
+                 "inception-tf": "Inception v3 weights (TF port)"}[kind]
+        path, _ = QFileDialog.getOpenFileName(self, title, "", WEIGHTS_FILTER)
+        if not path:
+            return None
+        if kind == "inception-tf":
+            return f"inception-tf:{path}"
+        if kind == "dinov2":
+            arch = dinov2_arch(path)
+            if arch is None:
+                arch, ok = QInputDialog.getItem(self, "DINOv2 architecture",
+                                                f"Which backbone are the weights in {Path(path).name}?",
+                                                list(DINOV2_ARCHS), 0, False)
+                if not ok:
+                    return None
+            return f"dinov2:{arch}:{path}"
+        name, ok = QInputDialog.getText(
+            self, "OpenCLIP architecture",
+            "open_clip's architecture name, exactly (e.g. ViT-B-32, or ViT-L-14-336 as CMMD uses):", text="ViT-B-32")
+        name = name.strip()
+        return f"openclip:{name}:{path}" if ok and name else None
+
+    def choose_features(self, spec: str) -> None:
+        """Select `spec` in the box (added when new) and announce it; the state says when it is in effect."""
+        self._select_features(spec)
+        self.features_chosen.emit(spec)
+
+    def set_features(self, spec: str) -> None:
+        """The features in effect (the state's): the box shows them."""
+        self.features = spec
+        self._select_features(spec)
+
+    def drop_features(self, spec: str) -> None:
+        """Forget an added choice that failed to load (never one of the fixed items or the features in effect)."""
+        k = self.features_box.findData(spec)
+        if k >= len(FEATURE_PICKS) and spec != self.features:
+            self.features_box.removeItem(k)
+        self._select_features(self.features)
+
+    def _select_features(self, spec: str) -> None:
+        k = self.features_box.findData(spec)
+        if k < 0:
+            self.features_box.addItem(features_title(spec), spec)
+            k = self.features_box.count() - 1
+            self.features_box.setItemData(k, spec, Qt.ItemDataRole.ToolTipRole)
+        self.features_box.setCurrentIndex(k)
+
+    def show_classifier(self, classifier: ClassifierInfo) -> None:
+        """The classifier scoring now: its features' Fréchet distance name and note, and the caveat."""
+        self.fd_label = classifier.feature_label
+        note = short_note(classifier.feature_note) if classifier.feature_note else ""
+        self.fd_note = f"{METRICS[1][3]}, {note}" if note else METRICS[1][3]
+        self.fid_plot.metric_name = classifier.feature_label  # (its title says it at the next fit)
+        self.caveat.setText(caveat(classifier))
 
     # -- the scores -----------------------------------------------------------------------------------------------
     def show_readout(self, fast: Readout | None, slow: Readout | None, has_reference: bool = True) -> None:
@@ -149,9 +297,11 @@ class RealDataPanel(QFrame):
         limits = {"IS": slow.is_inf if slow else None, "FID": slow.fid_inf if slow else None}
         rows = []
         for key, title, scale, note in METRICS:
+            if key == "FID":
+                title, note = self.fd_label, self.fd_note
             source = fast if key in fast.values or key in ("IS", "FID", "KID") else slow
             value = source.values.get(key) if source is not None else None
-            if key in ("precision", "recall") and slow is not None and slow.n != n and value is not None:
+            if key in SLOW_KEYS and slow is not None and slow.n != n and value is not None:
                 note = f"{note}; at N = {slow.n:,}"
             if value is None:
                 why = self._why(key, fast, slow, has_reference)
@@ -168,11 +318,11 @@ class RealDataPanel(QFrame):
     def _why(key: str, fast: Readout, slow: Readout | None, has_reference: bool) -> str:
         if key != "IS" and not has_reference:
             return "no reference chosen"
-        lookup = "precision/recall" if key in ("precision", "recall") else key
+        lookup = SLOW_KEYS.get(key, key)
         for readout in (fast, slow):
             if readout is not None and lookup in readout.missing:
                 return readout.missing[lookup]
-        return "computed when the stream pauses" if key in ("precision", "recall") else "not read yet"
+        return "computed when the stream pauses" if key in SLOW_KEYS else "not read yet"
 
     def show_fits(self, slow: Readout | None, live: dict[str, list[tuple[int, float]]]) -> None:
         """The 1/N fits with the live paths (live[metric] = [(N, value)])."""

@@ -4,9 +4,9 @@ Each streamed batch's features and logits go into one `LiveScores`; its O(batch 
 in by the readings, in workers, and taken back from them (`LiveScores.adopt`). Reading is two kinds of
 worker task on a snapshot: a quick one (IS, FID, KID) asked for whenever N moved and the last one came back, so it
 redraws as often as the machine allows (every batch at the demo's 128-d features), and a slow one (the infinite-N
-fits, coverage, and precision/recall, O(N^2 d)) asked for at most every few seconds while streaming and once more
-when the stream stops. A reference that changes mid-run is scored against the samples kept so far (the stream
-pauses meanwhile), so no image is classified twice.
+fits, class coverage, and precision/recall, density/coverage and CMMD, O(N^2 d)) asked for at most every few
+seconds while streaming and once more when the stream stops. A reference that changes mid-run is scored against
+the samples kept so far (the stream pauses meanwhile), so no image is classified twice.
 """
 
 from __future__ import annotations
@@ -61,11 +61,12 @@ class RealDataScores(QObject):
         """A new run by `classifier` (None: no classifier, e.g. a worked example): fresh scores against the
         reference, which is (re)loaded when the classifier or dataset changed."""
         self.classifier, self.dataset = classifier, dataset
+        if classifier is not None:
+            self.panel.show_classifier(classifier)  # (first: the table and fits drawn next name its features)
         self._new_scores(None)
         if classifier is None:
             self.panel.show_status("The worked examples give p(y|x) only: no images, no features.")
             return
-        self.panel.show_caveat(classifier.name, classifier.comparable)
         if not self.has_features:
             self.panel.show_status(f"Classifier {classifier.name} gives no features (a TorchScript file runs no "
                                    "hooks): FID, KID and precision/recall need a model whose last layer is linear, "
@@ -127,12 +128,12 @@ class RealDataScores(QObject):
                          executor=COMPUTE, on_result=loaded, on_error=failed)
 
     def _rebuild_without_reference(self, features) -> LiveScores:
-        live = LiveScores(None, class_names=self.classifier.class_names)
+        live = LiveScores(None, class_names=self.classifier.class_names, clip=self.classifier.clip)
         live.add(*features)
         return live
 
     def _new_scores(self, reference) -> None:
-        self._install(LiveScores(reference, class_names=self.classifier.class_names)
+        self._install(LiveScores(reference, class_names=self.classifier.class_names, clip=self.classifier.clip)
                       if self.has_features else None)
 
     def _install(self, live: LiveScores | None) -> None:
@@ -231,7 +232,8 @@ class RealDataScores(QObject):
         self.panel.show_readout(self.fast, self.slow, self.has_reference)
         fast, slow = self.fast, self.slow
         both = _merged(fast, slow) if fast is not None and slow is not None and slow.n == fast.n else fast
-        self._on_headline(headline(both, self.has_reference))
+        label = self.classifier.feature_label if self.classifier is not None else "FID"
+        self._on_headline(headline(both, self.has_reference, label))
 
     def _show_slow(self) -> None:
         """The 1/N fits with the live paths, and coverage."""
@@ -244,6 +246,6 @@ class RealDataScores(QObject):
 
 
 def _merged(fast: Readout, slow: Readout) -> Readout:
-    """The fast readout with the slow one's precision/recall (both at the same N)."""
+    """The fast readout with the slow one's precision/recall, density/coverage and CMMD (both at the same N)."""
     return Readout(fast.n, {**slow.values, **fast.values}, {**slow.missing, **fast.missing}, slow.fid_inf,
                    slow.is_inf, slow.coverage)

@@ -1,7 +1,7 @@
-"""What the gallery shows, without Qt: the scores, the chosen source and classifier, whether it streams, the demo
-run scored now and what the score panel offers. An evented dataclass (psygnal): the widgets follow its events
-(`state.events.streaming.connect(...)`), and the text the window shows is computed here, so it is tested without
-a window."""
+"""What the gallery shows, without Qt: the scores, the chosen source, classifier and feature network, whether it
+streams, the demo run scored now and what the score panel offers. An evented dataclass (psygnal): the widgets follow
+its events (`state.events.streaming.connect(...)`), and the text the window shows is computed here, so it is tested
+without a window."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from psygnal import evented
 
 from probescope.app.gallery.scores import GalleryScores
-from probescope.jobs.scoring_stream import ClassifierInfo, DemoRun
+from probescope.jobs.scoring_stream import CLASSIFIER, ClassifierInfo, DemoRun
 
 SAMPLES = "samples"  # the source of the opened samples (the others are the worked examples A-D)
 KNOBS, MODEL = "knobs", "model"  # what the score panel may offer: a run with the knobs, the loaded model
@@ -29,11 +29,14 @@ class Offer:
 @dataclass
 class GalleryState:
     """The gallery's state. `kept` holds the opened samples' scores (scores, split, class names, real-data scores)
-    while a worked example is shown; `run` the demo sampler's run scored now (None for other samples)."""
+    while a worked example is shown; `run` the demo sampler's run scored now (None for other samples); `features`
+    the feature network spec every distance is measured in (core.scoring.features; CLASSIFIER: the classifier's
+    own), the one in effect: it changes once a classifier with those features has loaded."""
 
     scores: GalleryScores = field(default_factory=GalleryScores)
     source: str = SAMPLES
     classifier: ClassifierInfo | None = None
+    features: str = CLASSIFIER
     class_names: tuple[str, ...] | None = None
     streaming: bool = False
     run: DemoRun | None = None

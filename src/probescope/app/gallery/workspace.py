@@ -76,7 +76,8 @@ class GalleryWorkspace(Workspace):
         self.realism = SampleRealism(pool, self.task_key, self.real, self.grid, NeighboursPanel(), CopyingPanel(),
                                      lambda: self.scores, self.views.order_changed)
         self.detail.layout().insertWidget(self.detail.layout().count() - 1, self.realism.neighbours)
-        self.real_panel.layout().insertWidget(4, self.realism.copying)  # under the scores and their caveat
+        real_layout = self.real_panel.layout()  # the copy test under the scores and their caveat
+        real_layout.insertWidget(real_layout.indexOf(self.real_panel.caveat) + 1, self.realism.copying)
         self.splits = SplitProtocol(pool, self.task_key("scores:split"), self.score_panel,
                                     self.gallery.classifier_label)
         self._build_layout()
@@ -120,8 +121,18 @@ class GalleryWorkspace(Workspace):
             signal.connect(lambda *_: self.views.order_changed())
         c.csv_button.clicked.connect(self._export_csv_dialog)
         self.score_panel.notice_button.clicked.connect(self._notice_clicked)
-        self.gallery.events.offer.connect(self._show_offer)
-        self._show_offer(self.gallery.offer)  # (bound: the panel shows the state from the start)
+        self.real_panel.features_chosen.connect(self.classifiers.load_features)
+        g = self.gallery
+        g.events.offer.connect(self._show_offer)
+        g.events.features.connect(self.real_panel.set_features)
+        g.events.source.connect(self._enable_features)
+        self._show_offer(g.offer)  # (bound: the panels show the state from the start)
+        self.real_panel.set_features(g.features)
+        self._enable_features(g.source)
+
+    def _enable_features(self, source: str) -> None:
+        """A worked example has no images, so no features: the box waits for the opened samples."""
+        self.real_panel.features_box.setEnabled(source == SAMPLES)
 
     def _show_offer(self, offer: Offer | None) -> None:
         self.score_panel.show_notice(*((offer.text, offer.action) if offer is not None else ("", "")))
@@ -260,9 +271,15 @@ class GalleryWorkspace(Workspace):
             window.browse("samples")
 
     def set_classifier_spec(self, spec: str) -> None:
-        """Load classifier `spec` ('demo', 'inception-tf:<file>', ...) in the compute thread, then rescore."""
+        """Load classifier `spec` ('demo', 'inception-tf:<file>', ...) in the compute thread, then rescore (in the
+        features chosen)."""
         self.run.stop()
         self.classifiers.load(spec)
+
+    def set_features_spec(self, spec: str) -> None:
+        """Measure every distance in feature network `spec` ('classifier', 'dinov2:vits14:<file>', ...): the
+        classifier is loaded again with it, then the samples are rescored."""
+        self.real_panel.choose_features(spec)
 
     # -- views ------------------------------------------------------------------------------------------------------
     def update_views(self) -> None:
