@@ -36,7 +36,7 @@ NOT_NUMERIC = {
                "class_names", "label_map", "device", "trust", "out", "layout"},
     "batch": {"manifest", "out", "ray", "trust"},
     "score": {"probs", "logits", "images", "generator", "example", "classifier", "device", "extensions",
-              "save_logits", "fid", "save_stats", "trust", "per_image", "held_out"},
+              "save_logits", "fid", "save_stats", "trust", "per_image", "held_out", "features"},
     "similarity": {"judgments", "catalog", "images", "features", "model", "layer", "preprocess", "pool", "distance",
                    "layout",
                    "embedding", "device", "trust"},
