@@ -308,3 +308,41 @@ def _text(capsys, argv: list[str]) -> str:
 def test_per_sample_flags_refused(capsys, argv, message):
     assert main(["score", *argv]) == 2
     assert message in capsys.readouterr().err
+
+
+def test_held_out_images_that_are_the_reference_are_refused(capsys, tmp_path):
+    """--held-out naming the --fid reference is refused before anything runs; held-out images that all turn out to
+    be reference images are refused once they are seen, and a partial overlap is a caution in the result itself."""
+    assert main(["score", "--images", "demo", "--fid", "demo", "--held-out", "demo"]) == 2
+    assert "names the --fid reference itself" in capsys.readouterr().err
+    from probescope.core.demo import world
+
+    real = np.stack([s.image for s in world.render_batch(40, 120)])
+    np.savez(tmp_path / "real.npz", images=real)
+    np.savez(tmp_path / "same.npz", images=real[:100])
+    common = ["score", "--images", "demo", "--n", "40", "--splits", "1", "--fid", str(tmp_path / "real.npz")]
+    assert main([*common, "--held-out", str(tmp_path / "same.npz")]) == 2
+    assert "all 100 held-out images are also in the --fid reference" in capsys.readouterr().err
+    mixed = np.concatenate([real[:10], np.stack([s.image for s in world.render_batch(41, 110)])])
+    np.savez(tmp_path / "mixed.npz", images=mixed)
+    assert main([*common, "--held-out", str(tmp_path / "mixed.npz"), "--per-image", str(tmp_path / "rows.csv")]) == 0
+    out = capsys.readouterr().out
+    assert out.count("CAUTION: 10 of the 120 held-out images are also in the") == 2  # the copy test and C_T
+
+
+def test_the_word_demo_is_the_builtin_world_beside_a_demo_folder(capsys, tmp_path, monkeypatch):
+    """With a ./demo folder in the current directory, 'demo' still means the built-in demo world everywhere, and a
+    note says so; ./demo names the folder."""
+    from probescope.core.demo.dataset import write_demo_dataset
+
+    write_demo_dataset(tmp_path / "demo", 12)
+    monkeypatch.chdir(tmp_path)
+    assert main(["info", "demo"]) == 0
+    captured = capsys.readouterr()
+    assert "architecture     demonet" in captured.out
+    assert "'demo' (the spec) is the built-in demo world, not the folder ./demo" in captured.err
+    assert main(["info", "./demo"]) == 0
+    captured = capsys.readouterr()
+    assert "images           12" in captured.out and captured.err == ""
+    assert main(["score", "--images", "demo", "--n", "8", "--splits", "1"]) == 0
+    assert "'demo' (--images) is the built-in demo world" in capsys.readouterr().err

@@ -4,13 +4,12 @@ honest samples, copies found, the Clopper-Pearson interval, the reference split 
 from __future__ import annotations
 
 import math
-import warnings
 
 import numpy as np
 import pytest
 from scipy.spatial.distance import cdist
 
-from probescope.core.errors import InputError, Note
+from probescope.core.errors import InputError
 from probescope.core.scoring.copy_test import (
     DEFAULT_ALPHA,
     DEFAULT_HELD_OUT_SHARE,
@@ -174,7 +173,7 @@ def test_result_interval_dict_and_summary():
     d = result.to_dict()
     assert set(d) == {"copy_test_alpha", "copy_test_threshold", "copy_test_flagged", "copy_test_samples",
                       "copy_test_flagged_share", "copy_test_interval", "copy_test_held_out",
-                      "copy_test_held_out_images", "copy_test_features"}
+                      "copy_test_held_out_images", "copy_test_features", "copy_test_held_out_in_reference"}
     assert d["copy_test_samples"] == 100 and d["copy_test_held_out_images"] == 199
     assert d["copy_test_interval"] == [lo, hi] and d["copy_test_held_out"] == "--held-out DIR"
     assert d["copy_test_features"] == "inception" and d["copy_test_flagged"] == result.flagged_count
@@ -231,15 +230,17 @@ def test_refusals():
         copy_test(generated, reference, np.empty((0, 8)), alpha=0.1)
 
 
-def test_note_when_held_out_images_are_in_the_reference():
+def test_held_out_images_in_the_reference_are_counted_and_said():
+    """Held-out images that are reference images are not held out: the result counts them and its summary carries
+    the caution (no separate note that a reader of the result alone would miss)."""
     rng = np.random.default_rng(10)
     reference, held_out, generated = _gaussian(rng, 100, 40, 20)
     held_out[:3] = reference[[5, 6, 7]] * 1.0  # "held out", yet in the reference
-    with pytest.warns(Note, match="3 of 40 held-out images are also in the reference"):
-        copy_test(generated, reference, held_out, alpha=0.1)
-    with warnings.catch_warnings():
-        warnings.simplefilter("error")
-        copy_test(generated, reference, held_out[3:], alpha=0.1)
+    result = copy_test(generated, reference, held_out, alpha=0.1)
+    assert result.in_reference == 3 and result.to_dict()["copy_test_held_out_in_reference"] == 3
+    assert "CAUTION: 3 of the 40 held-out images are also in the reference" in result.summary()
+    clean = copy_test(generated, reference, held_out[3:], alpha=0.1)
+    assert clean.in_reference == 0 and "CAUTION" not in clean.summary()
 
 
 def test_progress_spans_both_passes():

@@ -268,8 +268,9 @@ def test_low_diversity_is_copying_to_c_t_but_not_to_the_flags(demo_sets):
 def test_held_out_images_that_are_training_images_are_named(demo_sets):
     from probescope.core.errors import Note
 
-    with pytest.warns(Note, match=r"\d+ of \d+ held-out images are also in the training set"):
-        data_copying(demo_sets["real"], demo_sets["real"][:100], demo_sets["fresh"], cells=3)
+    with pytest.warns(Note, match=r"100 of 100 held-out images are also in the training set"):
+        result = data_copying(demo_sets["real"], demo_sets["real"][:100], demo_sets["fresh"], cells=3)
+    assert result.in_training == 100 and result.to_dict()["data_copying_held_out_in_training"] == 100
 
 
 def test_radii_of_several_k_in_one_pass(tmp_path, monkeypatch):

@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import importlib
+import os
 import signal
 import sys
 import threading
@@ -76,6 +77,7 @@ def main(argv: list[str] | None = None) -> int:
         parser.print_help()
         return 2
     module = importlib.import_module(args._module)
+    _say_which_demo(args, argv)
     warnings.showwarning = _show_warning
     try:
         with _terminate_as_interrupt(args.command != "gui"):
@@ -92,6 +94,26 @@ def main(argv: list[str] | None = None) -> int:
         end_progress_line()
         print(f"probescope {args.command}: interrupted", file=sys.stderr)
         return 130
+
+
+BUILTIN_DEMO = "demo"  # always the built-in demo world (model, dataset, samples); a path named so is ./demo
+
+
+def _say_which_demo(args: argparse.Namespace, argv: list[str]) -> None:
+    """The word 'demo' names the built-in demo world in every option; a file or folder called demo in the current
+    directory is spelled ./demo. When both could be meant (the word typed, the path there), one line says which is
+    used."""
+    typed = any(word == BUILTIN_DEMO or word.endswith("=" + BUILTIN_DEMO) for word in argv)
+    if not typed or not os.path.lexists(BUILTIN_DEMO):
+        return
+    flags = {word.split("=", 1)[0] for word in argv if word.startswith("--")}
+    given = [name for name, value in vars(args).items() if value == BUILTIN_DEMO and not name.startswith("_")
+             and ("--" + name.replace("_", "-") in flags or name == "spec")]
+    if given:
+        kind = "folder" if os.path.isdir(BUILTIN_DEMO) else "file"
+        options = ", ".join("--" + name.replace("_", "-") if name != "spec" else "the spec" for name in given)
+        print(f"probescope {args.command}: note: 'demo' ({options}) is the built-in demo world, not the {kind} "
+              f"./demo in this directory; write ./demo for that", file=sys.stderr)
 
 
 class Terminated(Exception):

@@ -23,6 +23,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def _dataset_target(spec: str, index: str) -> tuple[Path, str] | None:
+    if spec == "demo":  # the built-in demo model, whatever the current directory holds (./demo for a folder)
+        return None
     path = Path(spec).expanduser()
     if path.is_dir() and (path / index).is_file():
         return path, index

@@ -202,6 +202,9 @@ def _check_flags(args: argparse.Namespace) -> None:
     if (args.kid or args.prc or args.density_coverage or args.held_out or args.cmmd) and not args.fid:
         raise InputError("--kid, --prc, --density-coverage, --cmmd and --held-out compare with a reference set: give "
                          "it with --fid REF (or --fid for the demo world's images)")
+    if args.held_out and args.fid and _same_input(args.held_out, args.fid):
+        raise InputError(f"--held-out {args.held_out} names the --fid reference itself: held-out images must be real "
+                         "images not in the reference (never trained on)")
     from probescope.core.scoring.feature_spec import check_spec
 
     check_spec(args.features)
@@ -209,6 +212,13 @@ def _check_flags(args: argparse.Namespace) -> None:
         raise InputError(f"--cmmd is measured on CLIP image embeddings: add --features openclip:NAME:FILE (the "
                          f"features are {args.features!r})")
     _check_outputs(args)
+
+
+def _same_input(a: str, b: str) -> bool:
+    """Two reference specs naming the same images: the same word ('demo') or the same path."""
+    from pathlib import Path
+
+    return a == b or (Path(a).exists() and Path(b).exists() and Path(a).resolve() == Path(b).resolve())
 
 
 OUTPUT_OPTIONS = ("per_image", "save_logits", "save_stats")  # every option `score` writes a file to

@@ -239,16 +239,19 @@ def score_rows(ctx: TaskContext, scores, settings: ScoreSettings, ask: ScoreAsk,
     if ask.per_image:
         _per_image(ctx, result, settings, ask, features, reference, held_out)
     if held_out is not None:
+        from probescope.core.scoring.copy_test import in_reference_caveat
         from probescope.core.scoring.copying import data_copying
         from probescope.core.scoring.report import shown
 
-        copying = data_copying(reference.require_features("the data-copying test"),
-                               held_out.require_features("the data-copying test"), features, settings.copy_cells,
-                               seed=settings.seed, progress=ctx.progress, cancel=ctx.cancelled)
+        held = held_out.require_features("the data-copying test")
+        copying = data_copying(reference.require_features("the data-copying test"), held, features,
+                               settings.copy_cells, seed=settings.seed, progress=ctx.progress, cancel=ctx.cancelled)
+        _refuse_held_out_in_reference(copying.in_training, len(held), held_out.name)
         result.per_sample.update(copying.to_dict())
         result.lines.append(f"data-copying C_T: {shown(copying.statistic, 2)}   ({copying.cells_used} of "
                             f"{copying.cells} cells; << 0: samples closer to the training set than held-out images, "
-                            "copying; >> 0: farther, underfitting)")
+                            "copying; >> 0: farther, underfitting)"
+                            + in_reference_caveat(copying.in_training, len(held), "training set (--fid)"))
     return result
 
 
@@ -315,8 +318,11 @@ def copy_calibration(ctx: TaskContext, reference, held_out, settings: ScoreSetti
 
     real = reference.require_features("the copy test")
     if held_out is not None:
-        return calibrate(real, held_out.require_features("the copy test"), alpha=settings.copy_alpha,
-                         held_out_note=f"held-out images {held_out.name}", cancel=ctx.cancelled), ""
+        held = held_out.require_features("the copy test")
+        calibration = calibrate(real, held, alpha=settings.copy_alpha, held_out_note=f"held-out images "
+                                f"{held_out.name}", cancel=ctx.cancelled)
+        _refuse_held_out_in_reference(calibration.in_reference, len(held), held_out.name)
+        return calibration, ""
     needed = min_held_out(settings.copy_alpha)
     if round(settings.held_out_share * len(real)) < needed:
         return None, (f"at alpha {settings.copy_alpha:g} it needs {needed} held-out real images; "
@@ -324,3 +330,10 @@ def copy_calibration(ctx: TaskContext, reference, held_out, settings: ScoreSetti
                       "REF, a larger reference or a larger --held-out-share)")
     return set_aside_calibration(real, alpha=settings.copy_alpha, share=settings.held_out_share, seed=settings.seed,
                                  cancel=ctx.cancelled), ""
+
+
+def _refuse_held_out_in_reference(same: int, n: int, name: str) -> None:
+    """Held-out images that are all reference images hold nothing out: neither copy test means anything."""
+    if same == n:
+        raise InputError(f"all {n} held-out images are also in the --fid reference (distance 0): held-out images "
+                         "must be real images not in the reference (never trained on)", name)

@@ -23,13 +23,12 @@ which has no calibration: it fires on about 38% of honest samples. Distances are
 from __future__ import annotations
 
 import math
-import warnings
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 
 import numpy as np
 
-from probescope.core.errors import InputError, Note
+from probescope.core.errors import InputError
 from probescope.core.scoring.frechet import feature_sets
 from probescope.core.scoring.precision_recall import distance_blocks
 from probescope.core.tasks import CancelCheck, ProgressCallback, check_cancel, report
@@ -54,6 +53,7 @@ class CopyTest:
     held_out_distances: np.ndarray  # (n,) float64, sorted
     held_out: str  # where the held-out images came from
     features: str = ""
+    in_reference: int = 0  # held-out images that are reference images (distance 0): not held out at all
 
     @property
     def samples(self) -> int:
@@ -79,7 +79,7 @@ class CopyTest:
                 "copy_test_flagged": self.flagged_count, "copy_test_samples": self.samples,
                 "copy_test_flagged_share": self.flagged_share, "copy_test_interval": [lo, hi],
                 "copy_test_held_out": self.held_out, "copy_test_held_out_images": len(self.held_out_distances),
-                "copy_test_features": self.features}
+                "copy_test_features": self.features, "copy_test_held_out_in_reference": self.in_reference}
 
     def joined(self, more: CopyTest) -> CopyTest:
         """This test's samples followed by `more`'s (the same calibration)."""
@@ -94,7 +94,8 @@ class CopyTest:
         return (f"possible copies: {self.flagged_count} of {self.samples} samples ({_percent(self.flagged_share)}%, "
                 f"95% CI {_percent(lo)}–{_percent(hi)}%; expected {_percent(self.alpha)}% at alpha {self.alpha:g} if "
                 f"no sample copies): nearest-reference distance below the {_percent(self.alpha)}% quantile of "
-                f"{len(self.held_out_distances)} held-out real images'{where}")
+                f"{len(self.held_out_distances)} held-out real images'{where}"
+                + in_reference_caveat(self.in_reference, len(self.held_out_distances), "reference"))
 
 
 def min_held_out(alpha: float) -> int:
@@ -159,6 +160,7 @@ class Calibration:
     held_out_distances: np.ndarray  # (n,) float64, sorted
     held_out: str  # where the held-out images came from
     searched: np.ndarray | None = None  # reference rows the nearest image is looked for among
+    in_reference: int = 0  # held-out images that are reference images (distance 0)
 
     @property
     def threshold(self) -> float:
@@ -177,7 +179,7 @@ class Calibration:
         """The CopyTest of samples at these nearest-reference distances (nearest: reference indices)."""
         p = self.p_values(distance)
         return CopyTest(float(self.alpha), self.threshold, distance, nearest, p, p <= self.alpha,
-                        self.held_out_distances, self.held_out, features)
+                        self.held_out_distances, self.held_out, features, self.in_reference)
 
 
 def calibrate(reference: np.ndarray, held_out: np.ndarray, *, alpha: float = DEFAULT_ALPHA, held_out_note: str = "",
@@ -193,8 +195,8 @@ def calibrate(reference: np.ndarray, held_out: np.ndarray, *, alpha: float = DEF
     rows = reference if searched is None else reference[searched]
     h, _ = nearest_reference(held_out, rows, cancel=cancel, progress=progress)
     h.sort()
-    _warn_if_in_reference(h, float(np.sqrt(np.square(rows, dtype=np.float64).sum(axis=1).mean())))
-    return Calibration(float(alpha), h, held_out_note, searched)
+    same = same_images(h, rows)
+    return Calibration(float(alpha), h, held_out_note, searched, same)
 
 
 def set_aside_calibration(reference: np.ndarray, *, alpha: float = DEFAULT_ALPHA,
@@ -241,14 +243,19 @@ def _part(progress: ProgressCallback | None, first: int, count: int, total: int,
                                             f"copy test, {what} images: {message}")
 
 
-def _warn_if_in_reference(held_out_distances: np.ndarray, scale: float) -> None:
-    """A Note when held-out images coincide with reference images (distance 0 up to the rounding of vectors of norm
-    about `scale`): they are not held out, their distances are 0, and the test flags less than it should."""
-    same = int((held_out_distances <= SAME_IMAGE * scale).sum())
-    if same:
-        warnings.warn(Note(f"copy test: {same} of {len(held_out_distances)} held-out images are also in the "
-                           "reference (distance 0): held-out images must be real images not in the reference"),
-                      stacklevel=3)
+def same_images(distances: np.ndarray, rows: np.ndarray) -> int:
+    """How many of these nearest distances are 0 up to the rounding of distances between vectors of the rows' RMS
+    norm: images that are also among `rows` (held-out images that are not held out)."""
+    scale = float(np.sqrt(np.square(rows, dtype=np.float64).sum(axis=1).mean()))
+    return int((np.asarray(distances) <= SAME_IMAGE * scale).sum())
+
+
+def in_reference_caveat(same: int, n: int, what: str) -> str:
+    """The caveat a result carries when `same` of its `n` held-out images are also in the `what` set."""
+    if not same:
+        return ""
+    return (f"; CAUTION: {same} of the {n} held-out images are also in the {what} (distance 0): they are not held "
+            "out, so the test flags fewer samples than it should")
 
 
 def _percent(share: float) -> str:

@@ -32,6 +32,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from probescope.core.errors import InputError, Note
+from probescope.core.scoring.copy_test import same_images
 from probescope.core.scoring.frechet import as_features, feature_sets
 from probescope.core.scoring.precision_recall import distance_blocks
 from probescope.core.tasks import CancelCheck, ProgressCallback, check_cancel, report
@@ -51,6 +52,7 @@ class DataCopying:
     test_share: np.ndarray  # P_n(pi)
     generated_share: np.ndarray  # Q_m(pi)
     train_counts: np.ndarray  # training images per cell
+    in_training: int = 0  # held-out images that are training images (distance 0): not held out at all
 
     @property
     def cells(self) -> int:
@@ -63,7 +65,7 @@ class DataCopying:
     def to_dict(self) -> dict:
         return {"data_copying_ct": None if math.isnan(self.statistic) else self.statistic,
                 "data_copying_cells": self.cells, "data_copying_cells_used": self.cells_used,
-                "data_copying_tau": self.tau}
+                "data_copying_tau": self.tau, "data_copying_held_out_in_training": self.in_training}
 
 
 def nearest_distance(points: np.ndarray, train: np.ndarray) -> np.ndarray:
@@ -128,31 +130,20 @@ def data_copying(train: np.ndarray, held_out: np.ndarray, generated: np.ndarray,
     counts = [np.bincount(lb, minlength=k) for lb in labels]
     test_share, generated_share = counts[1] / len(held_out), counts[2] / len(generated)
     z = np.full(k, np.nan)
-    held_distances = []
     for c in range(k):
         check_cancel(cancel)
         report(progress, c / k, f"data-copying test: cell {c + 1}/{k}")
         if counts[1][c] == 0 or counts[2][c] == 0 or generated_share[c] < tau:
             continue
         cell_train = train[labels[0] == c]
-        held_distances.append(nearest_distance(held_out[labels[1] == c], cell_train))
-        z[c] = mann_whitney_z(nearest_distance(generated[labels[2] == c], cell_train), held_distances[-1])
-    rms_norm = float(np.sqrt(np.square(train, dtype=np.float64).sum(axis=1).mean()))
-    _warn_if_trained_on(held_distances, rms_norm)
+        z[c] = mann_whitney_z(nearest_distance(generated[labels[2] == c], cell_train),
+                              nearest_distance(held_out[labels[1] == c], cell_train))
+    same = same_images(nearest_distance(held_out, train), train)  # held-out images found among the training ones
+    if same:
+        warnings.warn(Note(f"data-copying test: {same} of {len(held_out)} held-out images are also in the training "
+                           "set (distance 0): the held-out set must be images the generator never saw"), stacklevel=2)
     used = np.isfinite(z)
     weight = test_share[used].sum()
     statistic = float(test_share[used] @ z[used] / weight) if weight > 0 else math.nan
     report(progress, 1.0, "data-copying test done")
-    return DataCopying(statistic, tau, z, test_share, generated_share, counts[0])
-
-
-def _warn_if_trained_on(held_distances: list[np.ndarray], scale: float) -> None:
-    """A Note when held-out images coincide with training images (distance 0 up to the rounding of distances of
-    vectors of norm about `scale`): then they are not held out, and C_T leans towards underfitting."""
-    if not held_distances:
-        return
-    d = np.concatenate(held_distances)
-    same = int((d <= 1e-6 * scale).sum())
-    if same:
-        warnings.warn(Note(f"data-copying test: {same} of {len(d)} held-out images are also in the training set "
-                           "(distance 0): the held-out set must be images the generator never saw"), stacklevel=3)
+    return DataCopying(statistic, tau, z, test_share, generated_share, counts[0], same)
