@@ -217,3 +217,15 @@ def test_a_cancelled_computation_says_so_and_is_asked_for_again(qtbot, make_work
     qtbot.waitUntil(lambda: ws.realism.done == N and not ws.streaming, timeout=WAIT_MS)
     ws.grid.select_image(1)
     assert ws.realism.neighbours.shown == 1
+
+
+def test_copies_text_cautions_when_held_out_images_are_in_the_reference():
+    from probescope.app.gallery.realism_panel import copies_text
+    from probescope.core.scoring.copy_test import copy_test
+
+    rng = np.random.default_rng(3)
+    reference, held, generated = rng.normal(size=(80, 6)), rng.normal(size=(30, 6)), rng.normal(size=(20, 6))
+    held[:4] = reference[:4]
+    text = copies_text(copy_test(generated, reference, held, alpha=0.1))
+    assert "4 of the 30 held-out images are also in the reference" in text
+    assert "also in the reference" not in copies_text(copy_test(generated, reference, held[4:], alpha=0.1))

@@ -212,6 +212,10 @@ def copies_text(copy: CopyTest) -> str:
     else:
         reading = ("No more flags than honest samples give: no sign of copying (each flag is still worth a look at "
                    "its nearest images).")
+    if copy.in_reference:
+        reading = inked("warning", f"{copy.in_reference:,} of the {held:,} held-out images are also in the reference "
+                        "(distance 0): they are not held out, so fewer samples are flagged than should be; choose "
+                        "held-out images that are not in the reference.") + " " + reading
     return f"{text}<br>{reading}"
 
 
