@@ -155,12 +155,24 @@ def package_at(rev: str, into: Path) -> Path | None:
     return into / "src"
 
 
-def measure_fresh(runs: int, before: str) -> dict[str, list[dict]]:
+def measure_fresh(runs: int, before: str, load: int = 0) -> dict[str, list[dict]]:
     """Launches on an empty cache folder, the package at `before` and this one alternating: each run's times (see
-    `launch_child`), its CPU with its children, the machine's load average and how busy its cores were."""
-    import tempfile
+    `launch_child`), its CPU with its children, the machine's load average and how busy its cores were; with `load`
+    that many CPU-bound processes (`sh -c 'while :; do :; done'`, as a training run would) run meanwhile."""
 
     results: dict[str, list[dict]] = {"before": [], "after": []}
+    hogs = [subprocess.Popen(["sh", "-c", "while :; do :; done"]) for _ in range(load)]
+    try:
+        return _fresh_runs(runs, before, results)
+    finally:
+        for hog in hogs:
+            hog.kill()
+            hog.wait()
+
+
+def _fresh_runs(runs: int, before: str, results: dict[str, list[dict]]) -> dict[str, list[dict]]:
+    import tempfile
+
     with tempfile.TemporaryDirectory() as tmp:
         old_src = package_at(before, Path(tmp))
         here = Path(__file__).resolve().parents[1] / "src"
@@ -185,10 +197,11 @@ def measure_fresh(runs: int, before: str) -> dict[str, list[dict]]:
     return results
 
 
-def report_fresh(runs: int, before: str) -> None:
-    results = measure_fresh(runs, before)
+def report_fresh(runs: int, before: str, load: int) -> None:
+    results = measure_fresh(runs, before, load)
     cores = os.cpu_count() or 1
-    print(f"fresh launch (empty cache folder), {runs} run(s) each, alternating; {cores} cores:")
+    print(f"fresh launch (empty cache folder), {runs} run(s) each, alternating; {cores} cores; {load} other CPU-bound "
+          "process(es) running meanwhile:")
     for name in ("before", "after"):
         label = f"{before} (before)" if name == "before" else "this tree (after)"
         for r in results[name]:
@@ -699,12 +712,14 @@ def main() -> None:
     parser.add_argument("--fresh", action="store_true", help="measure only launches on an empty cache folder")
     parser.add_argument("--fresh-runs", type=int, default=1, help="fresh launches of each version")
     parser.add_argument("--before", default="75344cc", help="git revision of the fresh launch's 'before'")
+    parser.add_argument("--load", type=int, default=0, help="CPU-bound processes run during the fresh launches "
+                        "(2: the issue's busy machine)")
     args = parser.parse_args()
     if args.child:
         launch_child(args.kernel)
         return
     if args.fresh:
-        report_fresh(args.fresh_runs, args.before)
+        report_fresh(args.fresh_runs, args.before, args.load)
         return
     if args.gallery:
         report_gallery(args.stream, args.gallery_images)
