@@ -17,7 +17,7 @@ from probescope.core.scoring.feature_spec import CLASSIFIER, check_spec
 from probescope.core.scoring.features import load_feature_network
 from probescope.main import main
 
-N = 40  # images per set: enough for every score's protocol, small enough for the suite (the benchmark runs 400)
+N = 24  # images per set: enough for every score's protocol, small enough for the suite (the benchmark runs 400)
 
 
 @pytest.fixture(scope="module")
@@ -78,11 +78,11 @@ def test_fd_dinov2_kid_and_prc_equal_torch_fidelity(dinov2_weights, image_sets, 
     monkeypatch.setattr(torch.hub, "load", lambda *a, **k: MetaDinoV2(random_state(0)))
     theirs = torch_fidelity.calculate_metrics(
         input1=_Images(image_sets["generated"]), input2=_Images(image_sets["real"]), fid=True, kid=True, prc=True,
-        feature_extractor="dinov2-vit-s-14", kid_subsets=20, kid_subset_size=30, cuda=False, verbose=False,
+        feature_extractor="dinov2-vit-s-14", kid_subsets=20, kid_subset_size=20, cuda=False, verbose=False,
         cache=False, batch_size=32, save_cpu_ram=True)
     assert main(["score", "--images", str(image_sets["generated_path"]), "--fid", str(image_sets["real_path"]),
                  "--features", f"dinov2:vits14:{dinov2_weights}", "--kid", "--kid-subsets", "20",
-                 "--kid-subset-size", "30", "--prc", "--splits", "1", "--json"]) == 0
+                 "--kid-subset-size", "20", "--prc", "--splits", "1", "--json"]) == 0
     ours = json.loads(capsys.readouterr().out)
     assert ours["fd_name"] == "FD_DINOv2" and ours["feature_precision"] == "fp32"
     assert ours["fid"] == pytest.approx(theirs["frechet_inception_distance"], rel=1e-4)
