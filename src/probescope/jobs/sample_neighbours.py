@@ -22,9 +22,10 @@ from probescope.jobs.scoring_stream import ClassifierChoice, classifier_of
 
 
 def neighbours_job(ctx: TaskContext, *, generated: np.ndarray, reference: ReferenceSet, k: int,
-                   held_out: ReferenceSet | None = None,
+                   held_out: ReferenceSet | None = None, before: SampleNeighbours | None = None,
                    settings: ScoreSettings = WINDOW) -> SampleNeighbours:
-    """Realism, the k nearest reference images and the copy test of each of `generated` (features), with the
+    """Realism, the k nearest reference images and the copy test of each of `generated` (features), after the
+    samples of `before` (the result so far, joined here so the window's GUI thread only shows it), with the
     reference's k-NN radii read from (or added to) its cache; the copy test is calibrated on `held_out` (with
     features) or on a part of the reference set aside (`settings`' share, seed and alpha)."""
     from probescope.jobs.scoring import copy_calibration
@@ -33,9 +34,10 @@ def neighbours_job(ctx: TaskContext, *, generated: np.ndarray, reference: Refere
     radii = reference.radii_of((k,), progress=ctx.progress, cancel=ctx.cancelled)
     usable = held_out if held_out is not None and held_out.features is not None else None
     calibration, _why = copy_calibration(ctx, reference, usable, settings)
-    return sample_neighbours(generated, reference.require_features("realism"), k, real_radii=radii[k],
-                             calibration=calibration, features=reference.feature_note, progress=ctx.progress,
-                             cancel=ctx.cancelled)
+    result = sample_neighbours(generated, reference.require_features("realism"), k, real_radii=radii[k],
+                               calibration=calibration, features=reference.feature_note, progress=ctx.progress,
+                               cancel=ctx.cancelled)
+    return result if before is None else before.joined(result)
 
 
 def copying_cells(samples: int, train: int) -> int:

@@ -138,7 +138,7 @@ class SampleRealism(QObject):
         def done(result: SampleNeighbours) -> None:
             if live is not self.live or start != self.done or held is not self.calibrated_on:
                 return
-            self.result = result if self.result is None else _joined(self.result, result)
+            self.result = result  # (the samples before `start` joined in the job: the GUI thread only shows)
             self._publish()
             self.update(self.streaming)
 
@@ -147,7 +147,7 @@ class SampleRealism(QObject):
                 self.error = error.message
                 self.show_sample(self.grid.current_image())
 
-        args = {"generated": generated, "reference": reference, "k": live.prc_k}
+        args = {"generated": generated, "reference": reference, "k": live.prc_k, "before": self.result}
         if held is not None:
             args["held_out"] = held
         self.pool.submit(Job(neighbours_job, args, compute=False),
@@ -320,8 +320,3 @@ class SampleRealism(QObject):
         if spec == DATASET:
             return None if dataset is None else dataset.load_image
         return lambda j: reference_reader(spec, str(reference.cache_path))(j)
-
-
-def _joined(a: SampleNeighbours, b: SampleNeighbours) -> SampleNeighbours:
-    """The neighbours of a's samples followed by b's."""
-    return a.joined(b)

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
@@ -54,6 +54,12 @@ class CopyTest:
     held_out: str  # where the held-out images came from
     features: str = ""
     in_reference: int = 0  # held-out images that are reference images (distance 0): not held out at all
+    # the flagged share's Clopper-Pearson 95% interval: compare it with alpha, the share expected without copies
+    # (computed where the test is made: scipy.stats takes half a second to import, never in a window's GUI thread)
+    interval: tuple[float, float] = field(init=False, compare=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "interval", clopper_pearson(self.flagged_count, self.samples))
 
     @property
     def samples(self) -> int:
@@ -66,12 +72,6 @@ class CopyTest:
     @property
     def flagged_share(self) -> float:
         return self.flagged_count / self.samples
-
-    @property
-    def interval(self) -> tuple[float, float]:
-        """Clopper-Pearson 95% interval of the flagged share: compare it with alpha, the share expected without
-        copies."""
-        return clopper_pearson(self.flagged_count, self.samples)
 
     def to_dict(self) -> dict[str, object]:
         lo, hi = self.interval
