@@ -37,6 +37,32 @@ def test_window_opens_on_the_demo_world(qtbot, window, monkeypatch):
     assert not window.notification.isVisible()
 
 
+def test_the_workspace_on_screen_computes_first(qtbot, window, monkeypatch):
+    """On the demo world, only the inputs the workspace on screen needs open at once: the others (and the work of
+    the workspaces that need them) wait until its first results are shown, so none competes with them; a workspace
+    shown meanwhile opens what it needs at once."""
+    monkeypatch.setattr(inputs, "DEMO_DATASET_IMAGES", 14)
+    monkeypatch.setattr(inputs, "DEMO_SAMPLES", 20)
+    dissection = window.workspaces["dissection"]
+    asked_when_first_shown = []
+    dissection.first_results.connect(lambda: asked_when_first_shown.append(set(window._asked)))
+    window.open_demo_world()
+    assert set(window._asked) == {"model", "dataset"}
+    qtbot.waitUntil(lambda: bool(asked_when_first_shown), timeout=WAIT_MS)
+    assert dissection.units.rowCount() > 0 and asked_when_first_shown[0] == {"model", "dataset"}
+    qtbot.waitUntil(lambda: all(ws.is_initial_work_done for ws in window.workspaces.values()), timeout=WAIT_MS)
+    assert set(window._asked) == {"model", "dataset", "samples", "judgments"}
+
+
+def test_a_workspace_shown_early_opens_what_it_needs(qtbot, window, monkeypatch):
+    monkeypatch.setattr(inputs, "DEMO_DATASET_IMAGES", 14)
+    monkeypatch.setattr(inputs, "DEMO_SAMPLES", 20)
+    window.open_demo_world()
+    window.set_workspace("similarity")
+    assert "judgments" in window._asked and "samples" not in window._asked
+    qtbot.waitUntil(lambda: all(ws.is_initial_work_done for ws in window.workspaces.values()), timeout=WAIT_MS)
+
+
 def test_every_open_action_works_on_real_files(qtbot, window, small_world):
     open_all(qtbot, window, world_requests(small_world))
     state = window.state

@@ -83,6 +83,7 @@ class MainWindow(QMainWindow):
         self._guide: GuideWindow | None = None
         self._opened: dict[str, OpenRequest] = {}  # what each loaded input was opened from
         self._asked: dict[str, OpenRequest] = {}  # what each input was last asked to open from
+        self._deferred: list[str] = []  # demo inputs opened once the workspace on screen shows its first results
 
         self.source_bar = SourceBar(self.state, settings, self)
         self.addToolBar(self.source_bar)
@@ -158,8 +159,25 @@ class MainWindow(QMainWindow):
                                 on_result=loaded, on_partial=self.state.set, on_error=failed)
 
     def open_demo_world(self) -> None:
-        for kind in KINDS:
+        """The demo world's inputs: those the workspace on screen needs at once, the others once it shows its first
+        results (or a workspace that needs them is shown, or an input it needs fails to open), so no other
+        workspace's work competes with its first results on a busy machine."""
+        first = self.current_workspace()
+        now = [kind for kind in KINDS if kind in first.needs]
+        self._deferred = [kind for kind in KINDS if kind not in now]
+        for kind in now:
             self.open(OpenRequest(kind, DEMO))
+        if self._deferred:
+            first.first_results.connect(self._open_deferred)
+            self.open_failed.connect(self._open_deferred)
+
+    def _open_deferred(self, *_args: object, needed: tuple[str, ...] | None = None) -> None:
+        """Open the deferred demo inputs (only those in `needed` when given)."""
+        kinds = [kind for kind in self._deferred if needed is None or kind in needed]
+        self._deferred = [kind for kind in self._deferred if kind not in kinds]
+        for kind in kinds:
+            if kind not in self._asked:  # (the user may have opened another since)
+                self.open(OpenRequest(kind, DEMO))
 
     def open_path(self, path: str | Path) -> TaskHandle | None:
         """Open a dropped file or folder by what it is (a batch output folder, or its status.json, opens in the
@@ -197,6 +215,8 @@ class MainWindow(QMainWindow):
     def _workspace_shown(self) -> None:
         workspace = self.current_workspace()
         self.pool.foreground = workspace.name  # its compute tasks go first
+        if self._deferred:
+            self._open_deferred(needed=workspace.needs)
         # the keys browse its items, never the layer box (a layer is chosen); once the switch is over (hiding the
         # previous page moves the focus on to the tab bar)
         QTimer.singleShot(0, workspace.focus_view.setFocus)

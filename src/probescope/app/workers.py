@@ -45,10 +45,10 @@ from probescope.jobs.runner import compute_threads as compute_threads  # where t
 from probescope.jobs.session import Session
 
 GUI_SWITCH_INTERVAL_S = 0.001  # the GIL switch interval in the GUI process (Python's default: 5 ms)
-# the decode pool's threads run this much below the GUI thread (above the compute kernel's 10): they read the live
-# scores (FID's eigenproblem, its 1/N fits, distances) beside a busy kernel, and on 2 cores the GUI thread waited
-# for a core behind them (measured: 113-297 ms stalls holding 41-66 ms of the GUI thread's own CPU)
-IO_NICENESS = 5
+# the decode pool's threads run this much below the GUI thread and above the compute kernel (nice 2): they read the
+# live scores (FID's eigenproblem, its 1/N fits, distances) beside a busy kernel, and a pool thread holding the
+# interpreter lock while the kernel's threads keep it from a core would stall the GUI thread behind it
+IO_NICENESS = 1
 
 
 def keep_gui_responsive() -> None:

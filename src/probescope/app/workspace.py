@@ -27,12 +27,14 @@ class Workspace(QWidget):
     needs: ClassVar[tuple[str, ...]] = ()  # AppState slots (and 'layer') whose change triggers refresh()
 
     initial_work_done = Signal()
+    first_results = Signal()  # its first results are on screen (or its first work failed): others' work may start
 
     def __init__(self, pool: WorkerPool, parent: QWidget | None = None):
         super().__init__(parent)
         self.pool = pool
         self.state: AppState | None = None
         self._initial_done = False
+        self._first_shown = False
         self.area = PanelArea(self.name)  # the central view and the panels around it
         self.focus_view: QWidget = self  # what has the keyboard when the workspace is shown (its list of items)
         layout = QVBoxLayout(self)
@@ -83,9 +85,16 @@ class Workspace(QWidget):
         return f"{self.name}:{view}"
 
     def mark_initial_work_done(self) -> None:
+        self.mark_first_results()
         if not self._initial_done:
             self._initial_done = True
             self.initial_work_done.emit()
+
+    def mark_first_results(self) -> None:
+        """The first results are on screen (or will not come): said once."""
+        if not self._first_shown:
+            self._first_shown = True
+            self.first_results.emit()
 
     def _on_state_changed(self, slot: str) -> None:
         if slot in self.needs and self.ready():

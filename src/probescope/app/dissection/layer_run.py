@@ -51,6 +51,8 @@ class LayerRunner(QObject):
                 ws.header.setText(state.header(state.data, ws.iou_min(), (len(d.result.units), d.result.n_units)))
                 return
             ws.show_layer(d)
+            if d.result.units:
+                ws.mark_first_results()
 
         def finished(d: LayerData) -> None:
             self.done = not state.of_first_part(d)  # a first part's result is not the initial work's end
@@ -62,6 +64,7 @@ class LayerRunner(QObject):
             ws.check_initial()
 
         def failed(error: TaskError) -> None:
+            ws.mark_first_results()  # (none will come: the other workspaces' work starts)
             ws.runs.set_running(False, error.message)
             what = f"on the first {state.data.dataset.n_images:,} images (all of them: " if refining else "("
             ws.header.setText(f"<b>Units of {layer}</b> {what}failed: see the message above)")
@@ -101,6 +104,7 @@ class LayerRunner(QObject):
             state.cut_short = state.data
             ws.show_layer(state.data)
         else:  # cancelled before its first units: the header no longer says it computes
+            ws.mark_first_results()  # (none will come: the other workspaces' work starts)
             loaded, layer, _dataset = ws._inputs
             ws.header.setText(f"<b>Units of {layer}</b> of {loaded.label} (cancelled before its first units: Run in "
                               "Settings dissects it)")

@@ -32,9 +32,11 @@ from probescope.jobs.session import Session
 
 EXIT_OUT_OF_MEMORY = 75  # the kernel's exit status after a Job ran out of memory
 EXIT_FAULT = 70  # and after a Job raised what ends a thread (SystemExit)
-# the kernel's scheduling priority below the window's: on a machine whose cores the computation fills, the GUI
-# thread still gets one at once (measured on 2 cores: see benchmarks/scale_gui.py --compare)
-NICENESS = 10
+# the kernel's scheduling priority a little below the window's (and its decode pool's, IO_NICENESS 1): the GUI
+# thread gets a core first, yet the kernel still gets its share on a machine that other work keeps busy. At nice 10
+# it got 3% of the cores beside two CPU-bound processes and the first units took 128 s (issue 45; at nice 2, 15 s;
+# benchmarks/gui_bench.py --fresh --load 2)
+NICENESS = 2
 
 
 STOP_GRACE_S = 2.0  # a running task's time to stop at its next yield when the kernel is told to stop
