@@ -173,10 +173,14 @@ def test_the_task_panel_says_stage_items_rate_and_time_left(qtbot, window):
     activity = Activity(clock=lambda: clock[0])
     assert counts("dissecting layer4: unit 17 (18/128)") == (18, 128) and counts("reading") is None
     first = activity.row(1, "dissect layer4", Progress(0.1, "unit 17 (18/128)"))
-    assert (first.done, first.rate, first.left) == ("18 of 128", "", "")
+    assert (first.done, first.rate, first.left) == ("18 of 128 units", "", "")
     clock[0] = 10.0
     later = activity.row(1, "dissect layer4", Progress(0.5, "unit 63 (64/128)"))
-    assert (later.done, later.rate, later.left) == ("64 of 128", "4.6 /s", duration(64 / 4.6))
+    assert (later.done, later.rate, later.left) == ("64 of 128 units", "4.6 units/s", duration(64 / 4.6))
+    # every count says what it counts, where the message says it (issue 45: "done 280 of 280")
+    features = activity.row(2, "features", Progress(1.0, "layer4: 280/280 images"))
+    assert features.done == "280 of 280 images"
+    assert activity.row(3, "x", Progress(0.5, "layer4: 3/8")).done == "3 of 8"  # nothing said: no guess
     # in the window: a running task is listed with a cancel button, and cancelling stops it
     import threading
 
@@ -201,6 +205,38 @@ def test_the_task_panel_says_stage_items_rate_and_time_left(qtbot, window):
     window.tasks.table.cellWidget(0, 6).click()
     qtbot.waitUntil(lambda: handle.done, timeout=WAIT_MS)
     qtbot.waitUntil(lambda: window.tasks.stages() == [], timeout=WAIT_MS)
+    # the status bar names the workspace on screen's oldest task, else the oldest: a lookup that starts after a
+    # dissection does not take its place there
+    long = window.pool.submit(task, name="dissect layer4", key="dissection:layer")
+    qtbot.waitUntil(lambda: window.tasks.stages() == ["item 5 (5/20)"], timeout=WAIT_MS)
+
+    def lookup(ctx):
+        ctx.progress(0.0, "cached drawing of unit 5")
+        while not ctx.cancelled():
+            gate.wait(0.01)
+
+    later = window.pool.submit(lookup, name="cached drawing", key="dissection:drawing-cache")
+    qtbot.waitUntil(lambda: len(window.tasks.stages()) == 2, timeout=WAIT_MS)
+    window.monitor.redraw()
+    assert window.progress.label.text().startswith("item 5 (5/20)")
+    window.pool.foreground = "gallery"  # another workspace on screen: still the oldest
+    window.monitor.redraw()
+    assert window.progress.label.text().startswith("item 5 (5/20)")
+    for h in (long, later):
+        h.cancel()
+    qtbot.waitUntil(lambda: window.tasks.stages() == [], timeout=WAIT_MS)
+    window.pool.foreground = "dissection"
+    # a task stopped as a pause is listed as paused, not cancelled (the Gallery's Pause)
+    import time
+
+    started = time.monotonic()
+    paused = window.pool.submit(task, name="a paused stream", key="test:stream")
+    qtbot.waitUntil(lambda: window.tasks.stages() == ["item 5 (5/20)"] and time.monotonic() - started > 1.1,
+                    timeout=WAIT_MS)
+    window.pool.cancel("test:stream", ended_as="paused")
+    qtbot.waitUntil(lambda: paused.done, timeout=WAIT_MS)
+    qtbot.waitUntil(lambda: any(name == "a paused stream" for name, _ in window.tasks.recent()), timeout=WAIT_MS)
+    assert ("a paused stream", "paused") in window.tasks.recent()
 
 
 def test_the_splash_is_on_screen_before_torch_and_closes_with_the_window():
@@ -398,3 +434,35 @@ def test_the_unit_cards_preset_buttons_and_the_tables_menu_reach_the_windows_fig
     QTimer.singleShot(50, read_and_close)
     ws.selected.table_menu(ws.units.viewport().rect().center())  # (a modal popup until it is closed)
     assert shown and shown[0][0].startswith("Ablate") and any(t.startswith("Export Unit table") for t in shown[0])
+
+
+@pytest.mark.parametrize("theme", ["light", "dark"])
+def test_check_boxes_and_radio_buttons_have_an_edge_of_3_to_1(qtbot, theme):
+    """WCAG 2.1 non-text contrast: an unchecked check box's (and radio button's) edge against the window behind
+    it and the field inside it. Fusion's own edge is 1.2:1 on the dark window (issue 45)."""
+    from PySide6.QtWidgets import QApplication, QCheckBox, QRadioButton, QStyle, QStyleOptionButton
+
+    from probescope.app.theme import apply_theme
+    from probescope.widgets.ink import contrast
+
+    app = QApplication.instance()
+    apply_theme(app, theme)
+    try:
+        palette = app.palette()
+        for cls, element in ((QCheckBox, QStyle.SubElement.SE_CheckBoxIndicator),
+                             (QRadioButton, QStyle.SubElement.SE_RadioButtonIndicator)):
+            box = cls("option")
+            qtbot.addWidget(box)
+            box.resize(box.sizeHint())
+            image = box.grab().toImage()
+            option = QStyleOptionButton()
+            option.initFrom(box)
+            rect = app.style().subElementRect(element, option, box)
+            ratio = image.devicePixelRatio()
+            y = round((rect.top() + rect.height() / 2) * ratio)
+            row = [image.pixelColor(x, y) for x in range(round(rect.left() * ratio), round((rect.right() + 1) * ratio))]
+            edge = max(row, key=lambda c: contrast(c, palette.window().color()))  # the edge's strongest pixel
+            assert contrast(edge, palette.window().color()) >= 3.0, (cls.__name__, edge.name())
+            assert contrast(edge, palette.base().color()) >= 3.0, (cls.__name__, edge.name())
+    finally:
+        apply_theme(app, "light")

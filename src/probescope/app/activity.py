@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 from probescope.jobs.protocol import Progress
 
-_COUNT = re.compile(r"(\d[\d,]*)\s*(?:/|of)\s*(\d[\d,]*)")
+_COUNT = re.compile(r"(\d[\d,]*)\s*(?:/|of)\s*(\d[\d,]*)(?:\s+([A-Za-z][A-Za-z-]*))?")
 
 
 @dataclass(frozen=True)
@@ -19,8 +19,8 @@ class ActivityRow:
     name: str
     stage: str
     fraction: float | None
-    done: str  # "18 of 128" when the stage names a count, else ""
-    rate: str  # "3.2 /s" (items, or % when no count)
+    done: str  # "18 of 128 units" when the stage names a count (with its noun when it says one), else ""
+    rate: str  # "3.2 units/s" (items, or % when no count)
     left: str  # "1 min 20 s", "" when unknown
 
 
@@ -29,8 +29,23 @@ def counts(message: str) -> tuple[int, int] | None:
     found = _COUNT.findall(message)
     if not found:
         return None
-    done, total = (int(v.replace(",", "")) for v in found[-1])
+    done, total = (int(v.replace(",", "")) for v in found[-1][:2])
     return (done, total) if total > 0 else None
+
+
+def noun(message: str) -> str:
+    """What the last count in a progress message counts: the word after it ('24/24 images'), else the item it
+    follows made plural ('unit 17 (18/128)': units), else ''."""
+    found = list(_COUNT.finditer(message))
+    if not found:
+        return ""
+    last = found[-1]
+    if last.group(3):
+        return last.group(3)
+    item = re.search(r"([A-Za-z]+)\s+\d[\d,]*\s*\(\s*$", message[: last.start()])
+    if item is None:
+        return ""
+    return item.group(1) if item.group(1).endswith("s") else item.group(1) + "s"
 
 
 def duration(seconds: float) -> str:
@@ -54,17 +69,18 @@ class Activity:
         message = progress.message if progress is not None and progress.message else ""
         fraction = progress.fraction if progress is not None else None
         count = counts(message)
+        what = f" {noun(message)}".rstrip()
         first = self._first.setdefault(key, (now, fraction or 0.0, count[0] if count else None))
         elapsed = now - first[0]
         rate = left = ""
         if elapsed > 1.0:
             if count is not None and first[2] is not None and count[0] > first[2]:
                 per_s = (count[0] - first[2]) / elapsed
-                rate, left = f"{per_s:.3g} /s", duration((count[1] - count[0]) / per_s)
+                rate, left = f"{per_s:.3g}{what or ' '}/s", duration((count[1] - count[0]) / per_s)
             elif fraction is not None and fraction > first[1]:
                 per_s = (fraction - first[1]) / elapsed
                 rate, left = f"{100 * per_s:.2g} %/s", duration((1.0 - fraction) / per_s)
-        done = f"{count[0]:,} of {count[1]:,}" if count else ""
+        done = f"{count[0]:,} of {count[1]:,}{what}" if count else ""
         return ActivityRow(key, name, message or name, fraction, done, rate, left)
 
     def forget(self, key: int) -> None:

@@ -16,6 +16,7 @@ from PySide6.QtCore import QObject, QTimer
 
 from probescope.app.activity import Activity, ActivityRow
 from probescope.app.workers import TaskHandle, WorkerPool
+from probescope.jobs.runner import in_group
 from probescope.widgets.task_panel import TaskPanel
 from probescope.widgets.task_progress import TaskProgress
 
@@ -68,7 +69,7 @@ class TaskMonitor(QObject):
         if started is None or time.monotonic() - started < RECENT_AFTER_S:
             return
         row = self.activity.row(handle.id, handle.name, handle.progress)
-        ended = "cancelled" if handle.cancelled else f"failed: {failure}" if failure is not None else "done"
+        ended = handle.ended_as if handle.cancelled else f"failed: {failure}" if failure is not None else "done"
         fraction = 1.0 if ended == "done" else row.fraction
         self._recent.appendleft(ActivityRow(row.key, row.name, ended, fraction, row.done, "", ""))
 
@@ -83,10 +84,16 @@ class TaskMonitor(QObject):
             return
         if not self._tick.isActive():
             self._tick.start()
-        handle, row = active[-1], rows[-1]
+        shown = self._headline(active)
+        handle, row = active[shown], rows[shown]
         self._shown = handle
         left = f" · {row.left} left" if row.left else ""
         self.progress.show_progress(row.stage + left, row.fraction, len(active))
+
+    def _headline(self, active: list[TaskHandle]) -> int:
+        """Which running task the status bar names: the workspace on screen's oldest, else the oldest of all (a
+        dissection, not the drawing lookup or thumbnail that started after it)."""
+        return next((k for k, h in enumerate(active) if in_group(h.key, self.pool.foreground)), 0)
 
     def _cancel(self, key: int) -> None:
         for handle in self.pool.active():

@@ -90,6 +90,7 @@ class TaskHandle:
         self.on_error = on_error
         self.progress: Progress | None = None
         self.done = False
+        self.ended_as = "cancelled"  # what a stop is called where it is listed ('paused' for a paused stream)
         self.on_cancel: Callable[[bool], None] | None = None  # set when the task runs in the kernel: tells it
 
     def cancel(self, superseded: bool = False) -> None:
@@ -276,9 +277,11 @@ class WorkerPool(QObject):
         """A task submitted under `key` has not finished yet."""
         return key in self._by_key
 
-    def cancel(self, key: str) -> None:
+    def cancel(self, key: str, ended_as: str = "cancelled") -> None:
+        """Cancel the task of `key`; `ended_as` names the stop where it is listed (a paused stream: 'paused')."""
         handle = self._by_key.get(key)
         if handle is not None:
+            handle.ended_as = ended_as
             handle.cancel()
 
     def cancel_group(self, group: str) -> None:
