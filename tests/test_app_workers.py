@@ -325,3 +325,22 @@ def test_the_gui_thread_collects_the_oldest_generation_due_and_honours_a_zero_th
         gc.set_threshold(*thresholds)
         gc.enable()
     assert len(kept) == 300
+
+
+def test_only_the_users_cancel_may_restart_the_kernel():
+    """The window cancels tasks itself when their inputs change (a cleared view, a newer request, a pause): those
+    are superseded, left to stop at their next step. Only a Cancel the user presses may get the compute kernel
+    restarted when the task is stuck in a long call (issue 45: a layer switch during a cached-drawing lookup
+    restarted the kernel). Every `pool.cancel(` in the app is one or the other, visibly."""
+    import re
+    from pathlib import Path
+
+    import probescope.app as app
+
+    users = re.compile(r"(clicked|cancel_requested)\.connect\(lambda[^:]*: *(self\.)?pool\.cancel\(")
+    wrong = []
+    for path in Path(app.__file__).parent.rglob("*.py"):
+        for number, line in enumerate(path.read_text().splitlines(), 1):
+            if "pool.cancel(" in line and "superseded=True" not in line and not users.search(line):
+                wrong.append(f"{path.name}:{number}: {line.strip()}")
+    assert not wrong

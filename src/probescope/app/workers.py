@@ -277,12 +277,14 @@ class WorkerPool(QObject):
         """A task submitted under `key` has not finished yet."""
         return key in self._by_key
 
-    def cancel(self, key: str, ended_as: str = "cancelled") -> None:
-        """Cancel the task of `key`; `ended_as` names the stop where it is listed (a paused stream: 'paused')."""
+    def cancel(self, key: str, ended_as: str = "cancelled", *, superseded: bool = False) -> None:
+        """Cancel the task of `key`: the user's Cancel by default (a kernel task stuck in a long call gets the kernel
+        restarted), or `superseded`, what the window drops because its inputs changed (left to stop at its next
+        step, never killed); `ended_as` names the stop where it is listed (a paused stream: 'paused')."""
         handle = self._by_key.get(key)
         if handle is not None:
             handle.ended_as = ended_as
-            handle.cancel()
+            handle.cancel(superseded=superseded)
 
     def cancel_group(self, group: str) -> None:
         """Cancel every task whose key is `group` or starts with `group:` (their results are dropped)."""

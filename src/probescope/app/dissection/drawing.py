@@ -153,8 +153,8 @@ class DrawingPanel(QWidget):
 
     def clear(self) -> None:
         """Other inputs: nothing shown belongs to them (a running optimisation is cancelled)."""
-        self.pool.cancel(self._key("drawing"))
-        self.pool.cancel(self._key("drawing-cache"))
+        self.pool.cancel(self._key("drawing"), superseded=True)
+        self.pool.cancel(self._key("drawing-cache"), superseded=True)
         self.data, self.model, self.unit = None, None, -1
         self._blank("")
 

@@ -175,7 +175,7 @@ class ImagePanel(QWidget):
 
     def clear(self) -> None:
         """Other inputs: nothing shown or on its way belongs to them."""
-        self.pool.cancel(self._key("image"))
+        self.pool.cancel(self._key("image"), superseded=True)
         for kind in ("dataset", "labels"):  # (the session would keep the old dataset's label store alive)
             self.pool.session.drop(kind)
         self.data, self.view, self.image, self._wanted = None, None, -1, None

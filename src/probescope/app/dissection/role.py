@@ -121,7 +121,7 @@ class RolePanel(QWidget):
         mode = self.mode.currentData()
         key = (d.key, mode, group.units)
         if key in self.results:
-            self.pool.cancel(self._key("role"))  # latest request wins, from the cache too
+            self.pool.cancel(self._key("role"), superseded=True)  # latest request wins, from the cache too
             self._show(self.results[key])
             return
         self.title.setText(f"<b>Role of {group.name}</b>: ablating…")
@@ -179,7 +179,8 @@ class RolePanel(QWidget):
 
         key = (d.key, mode, "layer")
         if key in self.results:
-            self.pool.cancel(self._key("role"))  # (a unit's ablation on its way would replace the matrix)
+            # (a unit's ablation on its way would replace the matrix)
+            self.pool.cancel(self._key("role"), superseded=True)
             done(self.results[key])
             return
 

@@ -70,7 +70,7 @@ class UnitImages(QObject):
         # then the task below computes it with the overlays; from the cache the chart stayed empty)
         if cached is not None and unit in d.histograms:
             self._cache.move_to_end(key)
-            self.pool.cancel(self._key("overlays"))
+            self.pool.cancel(self._key("overlays"), superseded=True)
             self._set(cached, what, present)
             return
         r = d.result.units[unit]

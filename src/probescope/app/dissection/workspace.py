@@ -223,7 +223,7 @@ class DissectionWorkspace(Workspace):
     def clear(self) -> None:
         """Nothing on screen belongs to the previous inputs: every view empty until the first units arrive."""
         self.pool.cancel_group(self.task_key("overlays"))
-        self.pool.cancel(self.task_key("prefetch"))
+        self.pool.cancel(self.task_key("prefetch"), superseded=True)
         self.current.clear()
         self.units.set_rows(COLUMNS, [])
         self.view.title.setText("")

@@ -138,8 +138,8 @@ class RealDataScores(QObject):
 
     def _install(self, live: LiveScores | None) -> None:
         self._generation += 1
-        self.pool.cancel(self.task_key("scores:real-fast"))
-        self.pool.cancel(self.task_key("scores:real-slow"))
+        self.pool.cancel(self.task_key("scores:real-fast"), superseded=True)
+        self.pool.cancel(self.task_key("scores:real-slow"), superseded=True)
         self.live, self.fast, self.slow, self.fid_path = live, None, None, []
         self._slow_time = self._slow_cost = 0.0
         self._show_fast()

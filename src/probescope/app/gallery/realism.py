@@ -91,7 +91,7 @@ class SampleRealism(QObject):
 
     def _forget(self, live) -> None:
         """Drop every number: they belonged to another run, reference or classifier."""
-        self.pool.cancel(self.task_key("scores:copying"))
+        self.pool.cancel(self.task_key("scores:copying"), superseded=True)
         self.live, self.copying_result = live, None
         self.copying_asked = None  # (n, held-out set) of the last C_T asked for: asked once (a cancel, a failure hold)
         self.spec, self.dataset = self.real.choice.spec, self.real.dataset  # where live's reference images are
@@ -102,7 +102,7 @@ class SampleRealism(QObject):
         """Drop the per-sample numbers (they belonged to another run, reference or classifier, or their copy test
         to other held-out images); those computed from now on calibrate the copy test on `held` (None: a part of
         the reference set aside)."""
-        self.pool.cancel(self.task_key("scores:realism"))
+        self.pool.cancel(self.task_key("scores:realism"), superseded=True)
         self.result, self.calibrated_on = None, held
         self.error = ""  # why the neighbours could not be computed
         self.asked = 0  # the samples the last neighbours job submitted covers (from `done` on)

@@ -104,7 +104,7 @@ class ScoringRun(QObject):
     def stop(self) -> None:
         """Pause: the stream stops after its current batch; nothing it scored is lost."""
         self._stream = None
-        self.ws.pool.cancel(self.ws.task_key("stream"), ended_as="paused")
+        self.ws.pool.cancel(self.ws.task_key("stream"), ended_as="paused", superseded=True)
         self._take_all()
         self._ended = False
         self._stopped()
