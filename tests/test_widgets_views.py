@@ -107,13 +107,14 @@ def test_unit_table_takes_rows_that_arrive_without_a_reset(qtbot):
     table.model().modelReset.connect(lambda: resets.append(1))
     table.model().rowsInserted.connect(lambda _parent, first, last: inserted.append((first, last)))
     table.set_rows(columns, [*rows, (9, 0.9), (0, 0.0)], resort=False)  # a partial result: two more units
-    assert resets == [] and inserted == [(3, 4)] and table.visible_units() == [7, 5, 1, 9, 0]
+    # each at its place in the sort (issue 45: streamed rows were listed by arrival)
+    assert resets == [] and inserted == [(0, 0), (4, 4)] and table.visible_units() == [9, 7, 5, 1, 0]
     assert table.current_unit() == 5 and table.value(table.currentIndex().row(), 0) == 5
     table.show_only({7, 5, 1, 9, 0})  # the same filter again: nothing moves
-    table.set_rows(columns, [(5, 0.55), (1, 0.1), (7, 0.7), (9, 0.9), (0, 0.0)], resort=False)  # a row changed
-    assert resets == [1] and table.visible_units() == [7, 5, 1, 9, 0]
-    table.set_rows(columns, [(5, 0.55), (1, 0.1), (7, 0.7), (9, 0.9), (0, 0.0)], resort=True)  # the whole result
-    assert table.visible_units() == [9, 7, 5, 1, 0] and table.current_unit() == 5
+    table.set_rows(columns, [(5, 0.75), (1, 0.1), (7, 0.7), (9, 0.9), (0, 0.0)], resort=False)  # a row changed
+    assert resets == [1] and table.visible_units() == [9, 7, 5, 1, 0]  # (it stays until the whole result)
+    table.set_rows(columns, [(5, 0.75), (1, 0.1), (7, 0.7), (9, 0.9), (0, 0.0)], resort=True)  # the whole result
+    assert table.visible_units() == [9, 5, 7, 1, 0] and table.current_unit() == 5
 
 
 def test_grouped_bars_stand_side_by_side_within_each_x(qtbot):

@@ -353,7 +353,8 @@ def test_more_small_things(qtbot, loaded, monkeypatch):
     # the embedding's hover names the stimulus
     view = loaded.workspaces["similarity"].embedding.view
     assert "#3" in view.tip(3)
-    # a layer's rows keep their places while its units still arrive; the last block sorts them
+    # a layer's listed rows keep their order while its units still arrive (new ones go in at their places in the
+    # sort); the last block sorts them all
     from probescope.widgets.dissection.table import UnitTable
 
     table = UnitTable()
@@ -362,7 +363,7 @@ def test_more_small_things(qtbot, loaded, monkeypatch):
     table.sortByColumn(1, Qt.SortOrder.DescendingOrder)
     assert table.visible_units() == [2, 1]
     table.set_rows(("unit", "IoU"), [(1, 0.9), (2, 0.5), (3, 0.7)], resort=False)
-    assert table.visible_units() == [2, 1, 3]
+    assert table.visible_units() == [3, 2, 1]  # 3 by its place among the listed ones; 1's new value waits
     table.set_rows(("unit", "IoU"), [(1, 0.9), (2, 0.5), (3, 0.7), (4, 0.1)])
     assert table.visible_units() == [1, 3, 2, 4]
     # the accuracy correlation warns when the model is at its ceiling

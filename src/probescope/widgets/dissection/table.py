@@ -73,10 +73,11 @@ class _Rows(QAbstractTableModel):
         self.layoutChanged.emit()
 
     def replace(self, columns: Sequence[str], rows: Sequence[Sequence[object]], resort: bool = True) -> None:
-        """New content; with `resort` False the rows already listed keep their places and new ones come last (in
-        the sort order among themselves), so rows do not move under the pointer while more arrive."""
+        """New content; with `resort` False the rows already listed keep their order among themselves and new ones
+        are inserted where the sort puts them (rows that arrive are in the sort at once; a listed row whose value
+        changed does not jump under the pointer until the final content is sorted)."""
         rows = [tuple(r) for r in rows]
-        if not resort and tuple(columns) == self.columns and self._append(rows):
+        if not resort and tuple(columns) == self.columns and self._insert(rows):
             return
         self.beginResetModel()
         if tuple(columns) != self.columns:
@@ -87,41 +88,64 @@ class _Rows(QAbstractTableModel):
         self.rows = rows
         self._arrange()
         if not resort:
-            self.ordered = self._kept_first(before)
+            self.ordered = self._kept_merged(before)
             self._filter()
         self.endResetModel()
 
-    def _kept_first(self, before: list) -> list[int]:
-        """The sorted order with the rows of the keys `before` first, in their old order."""
+    def _kept_merged(self, before: list) -> list[int]:
+        """The rows of the keys `before` in their old order, with every other row merged in at its place in the
+        sort (by its rank there)."""
         at = {row[0]: i for i, row in enumerate(self.rows)}
         kept = [at[key] for key in before if key in at]
         old = set(kept)
-        return kept + [i for i in self.ordered if i not in old]
+        rank = {i: r for r, i in enumerate(self.ordered)}
+        new = [i for i in self.ordered if i not in old]
+        merged, k, n = [], 0, 0
+        while k < len(kept) or n < len(new):
+            if n < len(new) and (k == len(kept) or rank[new[n]] < rank[kept[k]]):
+                merged.append(new[n])
+                n += 1
+            else:
+                merged.append(kept[k])
+                k += 1
+        return merged
 
-    def _append(self, rows: list[tuple]) -> bool:
-        """`rows` are the rows listed plus new ones, each listed row unchanged: the new ones are inserted after
-        them (no reset: the view repaints only what moved, and keeps its selection). False when it is not so."""
+    def _insert(self, rows: list[tuple]) -> bool:
+        """`rows` are the rows listed plus new ones, each listed row unchanged: the new ones are inserted at their
+        places, run by run (no reset: the view repaints only what moved, and keeps its selection). False when it
+        is not so."""
         listed = {row[0]: row for row in self.rows}
         if len(rows) < len(self.rows) or any(listed.get(row[0], row) != row for row in rows) or \
                 len({row[0] for row in rows} & listed.keys()) != len(listed):
             return False
-        before_shown = [self.rows[i][0] for i in self.shown]
-        previous = self.rows, self.ordered, self.shown
+        shown_keys = [self.rows[i][0] for i in self.shown]
+        before = [self.rows[i][0] for i in self.ordered]
         self.rows = rows
-        before = [previous[0][i][0] for i in previous[1]]
         self._arrange()
-        self.ordered = self._kept_first(before)
+        self.ordered = self._kept_merged(before)
         self._filter()
-        now = self.rows, self.ordered, self.shown
-        self.rows, self.ordered, self.shown = previous  # (what the view sees until the insertion is announced)
-        if [now[0][i][0] for i in now[2][:len(before_shown)]] != before_shown:  # (a filter showed an old row)
-            return False
-        growing = len(now[2]) > len(before_shown)
-        if growing:
-            self.beginInsertRows(QModelIndex(), len(before_shown), len(now[2]) - 1)
-        self.rows, self.ordered, self.shown = now
-        if growing:
+        final = self.shown
+        at = {row[0]: i for i, row in enumerate(self.rows)}
+        old = {at[key] for key in shown_keys}
+        if [i for i in final if i in old] != [at[key] for key in shown_keys]:  # (a filter showed an old row)
+            self.beginResetModel()
+            self.endResetModel()
+            return True
+        p = 0
+        while p < len(final):
+            if final[p] in old:
+                p += 1
+                continue
+            end = p
+            while end < len(final) and final[end] not in old:
+                end += 1
+            # the view has the rows above and the rest of the listed ones; then this run goes in before them
+            self.shown = final[:p] + [i for i in final[p:] if i in old]
+            self.beginInsertRows(QModelIndex(), p, end - 1)
+            self.shown = final[:end] + [i for i in final[end:] if i in old]
             self.endInsertRows()
+            p = end
+        self.shown = final
         return True
 
     def filter(self, keep: set | None) -> None:
