@@ -125,6 +125,9 @@ def test_turning_diversity_down_makes_is_fall(qtbot, gallery, demo_model):
     assert all(len(s.scenes) == 1 for _start, s in ws.images.segments)
     assert ws.scores.live.is_ < 0.5 * diverse and ws.score_panel.notice.isHidden()
     assert "diversity 1, fidelity 1.00" in ws.score_panel.run_label.text()
+    # N changed after the run: the line says the N that Resume scores to (issue 45: it kept the run's N)
+    ws.controls.target.setValue(200)
+    assert ws.score_panel.run_label.text().endswith("N 200") and ws.controls.play.text() == "Resume"
 
 
 def test_sort_filter_select_and_arrow_keys(qtbot, gallery, demo_model):

@@ -214,7 +214,7 @@ def _load_samples(request: OpenRequest, ctx: TaskContext, device: str) -> Iterat
         from probescope.core.demo.sampler import DemoSampler
 
         source = DemoSampler(DEMO_SAMPLES)
-        label = f"demo sampler ({DEMO_SAMPLES} images)"
+        label = "demo sampler (N set in the Gallery)"  # its length is the Gallery's N, which the user changes
     elif request.generator:
         from probescope.jobs.scoring_stream import hold_generator
 

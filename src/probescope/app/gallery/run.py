@@ -160,6 +160,9 @@ class ScoringRun(QObject):
         if self.state.streaming and self.state.scores.n < self.ws.controls.target.value():  # go on, longer
             self.stop()
             self.start()
+        else:  # paused or done: the line and the button say what the next Start or Resume does
+            self.show_run()
+            self.show_play()
 
     def _on_batch(self, batch) -> None:
         """Batches are taken one per turn of the event loop: a kernel's batches can arrive together, and Qt
