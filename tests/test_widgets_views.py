@@ -324,3 +324,24 @@ def test_line_plot_legend_goes_where_the_curves_are_not(qtbot):
     assert plot.legend_place == (1, 0.5)
     plot.set_series({"best IoU": (x, [0.1 * k for k in x]), "its DA": (x, [0.1 * k for k in x])})  # a rising line
     assert plot.legend_place == (0, 0)
+
+
+def test_formulas_are_never_cut_in_the_unit_table_and_the_trace(qtbot):
+    """Identifiers readable (issue 45 §3): in a narrow pane the unit table's formula column and the beam trace's
+    formula column are as wide as their longest formula (the view scrolls sideways); numbers stay compact."""
+    from probescope.widgets.dissection.table import MAX_COLUMN_WIDTH
+    from probescope.widgets.dissection.trace import TraceEntry, TraceStep, TraceTree
+
+    long = "((lake-s AND NOT blue-c) AND NOT (sky OR water-s)) OR harbor-s"
+    table = UnitTable()
+    qtbot.addWidget(table)
+    table.resize(300, 200)
+    table.set_rows(("unit", "compositional", "comp IoU"), [(1, long, 0.123456789), (2, "sky", 0.5)])
+    text = table.fontMetrics().horizontalAdvance(long)
+    assert table.columnWidth(1) >= text and table.columnWidth(2) <= MAX_COLUMN_WIDTH
+    tree = TraceTree()
+    qtbot.addWidget(tree)
+    tree.resize(300, 200)
+    tree.show()
+    tree.set_steps([TraceStep("length ≤ 3", (TraceEntry(long, 0.12, 0.5), TraceEntry("sky", 0.1, 0.4)))])
+    qtbot.waitUntil(lambda: tree.columnWidth(0) >= tree.fontMetrics().horizontalAdvance(long), timeout=5000)

@@ -13,7 +13,8 @@ from collections.abc import Sequence
 from PySide6.QtCore import QAbstractTableModel, QItemSelectionModel, QModelIndex, QPersistentModelIndex, Qt, Signal
 from PySide6.QtWidgets import QAbstractItemView, QHeaderView, QTableView, QWidget
 
-MAX_COLUMN_WIDTH = 220
+MAX_COLUMN_WIDTH = 220  # a column of numbers
+MAX_TEXT_WIDTH = 900  # a column of names and formulas: as wide as they are (the table scrolls)
 CELL_PADDING = 14
 
 
@@ -189,6 +190,7 @@ class UnitTable(QTableView):
 
     def __init__(self, parent: QWidget | None = None, header_room: int = 10):
         super().__init__(parent)
+        self.setTextElideMode(Qt.TextElideMode.ElideMiddle)  # (past MAX_TEXT_WIDTH: both ends of a name stay)
         self.header_room = header_room
         self._rows = _Rows()
         self.setModel(self._rows)
@@ -215,8 +217,9 @@ class UnitTable(QTableView):
         self._reselect()
 
     def fit_columns(self) -> None:
-        """Each column as wide as its header and its longest text (up to MAX_COLUMN_WIDTH): measured on the few
-        longest texts only, which is what a table of thousands of rows can afford on every update."""
+        """Each column as wide as its header and its longest text: numbers up to MAX_COLUMN_WIDTH, names and
+        formulas (an identifier is never cut: issue 45) up to MAX_TEXT_WIDTH, the table scrolling sideways. Measured
+        on the few longest texts only, which is what a table of thousands of rows can afford on every update."""
         header = self.horizontalHeader().fontMetrics()
         cells = self.fontMetrics()
         rows = self._rows.rows
@@ -224,7 +227,8 @@ class UnitTable(QTableView):
             texts = sorted({cell_text(r[c]) for r in rows}, key=len)[-3:]
             width = max([header.horizontalAdvance(name) + CELL_PADDING + self.header_room,
                          *(cells.horizontalAdvance(t) + CELL_PADDING for t in texts)])
-            self.setColumnWidth(c, min(width, MAX_COLUMN_WIDTH))
+            names = any(r[c] is not None and not _is_number(r[c]) for r in rows[:50])
+            self.setColumnWidth(c, min(width, MAX_TEXT_WIDTH if names else MAX_COLUMN_WIDTH))
 
     def rowCount(self) -> int:  # noqa: N802  (the QTableWidget name, for callers and tests)
         return self._rows.rowCount()

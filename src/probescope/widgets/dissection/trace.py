@@ -42,8 +42,11 @@ class TraceTree(QTreeWidget):
         self.setRootIsDecorated(True)
         self.setUniformRowHeights(True)
         self.setSelectionMode(QAbstractItemView.SelectionMode.SingleSelection)
-        self.header().setSectionResizeMode(0, QHeaderView.ResizeMode.Stretch)
+        # a formula is what the tree shows: its column takes the formulas' width and the tree scrolls sideways
+        # rather than cut them (issue 45: "((lake-s AND NOT blue-c) AND NO…" at 1280x800)
+        self.header().setSectionResizeMode(0, QHeaderView.ResizeMode.ResizeToContents)
         self.header().setStretchLastSection(False)
+        self.setTextElideMode(Qt.TextElideMode.ElideMiddle)
         self.itemClicked.connect(self._clicked)
         self.itemActivated.connect(self._clicked)
 
