@@ -345,3 +345,18 @@ def test_formulas_are_never_cut_in_the_unit_table_and_the_trace(qtbot):
     tree.show()
     tree.set_steps([TraceStep("length ≤ 3", (TraceEntry(long, 0.12, 0.5), TraceEntry("sky", 0.1, 0.4)))])
     qtbot.waitUntil(lambda: tree.columnWidth(0) >= tree.fontMetrics().horizontalAdvance(long), timeout=5000)
+
+
+def test_model_names_in_the_similarity_table_are_never_cut(qtbot):
+    """'demo · layer4' and 'demo · layer4.conv' must read differently however narrow the pane (issue 45 §3: both
+    showed as 'demo…'): the name column takes its width and the table scrolls."""
+    from probescope.widgets.similarity.tables import ModelRow, ModelTable
+
+    table = ModelTable()
+    qtbot.addWidget(table)
+    table.resize(160, 200)
+    table.show()
+    names = ["demo · layer4", "demo · layer4.conv"]
+    table.set_rows([ModelRow(n, 0.5, 0.5, 0.5, None, None) for n in names])
+    widest = max(table.fontMetrics().horizontalAdvance(n) for n in names)
+    qtbot.waitUntil(lambda: table.columnWidth(0) >= widest, timeout=5000)

@@ -164,7 +164,10 @@ class TrialList(QTableView):
         # each selection (0.6 s at 3,000 trials, 9.7 s at 50,000)
         self.horizontalHeader().setResizeContentsPrecision(0)
         self._fit_columns(False)
-        self.horizontalHeader().setStretchLastSection(True)  # the query's name: never elided, the list scrolls
+        # the query's name takes its width, never what is left of a narrow pane (one letter at 1280x800): the list
+        # scrolls sideways
+        self.horizontalHeader().setStretchLastSection(False)
+        self.setTextElideMode(Qt.TextElideMode.ElideMiddle)
         self.setAlternatingRowColors(True)
 
     def _fit_columns(self, on: bool) -> None:
@@ -224,8 +227,10 @@ class ModelTable(QTableWidget):
         self.setSelectionBehavior(QAbstractItemView.SelectionBehavior.SelectRows)
         self.setSelectionMode(QAbstractItemView.SelectionMode.SingleSelection)
         self.verticalHeader().hide()
+        # every column as wide as its contents, the model · layer name first of all (stretched, a narrow pane cut
+        # "demo · layer4" and "demo · layer4.conv" to the same "demo…"): the table scrolls sideways
         self.horizontalHeader().setSectionResizeMode(QHeaderView.ResizeMode.ResizeToContents)
-        self.horizontalHeader().setSectionResizeMode(0, QHeaderView.ResizeMode.Stretch)
+        self.setTextElideMode(Qt.TextElideMode.ElideMiddle)
         self.rows: list[ModelRow] = []
 
     def set_rows(self, rows: list[ModelRow]) -> None:
