@@ -53,6 +53,7 @@ def test_dinov2_features_are_metas_class_token(dinov2_weights, image_sets):
     got = network.embed(prepared)
     np.testing.assert_allclose(got, want, rtol=1e-4, atol=2e-5)
     assert network.label == "FD_DINOv2" and "TF1 bilinear" in network.note and network.precision == "fp32"
+    assert "|meta-positions" in network.key  # (caches made while timm's rule resampled the positions are not read)
 
 
 class _Images(torch.utils.data.Dataset):

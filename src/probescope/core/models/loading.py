@@ -154,8 +154,10 @@ def load_model(
         model = _load_demo(Path(path_text) if path_text else None)
     elif kind in FAMILIES:
         path = weights_file(kind, path_text)
-        model = LoadedModel(**build(kind, arch or "", path, size), class_names=None, source=path,
-                            source_key=file_identity(path))
+        # (a DINOv2 file's activations and features changed when its position embedding took Meta's rule: the
+        # key says which rule, so no cache made with timm's is read as Meta's)
+        key = file_identity(path) + ("|meta-positions" if kind == "dinov2" else "")
+        model = LoadedModel(**build(kind, arch or "", path, size), class_names=None, source=path, source_key=key)
         size = None  # built for it
     else:
         if not path_text:
