@@ -361,3 +361,21 @@ def test_model_names_in_the_similarity_table_are_never_cut(qtbot):
     table.set_rows([ModelRow(n, 0.5, 0.5, 0.5, None, None) for n in names])
     widest = max(table.fontMetrics().horizontalAdvance(n) for n in names)
     qtbot.waitUntil(lambda: table.columnWidth(0) >= widest, timeout=5000)
+
+
+def test_the_histogram_never_keeps_another_units_axes(qtbot):
+    """A layer switch (clear) or a unit whose counts are still computed (its threshold alone) shows none of the
+    previous unit's axis range (issue 45 §2: layer4.conv's range stayed until a row was clicked)."""
+    from probescope.widgets.dissection.plots import ActivationHistogram
+
+    chart = ActivationHistogram()
+    qtbot.addWidget(chart)
+    chart.resize(300, 200)
+    chart.set_histogram(np.linspace(0, 100, 51), np.arange(50), 80.0)
+    assert chart.plot.viewRange()[0][1] >= 100
+    chart.show_threshold(3.0)
+    low, high = chart.plot.viewRange()[0]
+    assert low <= 3.0 <= high < 10
+    chart.set_histogram(np.linspace(0, 100, 51), np.arange(50), 80.0)
+    chart.clear()
+    assert chart.plot.viewRange()[0][1] < 10

@@ -51,19 +51,24 @@ class ActivationHistogram(QWidget):
         self.plot.autoRange()
 
     def clear(self) -> None:
-        """No unit: no bars, no threshold."""
+        """No unit: no bars, no threshold, and none of the previous unit's axes (issue 45: a layer switch kept the
+        other layer's range until a row was clicked)."""
         self.counts, self.threshold = np.empty(0), None
         self.bars.setOpts(x=[], height=[])
         self.line.hide()
+        self.plot.setRange(xRange=(0.0, 1.0), yRange=(0.0, 1.0))
 
     def show_threshold(self, threshold: float) -> None:
-        """Only the threshold line: the counts are still being computed."""
+        """Only the threshold line: the counts are still being computed. The axes are the line's, not the previous
+        unit's (whose activations may lie on another scale)."""
         self.counts = np.empty(0)
         self.threshold = float(threshold)
         self.bars.setOpts(x=[], height=[], width=1.0)
         self.line.setValue(self.threshold)
         self.line.label.setFormat(f"T = {self.threshold:.3g}")
         self.line.show()
+        span = max(abs(self.threshold), 1e-6)
+        self.plot.setRange(xRange=(min(0.0, self.threshold), self.threshold + 0.25 * span), yRange=(0.0, 1.0))
 
 
 class UnitScatter(QWidget):
