@@ -183,11 +183,17 @@ def zip_problem(path: str | Path, max_inflated: int | None = None) -> str | None
     inflate past `max_inflated` (default MAX_NPZ_INFLATED); None for a file that is no zip (a .npy, a pickle) or
     whose members are fine (a damaged stream or directory is the reader's to find and say)."""
     limit = MAX_NPZ_INFLATED if max_inflated is None else max_inflated
+    infos = zip_directory(path)
+    return next(filter(None, (zip_member_problem(info, limit) for info in infos or ())), None)
+
+
+def zip_directory(path: str | Path) -> list[zipfile.ZipInfo] | None:
+    """A zip archive's members as its directory lists them (nothing is inflated); None for a file that is no zip
+    or whose directory cannot be read."""
     try:
         if not zipfile.is_zipfile(path):
             return None
         with zipfile.ZipFile(path) as archive:
-            infos = archive.infolist()
+            return archive.infolist()
     except ZIP_ERRORS:
         return None
-    return next(filter(None, (zip_member_problem(info, limit) for info in infos)), None)

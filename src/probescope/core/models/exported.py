@@ -33,7 +33,7 @@ import torch
 from torch import nn
 
 from probescope.core.errors import InputError
-from probescope.core.files import ZIP_ERRORS
+from probescope.core.files import ZIP_ERRORS, zip_directory
 from probescope.core.models.checkpoint import _first_line, is_torchscript, load_torchscript, zip_member_head
 from probescope.core.trust import Trust, read_trusted
 
@@ -45,13 +45,10 @@ def is_exported_program(path: Path) -> bool:
     """A torch.export archive: a zip whose `archive_format` member says pt2 (or the older layout's JSON). Only the
     zip's directory and the first bytes of `archive_format` are read; InputError naming the file when that member
     cannot be read (encrypted, an unknown compression method, a damaged compressed stream)."""
-    try:
-        if not zipfile.is_zipfile(path):
-            return False
-        with zipfile.ZipFile(path) as zf:
-            names = zf.namelist()
-    except ZIP_ERRORS:
+    infos = zip_directory(path)
+    if infos is None:
         return False
+    names = [info.filename for info in infos]
     if any(name.endswith(_LEGACY_ENTRY) for name in names):
         return True
     formats = [name for name in names if name.endswith("archive_format")]
