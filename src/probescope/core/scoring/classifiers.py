@@ -164,7 +164,7 @@ def last_linear_embedder(module: nn.Module, lock: threading.Lock | None = None) 
     return embedder, f"input of the last linear layer '{name}' ({layer.weight.shape[1]}-d)"
 
 
-def _check_images(images: Sequence[np.ndarray]) -> None:
+def check_images(images: Sequence[np.ndarray]) -> None:
     for i, im in enumerate(images):
         if im.dtype != np.uint8 or im.ndim != 3 or im.shape[-1] != 3:
             raise InputError(f"image {i} of the batch: expected uint8 RGB (H, W, 3), got {im.dtype} {im.shape}")
@@ -174,7 +174,7 @@ def tf_inception_classifier(weights: str | Path, device: str = "cpu") -> Classif
     from probescope.core.scoring import inception_tf
 
     def prepare(images: Sequence[np.ndarray]) -> torch.Tensor:
-        _check_images(images)
+        check_images(images)
         return inception_tf.prepare_tf_inception(images)
 
     from probescope.core.models.loading import file_identity
@@ -222,7 +222,7 @@ def tv_inception_classifier(weights: str | Path, device: str = "cpu") -> Classif
     std = torch.tensor([0.229, 0.224, 0.225]).view(1, 3, 1, 1)
 
     def prepare(images: Sequence[np.ndarray]) -> torch.Tensor:
-        _check_images(images)
+        check_images(images)
         out = []
         for im in images:
             x = torch.from_numpy(np.ascontiguousarray(im)).permute(2, 0, 1)[None].float() / 255.0

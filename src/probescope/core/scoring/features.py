@@ -31,7 +31,9 @@ import numpy as np
 import torch
 from torch import nn
 
+from probescope.core.data.preprocess import IMAGENET
 from probescope.core.errors import InputError
+from probescope.core.scoring.classifiers import check_images
 from probescope.core.scoring.feature_spec import CLASSIFIER, PRECISIONS, RESIZES, check_spec
 from probescope.core.trust import NO_TRUST, Trust
 
@@ -41,8 +43,6 @@ if TYPE_CHECKING:
     from probescope.core.scoring.classifiers import Classifier
 
 DINOV2_INPUT = 224  # torch-fidelity's and dgm-eval's input size for DINOv2
-IMAGENET_MEAN = (0.485, 0.456, 0.406)
-IMAGENET_STD = (0.229, 0.224, 0.225)
 
 
 @dataclass
@@ -132,12 +132,6 @@ class Paired:
         return len(self.features)
 
 
-def _check(images: Sequence[np.ndarray]) -> None:
-    for i, im in enumerate(images):
-        if im.dtype != np.uint8 or im.ndim != 3 or im.shape[-1] != 3:
-            raise InputError(f"image {i} of the batch: expected uint8 RGB (H, W, 3), got {im.dtype} {im.shape}")
-
-
 def _inception(path: str, device: str) -> FeatureNetwork:
     from probescope.core.scoring.classifiers import tf_inception_classifier
 
@@ -168,15 +162,15 @@ def _dinov2(spec: str, device: str, resize: str) -> FeatureNetwork:
 
 def _normalised(x: torch.Tensor) -> torch.Tensor:
     """0-255 float pixels -> ImageNet-normalised, as torchvision's normalize with the mean and std times 255."""
-    mean = torch.tensor([255 * m for m in IMAGENET_MEAN]).view(1, 3, 1, 1)
-    std = torch.tensor([255 * s for s in IMAGENET_STD]).view(1, 3, 1, 1)
+    mean = torch.tensor(IMAGENET.mean).view(1, 3, 1, 1)
+    std = torch.tensor(IMAGENET.std).view(1, 3, 1, 1)
     return (x - mean) / std
 
 
 def _tf1_prepare(images: Sequence[np.ndarray]) -> torch.Tensor:
     from probescope.core.scoring.inception_tf import tf1_resize
 
-    _check(images)
+    check_images(images)
     out = [tf1_resize(torch.from_numpy(np.array(im, np.float32)).permute(2, 0, 1)[None], DINOV2_INPUT)
            for im in images]
     return _normalised(torch.cat(out))
@@ -185,7 +179,7 @@ def _tf1_prepare(images: Sequence[np.ndarray]) -> torch.Tensor:
 def _pil_bicubic_prepare(images: Sequence[np.ndarray]) -> torch.Tensor:
     from PIL import Image
 
-    _check(images)
+    check_images(images)
     out = []
     for im in images:
         resized = Image.fromarray(np.ascontiguousarray(im)).resize((DINOV2_INPUT,) * 2, Image.Resampling.BICUBIC)
@@ -197,7 +191,7 @@ def _model_prepare(model: LoadedModel) -> Callable[[Sequence[np.ndarray]], torch
     preprocess = model.preprocess
 
     def prepare(images: Sequence[np.ndarray]) -> torch.Tensor:
-        _check(images)
+        check_images(images)
         if preprocess.target is None and len({im.shape for im in images}) > 1:
             raise InputError(f"{model.name} features: images of several sizes in one batch; the feature network "
                              "needs one size (a model with a fixed input size, or images of one size)")
