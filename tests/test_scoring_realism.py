@@ -292,3 +292,25 @@ def test_radii_of_several_k_in_one_pass(tmp_path, monkeypatch):
     assert len(passes) == 1 and sorted(p.name for p in tmp_path.iterdir()) == ["ref-k1.npy", "ref-k3.npy"]
     again = ReferenceSet("r", gaussian_stats(real), real, cache_path=tmp_path / "ref.npz")
     assert np.array_equal(again.radii(1), got[1]) and len(passes) == 1  # read from the cache
+
+
+def test_the_copy_tests_calibration_is_computed_once_per_reference():
+    """The window asks for the calibration at every block of streamed samples: it is computed once per reference
+    and held-out set (a set-aside fifth of 50,000 images would otherwise be 10,000 x 40,000 distances each block)."""
+    from probescope.core.scoring.frechet import gaussian_stats
+    from probescope.core.scoring.reference import ReferenceSet
+    from probescope.core.scoring.settings import ScoreSettings
+    from probescope.jobs.protocol import TaskContext
+    from probescope.jobs.scoring import copy_calibration
+
+    rng = np.random.default_rng(7)
+    real = rng.normal(size=(600, 5)).astype(np.float32)
+    held = rng.normal(size=(150, 5)).astype(np.float32)
+    reference = ReferenceSet("r", gaussian_stats(real), real)
+    held_out = ReferenceSet("h", gaussian_stats(held), held)
+    ctx, settings = TaskContext(), ScoreSettings()
+    aside, _ = copy_calibration(ctx, reference, None, settings)
+    given, _ = copy_calibration(ctx, reference, held_out, settings)
+    assert copy_calibration(ctx, reference, None, settings)[0] is aside
+    assert copy_calibration(ctx, reference, held_out, settings)[0] is given and given is not aside
+    assert len(given.held_out_distances) == 150 and len(aside.held_out_distances) == 120

@@ -313,14 +313,17 @@ def _per_image(ctx: TaskContext, result: ScoreResult, settings: ScoreSettings, a
 def copy_calibration(ctx: TaskContext, reference, held_out, settings: ScoreSettings):
     """The copy test's calibration and '' (the held-out images' nearest-reference distances: `held_out`, a
     ReferenceSet with features, or a part of the reference set aside, `settings.held_out_share` from
-    `settings.seed`), or None and why the reference is too small to set enough images aside."""
+    `settings.seed`), or None and why the reference is too small to set enough images aside. Computed once per
+    reference and held-out set: the window asks again at every block of samples it streams."""
     from probescope.core.scoring.copy_test import calibrate, min_held_out, set_aside_calibration
 
     real = reference.require_features("the copy test")
     if held_out is not None:
         held = held_out.require_features("the copy test")
-        calibration = calibrate(real, held, alpha=settings.copy_alpha, held_out_note=f"held-out images "
-                                f"{held_out.name}", cancel=ctx.cancelled)
+        _held, calibration = reference.derived(  # (the held-out features kept with it: their id stays theirs)
+            ("calibration", settings.copy_alpha, id(held)),
+            lambda: (held, calibrate(real, held, alpha=settings.copy_alpha, held_out_note=f"held-out images "
+                                     f"{held_out.name}", cancel=ctx.cancelled)))
         _refuse_held_out_in_reference(calibration.in_reference, len(held), held_out.name)
         return calibration, ""
     needed = min_held_out(settings.copy_alpha)
@@ -328,8 +331,10 @@ def copy_calibration(ctx: TaskContext, reference, held_out, settings: ScoreSetti
         return None, (f"at alpha {settings.copy_alpha:g} it needs {needed} held-out real images; "
                       f"{settings.held_out_share:g} of the {len(real)} reference images are fewer (give --held-out "
                       "REF, a larger reference or a larger --held-out-share)")
-    return set_aside_calibration(real, alpha=settings.copy_alpha, share=settings.held_out_share, seed=settings.seed,
-                                 cancel=ctx.cancelled), ""
+    return reference.derived(
+        ("calibration", settings.copy_alpha, settings.held_out_share, settings.seed),
+        lambda: set_aside_calibration(real, alpha=settings.copy_alpha, share=settings.held_out_share,
+                                      seed=settings.seed, cancel=ctx.cancelled)), ""
 
 
 def _refuse_held_out_in_reference(same: int, n: int, name: str) -> None:

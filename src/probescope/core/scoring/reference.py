@@ -123,6 +123,7 @@ class ReferenceSet:
     source: Path | None = None  # the statistics file, image folder or array file it was made from (named in errors)
     _frechet: FrechetReference | None = field(default=None, repr=False)
     _radii: dict[int, np.ndarray] = field(default_factory=dict, repr=False)
+    _derived: dict[tuple, object] = field(default_factory=dict, repr=False)
 
     @property
     def n(self) -> int | None:
@@ -139,6 +140,13 @@ class ReferenceSet:
         if self.features is None:
             raise InputError(f"{what} needs the reference images' features; {self.name} holds only mu and sigma")
         return self.features
+
+    def derived(self, key: tuple, compute: Callable[[], T]) -> T:
+        """A value computed from these features once per `key` and kept in memory with them (the copy test's
+        calibration, asked for again at every block of samples the window streams)."""
+        if key not in self._derived:
+            self._derived[key] = compute()
+        return self._derived[key]  # type: ignore[return-value]
 
     def radii(self, k: int) -> np.ndarray:
         """Each reference sample's k-NN radius (precision), cached in memory and beside the cached arrays."""
