@@ -22,6 +22,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from probescope.core.scoring.copy_test import percent
 from probescope.widgets.controls import menu_button
 from probescope.widgets.ink import InkLabel, inked
 
@@ -109,7 +110,7 @@ class NeighboursPanel(QFrame):
             self.copy_flag.setText(inked("warning", f"<b>Possible copy</b> of reference image #{copy.reference}") +
                                    f": distance {copy.distance:.3g}, p = {_p(copy.p_value)} (below the α = "
                                    f"{copy.alpha:g} threshold {copy.threshold:.3g}: nearer to it than all but "
-                                   f"{_percent(copy.alpha)}% of held-out real images are to theirs)")
+                                   f"{percent(copy.alpha)}% of held-out real images are to theirs)")
         self.copy_flag.setVisible(flagged)
         self._set_thumbs(len(nearest))
         for caption, j, d in zip(self.captions, nearest, distances, strict=True):
@@ -196,15 +197,15 @@ def copies_text(copy: CopyTest) -> str:
     lo, hi = copy.interval
     held = len(copy.held_out_distances)
     where = f" ({copy.held_out})" if copy.held_out else ""
-    expected = f"about {_percent(copy.alpha)}% expected at α = {copy.alpha:g} without copying"
-    nearer = (f"nearer to a reference image than {_percent(1.0 - copy.alpha)}% of {held:,} held-out real images are "
+    expected = f"about {percent(copy.alpha)}% expected at α = {copy.alpha:g} without copying"
+    nearer = (f"nearer to a reference image than {percent(1.0 - copy.alpha)}% of {held:,} held-out real images are "
               f"to theirs{where}")
     if copy.flagged_count:
         text = (f"<b>{copy.flagged_count:,}</b> of {copy.samples:,} samples are <b>possible copies</b> "
-                f"({_percent(copy.flagged_share)}%, 95% CI {_percent(lo)}–{_percent(hi)}%; {expected}): {nearer} "
+                f"({percent(copy.flagged_share)}%, 95% CI {percent(lo)}–{percent(hi)}%; {expected}): {nearer} "
                 "(badge ‘copy?’ in the grid; filter with ‘possible copies only’).")
     else:
-        text = (f"No possible copies among {copy.samples:,} samples (95% CI 0–{_percent(hi)}%; {expected}): none is "
+        text = (f"No possible copies among {copy.samples:,} samples (95% CI 0–{percent(hi)}%; {expected}): none is "
                 f"{nearer}.")
     if lo > copy.alpha:
         reading = inked("warning", "More flags than honest samples give: the generator may copy reference images "
@@ -217,12 +218,6 @@ def copies_text(copy: CopyTest) -> str:
                         "(distance 0): they are not held out, so fewer samples are flagged than should be; choose "
                         "held-out images that are not in the reference.") + " " + reading
     return f"{text}<br>{reading}"
-
-
-def _percent(share: float) -> str:
-    """100 share with two significant digits (whole numbers from 10%), as the command line writes it."""
-    value = 100.0 * share
-    return f"{value:.0f}" if value >= 10 else f"{value:.2g}"
 
 
 def _p(p: float) -> str:

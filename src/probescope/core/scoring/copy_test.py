@@ -91,9 +91,9 @@ class CopyTest:
     def summary(self) -> str:
         lo, hi = self.interval
         where = f" ({self.held_out})" if self.held_out else ""
-        return (f"possible copies: {self.flagged_count} of {self.samples} samples ({_percent(self.flagged_share)}%, "
-                f"95% CI {_percent(lo)}–{_percent(hi)}%; expected {_percent(self.alpha)}% at alpha {self.alpha:g} if "
-                f"no sample copies): nearest-reference distance below the {_percent(self.alpha)}% quantile of "
+        return (f"possible copies: {self.flagged_count} of {self.samples} samples ({percent(self.flagged_share)}%, "
+                f"95% CI {percent(lo)}–{percent(hi)}%; expected {percent(self.alpha)}% at alpha {self.alpha:g} if "
+                f"no sample copies): nearest-reference distance below the {percent(self.alpha)}% quantile of "
                 f"{len(self.held_out_distances)} held-out real images'{where}"
                 + in_reference_caveat(self.in_reference, len(self.held_out_distances), "reference"))
 
@@ -258,7 +258,7 @@ def in_reference_caveat(same: int, n: int, what: str) -> str:
             "out, so the test flags fewer samples than it should")
 
 
-def _percent(share: float) -> str:
+def percent(share: float) -> str:
     """100 share with two significant digits (whole numbers from 10%): 0.75, 2.2, 12, 100."""
     value = 100.0 * share
     return f"{value:.0f}" if value >= 10 else f"{value:.2g}"
