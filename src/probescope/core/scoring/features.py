@@ -33,14 +33,13 @@ from torch import nn
 
 from probescope.core.data.preprocess import IMAGENET
 from probescope.core.errors import InputError
-from probescope.core.scoring.classifiers import check_images
+from probescope.core.scoring.classifiers import Classifier, check_images, tf_inception_classifier
 from probescope.core.scoring.feature_spec import CLASSIFIER, PRECISIONS, RESIZES, check_spec
 from probescope.core.trust import NO_TRUST, Trust
 
 if TYPE_CHECKING:
     from probescope.core.models.layout import Layout
     from probescope.core.models.loading import LoadedModel
-    from probescope.core.scoring.classifiers import Classifier
 
 DINOV2_INPUT = 224  # torch-fidelity's and dgm-eval's input size for DINOv2
 
@@ -133,8 +132,6 @@ class Paired:
 
 
 def _inception(path: str, device: str) -> FeatureNetwork:
-    from probescope.core.scoring.classifiers import tf_inception_classifier
-
     if not path:
         raise InputError("feature network 'inception-tf' names no weights file: use inception-tf:<weights file>")
     classifier = tf_inception_classifier(path, device)
