@@ -65,6 +65,10 @@ def launch_child(kernel: str) -> None:
         torch_s = time.perf_counter() - T0
         torch.set_num_threads(compute_threads())
         torch_cpu_s = time.process_time()
+    elif kernel == "local":  # as the app then: the kernel started before Qt is imported
+        from probescope.jobs.kernel import local
+
+        local.start_early()
     import tempfile
 
     from PySide6.QtCore import QTimer

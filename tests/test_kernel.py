@@ -500,3 +500,18 @@ def test_the_window_opens_every_input_with_a_kernel(qtbot, settings_path, small_
     assert not window.notification.isVisible(), (window.notification.message.text(),
                                                  window.notification.details.toPlainText()[-2000:])
     window.close()
+
+
+def test_a_kernel_started_early_is_the_one_the_first_job_runs_in(qtbot, make_pool):
+    """`probescope gui` starts the kernel before it imports Qt; the pool's first Job takes that process, and an
+    early kernel of another config is stopped, not left running."""
+    from probescope.jobs.kernel import local
+
+    local.start_early(KernelConfig(torch=False, io_threads=1))
+    early = local._early[1]  # noqa: SLF001
+    pid, _, _ = run(qtbot, make_pool(io_threads=1), Job(kernel_jobs.count, {"n": 1}))
+    assert pid == early.pid and local._early is None  # noqa: SLF001
+    local.start_early(KernelConfig(torch=False, io_threads=2))
+    other = local._early[1]  # noqa: SLF001
+    pid, _, _ = run(qtbot, make_pool(io_threads=1), Job(kernel_jobs.count, {"n": 1}))
+    assert pid != other.pid and not other.is_alive()

@@ -16,8 +16,7 @@ This module and what it imports stay free of torch: the window needs no torch to
 from __future__ import annotations
 
 import atexit
-import multiprocessing
-import multiprocessing.util  # its exit handler (which joins child processes) registered before this module's
+import multiprocessing.util  # noqa: F401  (its exit handler, which joins child processes, registered before ours)
 import signal
 import time
 import weakref
@@ -29,7 +28,8 @@ from PySide6.QtCore import QObject, QThread, QTimer, Signal
 
 from probescope.app.workers import run_named
 from probescope.core.trust import Trust
-from probescope.jobs.kernel.process import ENDS, EXIT_OUT_OF_MEMORY, KernelConfig, main
+from probescope.jobs.kernel import local
+from probescope.jobs.kernel.process import ENDS, EXIT_OUT_OF_MEMORY, KernelConfig
 from probescope.jobs.kernel.transport import Channel, Traffic, Undecodable, sweep
 from probescope.jobs.protocol import Job, TaskError, describe_error
 from probescope.jobs.session import Session
@@ -324,14 +324,9 @@ class KernelClient(KernelSide):
         return None if self._kernel is None else self._kernel.pid
 
     def _launch(self) -> tuple[Any, Any]:
-        context = multiprocessing.get_context("spawn")
-        ours, theirs = context.Pipe()
-        # not a daemon: its jobs may start processes of their own (a dissection's workers); stopped at exit instead
-        process = context.Process(target=main, args=(theirs, self.config), name="probescope-kernel")
-        process.start()
+        process, conn = local.take_early(self.config) or local.spawn(self.config)
         _RUNNING.add(self)
-        theirs.close()  # the kernel's end: held only by the kernel, so its death ends the connection
-        return process, ours
+        return process, conn
 
     def _alive(self) -> bool:
         return self._kernel.is_alive()

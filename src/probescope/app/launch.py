@@ -127,6 +127,10 @@ def run(args: argparse.Namespace) -> int:
             raise InputError(f"argument --device: {problem}")
     if args.screenshot is not None:
         environment.default(environment.QT_PLATFORM, "offscreen")
+    if args.kernel == "local":  # its torch import runs while this process imports Qt and builds the window
+        from probescope.jobs.kernel import local
+
+        local.start_early()
     from probescope.app import splash
 
     launch = splash.start() if args.screenshot is None else None  # on screen while the window loads

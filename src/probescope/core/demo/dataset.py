@@ -4,7 +4,7 @@ It is written once into the user's cache folder and regenerated when missing or 
 records what a complete dataset holds); `probescope demo-data DIR` writes it anywhere.
 
 In the cache it is generated in stages (`demo_dataset_stages`), so a fresh install shows results within seconds:
-once its first FIRST_BATCH images are written, `index_first300.csv` lists them with label tables of their own, a
+once its first FIRST_BATCH images are written, `index_first150.csv` lists them with label tables of their own, a
 complete dataset of its own that the window dissects and shows while the rest render; the whole dataset follows.
 The files are written without a sync each (one sync before the manifest: on a shared disk the per-file syncs took
 24 of the 30 s), in place: until its manifest is written the folder is not taken as complete.
@@ -38,7 +38,9 @@ DEFAULT_SEED = 0
 VAL_SHARE = 0.2
 GENERATOR_VERSION = 1  # bump when the renderer changes, so cached copies are regenerated
 MANIFEST = "demo_manifest.json"
-FIRST_BATCH = 300  # images of the first stage of a generation in the cache (under 2 s of rendering on one core)
+# images of the first stage of a generation in the cache: rendered, extracted and labelled in about 2 s of CPU; at
+# 300 the first units took 15 s beside two CPU-bound processes (issue 45, benchmarks/gui_bench.py --fresh --load 2)
+FIRST_BATCH = 150
 
 
 def first_index(n_first: int) -> str:
