@@ -20,7 +20,8 @@ import numpy as np
 import torch
 from torch import nn
 
-from probescope.core.data.activations import _BlockChecksums, cache_path, extract_activations
+from probescope.core.data.activation_cache import BlockChecksums, cache_path
+from probescope.core.data.activations import extract_activations
 from probescope.core.data.preprocess import CLASSIC
 from probescope.core.models.loading import LoadedModel
 
@@ -45,7 +46,7 @@ def main() -> None:
         size = path.stat().st_size
 
         start = time.perf_counter()
-        sums = _BlockChecksums(array[0].nbytes)
+        sums = BlockChecksums(array[0].nbytes)
         for first in range(0, n, 32):
             sums.add(first, array[first:first + 32])
         crc_cost = time.perf_counter() - start

@@ -7,7 +7,8 @@ import pytest
 import torch
 from torch import nn
 
-from probescope.core.data.activations import cache_path, extract_activations, extract_layers
+from probescope.core.data.activation_cache import cache_path
+from probescope.core.data.activations import extract_activations, extract_layers
 from probescope.core.data.preprocess import CLASSIC
 from probescope.core.demo.model import DemoNet
 from probescope.core.demo.world import SCENES

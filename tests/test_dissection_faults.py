@@ -18,8 +18,9 @@ import numpy as np
 import pytest
 
 from oracles.synthetic_broden import SyntheticBroden, SyntheticSpec, write_synthetic_broden
-from probescope.core.data import activations as activations_module
-from probescope.core.data.activations import cache_path, extract_activations
+from probescope.core.data import activation_cache
+from probescope.core.data.activation_cache import cache_path
+from probescope.core.data.activations import extract_activations
 from probescope.core.dissection.saved import journal_path
 from probescope.core.errors import InputError, Note
 from probescope.core.locks import LOCK_FILE, folder_lock
@@ -221,7 +222,7 @@ def test_disk_full_while_writing_the_activation_cache(tmp_path, capsys, small_wo
 def test_disk_full_while_writing_the_activation_cache_simulated(tmp_path, small_world, model_spec, monkeypatch):
     model = load_model(model_spec)
     images = np.zeros((4, 64, 64, 3), np.uint8)
-    monkeypatch.setattr(activations_module.shutil, "disk_usage", lambda _path: SimpleNamespace(free=1000))
+    monkeypatch.setattr(activation_cache.shutil, "disk_usage", lambda _path: SimpleNamespace(free=1000))
     with pytest.raises(InputError, match=r"not enough free space for the activation cache: it needs [\d.]+ KiB, "
                                          r"1\.0 KiB free; free some space, or set PROBESCOPE_CACHE"):
         extract_activations(model, "layer1", images, tmp_path / "cache")
@@ -230,7 +231,7 @@ def test_disk_full_while_writing_the_activation_cache_simulated(tmp_path, small_
     def no_room(fd, offset, length):
         raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
 
-    monkeypatch.setattr(activations_module.os, "posix_fallocate", no_room, raising=False)
+    monkeypatch.setattr(activation_cache.os, "posix_fallocate", no_room, raising=False)
     with pytest.raises(InputError, match="could not write the activation cache \\(No space left on device\\)"):
         extract_activations(model, "layer1", images, tmp_path / "cache")
     assert not list((tmp_path / "cache" / "activations").glob(".*"))
@@ -277,14 +278,14 @@ def test_stale_temporaries_of_killed_extractions_are_removed(tmp_path, model_spe
     killed = subprocess.run([sys.executable, "-c", (
         "import os, signal\n"
         "from pathlib import Path\n"
-        "from probescope.core.data.activations import _temp_file\n"
-        f"_temp_file(Path({str(folder)!r}), 'x.npy')\n"
+        "from probescope.core.data.activation_cache import temp_file\n"
+        f"temp_file(Path({str(folder)!r}), 'x.npy')\n"
         "os.kill(os.getpid(), signal.SIGKILL)\n")], capture_output=True)
     assert killed.returncode == -signal.SIGKILL
     [left] = folder.glob(".*.tmp")
     old = time.time() - 3600
     os.utime(left, (old, old))
-    held, fd = activations_module._temp_file(folder, "y.npy")  # a live writer's, made old on purpose
+    held, fd = activation_cache.temp_file(folder, "y.npy")  # a live writer's, made old on purpose
     os.utime(held, (old, old))
     try:
         extract_activations(load_model(model_spec), "layer1", np.zeros((2, 64, 64, 3), np.uint8), cache)

@@ -33,7 +33,8 @@ from torch import nn
 from probescope.core.ablation import tail as tails
 from probescope.core.ablation.groups import UnitGroup
 from probescope.core.ablation.results import AblationResult
-from probescope.core.data.activations import ImageDataset, run_model
+from probescope.core.data.activation_cache import ImageDataset
+from probescope.core.data.activations import run_model
 from probescope.core.errors import InputError
 from probescope.core.models import checkpoint as ckpt
 from probescope.core.models.layers import layer_layout

@@ -6,201 +6,42 @@ thread pool a couple of batches ahead of inference. The result is float32 (N, un
 read through its layout (probescope.core.models.layout: channels last and token sequences become channels-first
 maps of the patch tokens; a flat output (N, F) is stored as (N, F, 1, 1)).
 
-Cache: <cache_dir>/activations/<key>.npy with a <key>.json sidecar. The key hashes the model file's identity,
-the layer, the dataset's identity and the preprocessing. The array is written to a temporary file and renamed
-when complete, and the sidecar is written last, so an interrupted run never leaves a cache that looks valid.
-- Space: the file's full size is checked against the free space and reserved before anything is written (a disk
-  that fills under a memory map kills the process with SIGBUS, with no message).
-- Content: the sidecar holds a CRC-32 of every block of rows (computed from the batches as they are written), and a
-  cache is read only after every block matches and holds finite values; a damaged cache is named and rebuilt.
-  Extraction refuses non-finite activations, so a finite cache is the only kind written.
-- Leftovers: a writer holds a lock on its temporary file; temporaries nobody holds (a killed run's) are removed
-  when the next extraction starts.
+The cache (where the arrays are kept, how they are checked) is probescope.core.data.activation_cache.
 """
 
 from __future__ import annotations
 
 import contextlib
-import errno
-import hashlib
-import json
 import os
-import shutil
-import tempfile
-import time
-import warnings
-import zlib
 from collections import deque
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol
 
 import numpy as np
 import torch
 from torch import nn
 
 from probescope.core.atomic import write_json
-from probescope.core.errors import InputError, Note
-from probescope.core.locks import try_lock
+from probescope.core.data.activation_cache import (
+    CACHE_SUBDIR,
+    BlockChecksums,
+    Images,
+    Source,
+    allocate,
+    cache_fields,
+    cache_key,
+    load_cached,
+    source_of,
+    temp_file,
+)
+from probescope.core.errors import InputError
 from probescope.core.models.layers import layer_layout
 from probescope.core.models.layout import Layout
 from probescope.core.models.loading import TORCHSCRIPT_OUTPUT, LoadedModel
 from probescope.core.tasks import CancelCheck, ProgressCallback, check_cancel, report
 
-CACHE_VERSION = 2  # 2: layers read through their layouts (version 1 read every 4-d output as channels first)
 POOLS = (None, "avg", "cls")  # none, the mean over the map's positions (patch tokens), a token layer's class token
-CACHE_SUBDIR = "activations"
-CHECK_BLOCK_BYTES = 16 << 20  # rows per checksum block: about this many bytes
-STALE_TEMP_SECONDS = 60.0  # an unlocked temporary this old belongs to no running writer
-
-
-class ImageDataset(Protocol):
-    """What extraction needs from a dataset (probescope.core.data.broden.BrodenDataset has it)."""
-
-    root: Path
-    index_path: Path
-
-    @property
-    def n_images(self) -> int: ...
-
-    def load_image(self, i: int) -> np.ndarray: ...
-
-    def image_path(self, i: int) -> Path: ...
-
-
-Images = ImageDataset | np.ndarray | Sequence[np.ndarray]
-
-
-@dataclass(frozen=True)
-class _Source:
-    n: int
-    load: Callable[[int], np.ndarray]
-    describe: Callable[[int], str]  # how an image is named in error messages
-    identity: dict[str, Any]
-
-
-def _source(images: Images) -> _Source:
-    if hasattr(images, "load_image") and hasattr(images, "n_images"):
-        ds: Any = images
-        index = Path(ds.index_path)
-        try:
-            st = index.stat()
-        except OSError as exc:
-            raise InputError(f"cannot read the dataset index ({exc.strerror or exc})", index) from None
-        paths = hashlib.sha256("\n".join(str(ds.image_path(i)) for i in range(ds.n_images)).encode()).hexdigest()
-        identity = {
-            "kind": "dataset",
-            "root": str(Path(ds.root).resolve()),
-            "index": str(index.resolve()),
-            "index_size": st.st_size,
-            "index_mtime_ns": st.st_mtime_ns,
-            "images": paths,
-        }
-        return _Source(ds.n_images, ds.load_image, lambda i: str(ds.image_path(i)), identity)
-    seq: Any = images
-    digest = hashlib.sha256()
-    for i in range(len(seq)):
-        im = np.ascontiguousarray(seq[i])
-        digest.update(f"{im.dtype}{im.shape};".encode())
-        digest.update(im.data)
-    return _Source(len(seq), lambda i: seq[i], lambda i: f"image {i}", {"kind": "arrays", "sha256": digest.hexdigest()})
-
-
-def _fields(model: LoadedModel, layer: str, source: _Source, pool: str | None = None) -> dict[str, Any]:
-    """Everything the cached array depends on (hashed into the cache key, stored in the sidecar). A layout the model
-    decides follows from the model and the preprocessing, which are in the key (and reading a cache needs no pass to
-    decide it); a layout the user gave is in the key."""
-    fields: dict[str, Any] = {
-        "version": CACHE_VERSION,
-        "model": model.source_key,
-        "layer": layer,
-        "dataset": source.identity,
-        "preprocess": model.preprocess.key(),
-        "dtype": "float32",
-    }
-    if pool is not None:
-        fields["pool"] = pool
-    if layer in model.layouts:
-        fields["layout"] = str(model.layouts[layer])
-    return fields
-
-
-def _key(fields: dict[str, Any]) -> str:
-    return hashlib.sha256(json.dumps(fields, sort_keys=True).encode()).hexdigest()[:32]
-
-
-def cache_path(model: LoadedModel, layer: str, images: Images, cache_dir: str | Path, pool: str | None = None) -> Path:
-    """Where the activations of `layer` over `images` are (or would be) cached."""
-    return Path(cache_dir) / CACHE_SUBDIR / f"{_key(_fields(model, layer, _source(images), pool))}.npy"
-
-
-class _BlockChecksums:
-    """CRC-32 of each block of `rows` rows of an array, fed with its rows in order as they are written."""
-
-    def __init__(self, row_bytes: int, rows: int | None = None):
-        self.rows = rows or max(1, CHECK_BLOCK_BYTES // max(1, row_bytes))
-        self.crcs: list[int] = []
-
-    def add(self, start: int, rows: np.ndarray) -> None:
-        flat = rows.reshape(len(rows), -1)
-        i = 0
-        while i < len(flat):
-            block, offset = divmod(start + i, self.rows)
-            take = min(len(flat) - i, self.rows - offset)
-            if block == len(self.crcs):
-                self.crcs.append(0)
-            self.crcs[block] = zlib.crc32(flat[i:i + take], self.crcs[block])
-            i += take
-
-    def to_json(self) -> dict[str, Any]:
-        return {"rows": self.rows, "crc32": self.crcs}
-
-
-def _damage(array: np.ndarray, checksums: Any) -> str:
-    """Why the cached array cannot be used ('' when every block matches its checksum and is finite). Blocks are
-    checked in parallel threads (zlib and NumPy release the GIL); the first damaged block in file order is named."""
-    if not isinstance(checksums, dict) or not isinstance(checksums.get("rows"), int) or checksums["rows"] < 1:
-        return "checksums unreadable"
-    rows, want = checksums["rows"], checksums.get("crc32")
-    if not isinstance(want, list) or len(want) != -(-len(array) // rows):
-        return "checksums do not cover the file"
-
-    def check(k: int) -> str:
-        block = np.ascontiguousarray(array[k * rows:(k + 1) * rows])
-        where = f"images {k * rows}-{k * rows + len(block) - 1}"
-        if zlib.crc32(block) != want[k]:
-            return f"checksum mismatch in {where}"
-        return "" if np.isfinite(block).all() else f"non-finite values in {where}"
-
-    with ThreadPoolExecutor(max_workers=min(len(want), os.cpu_count() or 1)) as pool:
-        return next((problem for problem in pool.map(check, range(len(want))) if problem), "")
-
-
-def _load_cached(path: Path, fields: dict[str, Any], n_images: int) -> np.ndarray | None:
-    """The cached array if the sidecar matches `fields` and the file is whole and undamaged, else None (a damaged
-    one is named in a Note)."""
-    sidecar = path.with_suffix(".json")
-    try:
-        meta = json.loads(sidecar.read_text(encoding="utf-8"))
-        array = np.load(path, mmap_mode="r")
-    except (OSError, ValueError, json.JSONDecodeError, UnicodeDecodeError):
-        return None
-    if (
-        not isinstance(meta, dict)
-        or meta.get("fields") != fields
-        or list(array.shape) != meta.get("shape")
-        or array.dtype != np.float32
-        or array.shape[0] != n_images
-        or "checksums" not in meta  # written by a version without checksums: rebuilt quietly
-    ):
-        return None
-    damage = _damage(array, meta.get("checksums"))
-    if damage:
-        warnings.warn(Note(f"{path}: damaged activation cache ({damage}); rebuilding it"), stacklevel=2)
-        return None
-    return array
 
 
 def extract_activations(
@@ -243,7 +84,7 @@ def extract_layers(
     for all those not cached yet (each cached file is the same as a single-layer extraction writes)."""
     if pool not in POOLS:
         raise InputError(f"pooling must be 'avg', 'cls' or none, got {pool!r}")
-    source = _source(images)
+    source = source_of(images)
     if source.n == 0:
         raise InputError("no images to extract activations from")
     layers = list(dict.fromkeys(layers))
@@ -254,12 +95,12 @@ def extract_layers(
     if cache_dir is None:
         return _run(model, layers, source, {}, batch_size, progress, cancel, workers, pooling=pool)
     folder = Path(cache_dir) / CACHE_SUBDIR
-    fields = {layer: _fields(model, layer, source, pool) for layer in layers}
-    paths = {layer: folder / f"{_key(fields[layer])}.npy" for layer in layers}
+    fields = {layer: cache_fields(model, layer, source, pool) for layer in layers}
+    paths = {layer: folder / f"{cache_key(fields[layer])}.npy" for layer in layers}
     out: dict[str, np.ndarray] = {}
     for layer in layers:
         report(progress, 0.0, f"{layer}: checking the activation cache")
-        cached = _load_cached(paths[layer], fields[layer], source.n)
+        cached = load_cached(paths[layer], fields[layer], source.n)
         if cached is not None:
             report(progress, 1.0, f"{layer}: read cached activations")
             out[layer] = cached
@@ -267,10 +108,10 @@ def extract_layers(
     if not missing:
         return out
     temps: dict[str, tuple[Path, int]] = {}  # layer -> (locked temporary file, its descriptor)
-    checksums: dict[str, _BlockChecksums] = {}
+    checksums: dict[str, BlockChecksums] = {}
     try:
         for layer in missing:
-            temps[layer] = _temp_file(folder, paths[layer].name)
+            temps[layer] = temp_file(folder, paths[layer].name)
             paths[layer].with_suffix(".json").unlink(missing_ok=True)
         arrays = _run(model, missing, source, {layer: tmp for layer, (tmp, _fd) in temps.items()}, batch_size,
                       progress, cancel, workers, checksums=checksums, pooling=pool)
@@ -300,36 +141,6 @@ def extract_layers(
                                                        "checksums": checksums[layer].to_json()})
         out[layer] = np.load(paths[layer], mmap_mode="r")
     return {layer: out[layer] for layer in layers}
-
-
-def _temp_file(folder: Path, name: str) -> tuple[Path, int]:
-    """A new temporary file in `folder`, locked (open descriptor returned) so no cleaner takes it while it fills;
-    unlocked temporaries left by killed runs are removed first."""
-    try:
-        folder.mkdir(parents=True, exist_ok=True)
-        _remove_stale_temporaries(folder)
-        fd, tmp = tempfile.mkstemp(prefix=f".{name}.", suffix=".tmp", dir=folder)
-    except OSError as exc:
-        raise InputError(f"cache folder is not writable ({exc.strerror or exc})", folder) from None
-    try_lock(fd)
-    return Path(tmp), fd
-
-
-def _remove_stale_temporaries(folder: Path) -> None:
-    """Delete `.*.tmp` files that no process holds and that are older than a fresh writer's lock-up window."""
-    now = time.time()
-    for path in folder.glob(".*.tmp"):
-        try:
-            if now - path.stat().st_mtime < STALE_TEMP_SECONDS:
-                continue
-            fd = os.open(path, os.O_RDWR)
-        except OSError:
-            continue  # gone already, or not ours to open
-        try:
-            if try_lock(fd):
-                path.unlink(missing_ok=True)
-        finally:
-            os.close(fd)
 
 
 def _check_layer(model: LoadedModel, layer: str, pool: str | None) -> None:
@@ -422,7 +233,7 @@ def _as_units(model: LoadedModel, t: torch.Tensor, layer: str, layout: Layout, p
     return units.mean(axis=(2, 3), keepdims=True) if pooling == "avg" else units
 
 
-def _batches(source: _Source, batch_size: int, pool: ThreadPoolExecutor, ahead: int = 2):
+def _batches(source: Source, batch_size: int, pool: ThreadPoolExecutor, ahead: int = 2):
     """Yield (start, images) per batch while the next `ahead` batches decode in the pool."""
     starts = list(range(0, source.n, batch_size))
     pending: deque[tuple[int, list[Future]]] = deque()
@@ -444,47 +255,6 @@ def _batches(source: _Source, batch_size: int, pool: ThreadPoolExecutor, ahead: 
                 f.cancel()
 
 
-def _allocate(path: Path | None, shape: tuple[int, ...]) -> np.ndarray:
-    """The output array: in memory, or a memory map of `path` whose whole size is on disk already."""
-    if path is None:
-        return np.empty(shape, dtype=np.float32)
-    need = int(np.prod(shape)) * 4 + 4096  # data and a generous .npy header
-    try:
-        free = shutil.disk_usage(path.parent).free
-    except OSError:
-        free = need  # cannot tell: the reservation below still checks
-    if free < need:
-        raise InputError(f"not enough free space for the activation cache: it needs {_size(need)}, {_size(free)} "
-                         "free; free some space, or set PROBESCOPE_CACHE to a folder on another disk", path.parent)
-    try:
-        array = np.lib.format.open_memmap(path, mode="w+", dtype=np.float32, shape=shape)
-        _reserve(path)
-    except OSError as exc:
-        raise InputError(f"could not write the activation cache ({exc.strerror or exc}); set PROBESCOPE_CACHE to a "
-                         "folder on another disk", path.parent) from None
-    return array
-
-
-def _reserve(path: Path) -> None:
-    """Give the (sparse) file all its blocks now, so a full disk is an error here, not a SIGBUS later."""
-    if not hasattr(os, "posix_fallocate"):
-        return
-    fd = os.open(path, os.O_RDWR)
-    try:
-        os.posix_fallocate(fd, 0, os.fstat(fd).st_size)
-    except OSError as exc:
-        if exc.errno not in (errno.EOPNOTSUPP, errno.EINVAL, errno.ENOSYS):  # file systems that cannot: checked above
-            raise
-    finally:
-        os.close(fd)
-
-
-def _size(n: int) -> str:
-    if n < 2**20:
-        return f"{n / 2**10:,.1f} KiB"
-    return f"{n / 2**20:,.1f} MiB" if n < 2**30 else f"{n / 2**30:,.2f} GiB"
-
-
 @contextlib.contextmanager
 def _hooked(model: LoadedModel, captures: dict[str, _Capture]) -> Iterator[None]:
     """Hold the model's lock with each capture hooked on its layer (TorchScript: no hook, its output is the layer)."""
@@ -501,13 +271,13 @@ def _hooked(model: LoadedModel, captures: dict[str, _Capture]) -> Iterator[None]
 def _run(
     model: LoadedModel,
     layers: list[str],
-    source: _Source,
+    source: Source,
     out_paths: dict[str, Path],
     batch_size: int,
     progress: ProgressCallback | None,
     cancel: CancelCheck | None,
     workers: int,
-    checksums: dict[str, _BlockChecksums] | None = None,
+    checksums: dict[str, BlockChecksums] | None = None,
     pooling: str | None = None,
 ) -> dict[str, np.ndarray]:
     """One pass over the images with every layer of `layers` hooked; each written to its path in `out_paths` (a
@@ -536,9 +306,9 @@ def _run(
                     raise InputError(f"{model.name}: layer {layer!r} gives non-finite values (NaN or Inf) for "
                                      f"{source.describe(start + bad)}")
                 if layer not in out:
-                    out[layer] = _allocate(out_paths.get(layer), (source.n, *acts.shape[1:]))
+                    out[layer] = allocate(out_paths.get(layer), (source.n, *acts.shape[1:]))
                     if checksums is not None:
-                        checksums[layer] = _BlockChecksums(acts[0].nbytes)
+                        checksums[layer] = BlockChecksums(acts[0].nbytes)
                 elif acts.shape[1:] != out[layer].shape[1:]:
                     raise InputError(
                         f"layer {layer!r} gives {acts.shape[1:]} for {source.describe(start)} but "
