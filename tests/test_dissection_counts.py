@@ -7,10 +7,11 @@ import torch.nn.functional as F
 
 from oracles.synthetic_broden import ListBroden, concept_mask
 from probescope.core.data.broden import Label
-from probescope.core.dissection.counts import DatasetCounts, RegionSet, UnitScorer, overlap
+from probescope.core.dissection.counts import DatasetCounts, RegionSet
 from probescope.core.dissection.formula import AND, AND_NOT, OPERATORS, OR, Formula
 from probescope.core.dissection.labels import LabelStore
 from probescope.core.dissection.masks import formula_mask, image_masks
+from probescope.core.dissection.unit_scorer import UnitScorer, overlap
 from probescope.core.dissection.unitmasks import unit_mask_regions, unit_thresholds
 from probescope.core.errors import InputError
 

@@ -10,13 +10,14 @@ from oracles.brute_force import best_formula
 from oracles.mask_reference import MaskReference
 from oracles.synthetic_broden import ListBroden, SyntheticBroden, SyntheticSpec, planted_formulas, synthetic_activations
 from probescope.core.data.broden import Label
-from probescope.core.dissection.counts import DatasetCounts, UnitScorer
+from probescope.core.dissection.counts import DatasetCounts
 from probescope.core.dissection.engine import dissect, dissect_unit
 from probescope.core.dissection.formula import Formula
 from probescope.core.dissection.labels import LabelStore
 from probescope.core.dissection.optimal import optimal_explanation, search_space
 from probescope.core.dissection.search import BeamSearch, Scored
 from probescope.core.dissection.settings import DissectionSettings
+from probescope.core.dissection.unit_scorer import UnitScorer
 from probescope.core.dissection.unitmasks import unit_mask_regions, unit_thresholds
 
 MODES = ("iou", "da-select", "da-stop")

@@ -17,12 +17,13 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from probescope.core.dissection.blocks import read_units
-from probescope.core.dissection.counts import DatasetCounts, UnitScorer
+from probescope.core.dissection.counts import DatasetCounts
 from probescope.core.dissection.labels import LabelStore
 from probescope.core.dissection.optimal import optimal_explanation
 from probescope.core.dissection.results import DissectionResult, Explanation, UnitResult
 from probescope.core.dissection.search import BeamSearch, Scored, da_select, da_stop, iou_explanation, length_sweep
 from probescope.core.dissection.settings import DissectionSettings
+from probescope.core.dissection.unit_scorer import UnitScorer
 from probescope.core.dissection.unitmasks import unit_mask_regions, unit_thresholds
 from probescope.core.errors import InputError
 from probescope.core.tasks import CancelCheck, ProgressCallback, check_cancel, report

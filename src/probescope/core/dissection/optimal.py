@@ -28,9 +28,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from probescope.core.dissection.counts import UnitScorer, ratio
 from probescope.core.dissection.formula import OPERATORS, OR, Formula
 from probescope.core.dissection.search import SLACK, Scored, rank_key
+from probescope.core.dissection.unit_scorer import UnitScorer, ratio
 
 _BATCH = 256  # queued nodes bounded together
 

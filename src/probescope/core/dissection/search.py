@@ -29,8 +29,8 @@ from typing import Protocol
 
 import numpy as np
 
-from probescope.core.dissection.counts import Children
 from probescope.core.dissection.formula import OPERATORS, Formula
+from probescope.core.dissection.unit_scorer import Children
 
 SLACK = 1e-9  # bounds are compared with this relative margin, so float rounding can never prune a contender
 
