@@ -142,10 +142,10 @@ def test_info_on_a_hostile_zip_is_one_line_exit_2(tmp_path, capsys, make, harm, 
 
 @pytest.mark.parametrize("harm", HARMS)
 def test_a_hostile_judgments_release_is_one_input_error(tmp_path, harm, monkeypatch):
-    from probescope.core.similarity import readers
-    from probescope.core.similarity.readers import read_zip_release
+    from probescope.core.similarity import release
+    from probescope.core.similarity.release import read_zip_release
 
-    monkeypatch.setattr(readers, "MAX_RELEASE_MEMBER", 1 << 20)
+    monkeypatch.setattr(release, "MAX_RELEASE_MEMBER", 1 << 20)
     path = _release(tmp_path, harm)
     with pytest.raises(InputError) as err:
         read_zip_release(path)
