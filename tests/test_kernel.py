@@ -177,7 +177,8 @@ def test_judgments_and_their_trial_set_cross_by_name(qtbot, make_pool, small_wor
 def test_a_reference_to_what_a_task_never_sent_is_that_message_s_failure():
     import multiprocessing
 
-    from probescope.jobs.kernel.transport import Channel, Undecodable, _Held, _HeldPickler
+    from probescope.jobs.kernel.pickling import Held, HeldPickler
+    from probescope.jobs.kernel.transport import Channel, Undecodable
 
     here, there = multiprocessing.Pipe()
     sender, receiver = Channel(here), Channel(there)
@@ -188,9 +189,9 @@ def test_a_reference_to_what_a_task_never_sent_is_that_message_s_failure():
     import pickle
 
     forged = io.BytesIO()  # a frame naming record 5 of task 8, which never sent one
-    held = _Held()
+    held = Held()
     held.sent[id(table)] = (5, table)
-    _HeldPickler(forged, None, None, True, None, held).dump(table)
+    HeldPickler(forged, None, None, True, None, held).dump(table)
     here.send_bytes(pickle.dumps(("partial", 8, [], forged.getvalue()), protocol=5))
     with pytest.raises(Undecodable, match="never sent"):
         receiver.receive()
