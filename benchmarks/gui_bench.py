@@ -54,7 +54,7 @@ limit_blas_threads()
 def launch_child(kernel: str) -> None:
     """Runs in a fresh interpreter: start the app on the demo world (computing where `kernel` says) and report when
     it is usable."""
-    from probescope.app.workers import keep_gui_responsive
+    from probescope.app.threads import keep_gui_responsive
 
     torch_s = torch_cpu_s = 0.0
     if kernel == "thread":  # as the app then: torch before Qt
@@ -327,7 +327,8 @@ def measure_stall(n_images: int) -> tuple[float, float, float]:
     from PySide6.QtCore import QEventLoop
     from PySide6.QtWidgets import QApplication
 
-    from probescope.app.workers import WorkerPool, compute_threads, keep_gui_responsive
+    from probescope.app.threads import keep_gui_responsive
+    from probescope.app.workers import WorkerPool, compute_threads
     from probescope.jobs.inputs import OpenRequest, open_task
     from probescope.jobs.protocol import IO
 
@@ -385,7 +386,8 @@ def measure_gallery_stream(n_images: int) -> dict[str, float]:
 
     from probescope.app.gallery.workspace import GalleryWorkspace
     from probescope.app.state import AppState, Loaded
-    from probescope.app.workers import WorkerPool, compute_threads, keep_gui_responsive
+    from probescope.app.threads import keep_gui_responsive
+    from probescope.app.workers import WorkerPool, compute_threads
     from probescope.core.data.broden import BrodenDataset
     from probescope.core.demo.dataset import ensure_demo_dataset
     from probescope.core.demo.sampler import DemoSampler
@@ -600,7 +602,8 @@ def dissection_workspace():
 
     from probescope.app.dissection.workspace import DissectionWorkspace
     from probescope.app.state import AppState
-    from probescope.app.workers import WorkerPool, keep_gui_responsive
+    from probescope.app.threads import keep_gui_responsive
+    from probescope.app.workers import WorkerPool
 
     QApplication.instance() or QApplication([sys.argv[0]])
     pool = WorkerPool()

@@ -141,7 +141,7 @@ def pause(seconds: float) -> None:
 
 def open_window(args: argparse.Namespace, workspace: str, size=(1600, 1000)):
     """The window as `probescope gui` opens it (same requests for the same flags); returns (app, window, probe)."""
-    from probescope.app.workers import keep_gui_responsive
+    from probescope.app.threads import keep_gui_responsive
 
     if args.kernel == "thread":  # as the app: torch before Qt, the thread count once
         import torch

@@ -9,7 +9,8 @@ import time
 
 import pytest
 
-from probescope.app.workers import IO_NICENESS, WorkerPool
+from probescope.app.threads import IO_NICENESS
+from probescope.app.workers import WorkerPool
 from probescope.core.errors import InputError
 from probescope.jobs.protocol import COMPUTE, IO, Partial, Progress
 

@@ -26,7 +26,7 @@ from typing import Any
 
 from PySide6.QtCore import QObject, QThread, QTimer, Signal
 
-from probescope.app.workers import run_named
+from probescope.app.threads import run_named
 from probescope.core.trust import Trust
 from probescope.jobs.kernel import local
 from probescope.jobs.kernel.process import ENDS, EXIT_OUT_OF_MEMORY, KernelConfig

@@ -134,7 +134,7 @@ def run(args: argparse.Namespace) -> int:
     from probescope.app import splash
 
     launch = splash.start() if args.screenshot is None else None  # on screen while the window loads
-    from probescope.app.workers import keep_gui_responsive
+    from probescope.app.threads import keep_gui_responsive
 
     if args.kernel == "thread":  # the computation shares this process: torch before Qt, its thread count once
         import torch
@@ -243,7 +243,7 @@ def _screenshot(app, args: argparse.Namespace, size: tuple[int, int], to_open: l
     from probescope.app.main_window import MainWindow
     from probescope.app.settings import Settings
     from probescope.app.theme import apply_theme
-    from probescope.app.workers import keep_gui_responsive
+    from probescope.app.threads import keep_gui_responsive
     from probescope.core.errors import InputError
 
     out = Path(args.screenshot)

@@ -24,12 +24,8 @@ and a snapshot of the live scores, and the full garbage collections walking them
 
 from __future__ import annotations
 
-import contextlib
 import functools
 import itertools
-import os
-import sys
-import threading
 import weakref
 from collections.abc import Callable
 from typing import Any
@@ -37,35 +33,13 @@ from typing import Any
 from PySide6.QtCore import QObject, QThread, QThreadPool, Signal
 
 from probescope.app.gui_collector import GuiThreadCollector
+from probescope.app.threads import lower_thread_priority, run_named
 from probescope.core.trust import NO_TRUST, Trust
 from probescope.jobs.kernel.spec import KernelSpec, as_spec
 from probescope.jobs.protocol import COMPUTE, IO, Job, Progress, Task, TaskContext, TaskError, describe_error
 from probescope.jobs.runner import ComputeQueue, in_group, run_task
 from probescope.jobs.runner import compute_threads as compute_threads  # where the app and benchmarks find it
 from probescope.jobs.session import Session
-
-GUI_SWITCH_INTERVAL_S = 0.001  # the GIL switch interval in the GUI process (Python's default: 5 ms)
-# the decode pool's threads run this much below the GUI thread and above the compute kernel (nice 2): they read the
-# live scores (FID's eigenproblem, its 1/N fits, distances) beside a busy kernel, and a pool thread holding the
-# interpreter lock while the kernel's threads keep it from a core would stall the GUI thread behind it
-IO_NICENESS = 1
-
-
-def keep_gui_responsive() -> None:
-    """Interpreter settings for the GUI process; call once, after startup.
-
-    - Every object alive now (torch, Qt, the window: about 250,000) leaves the garbage collector's reach. Otherwise a
-      worker allocating many objects (a dissection.json read into results) sets off full collections that walk them
-      all holding the GIL: measured 139 ms of frozen GUI per collection.
-    - The GIL switch interval drops from 5 ms to 1 ms. The GUI thread gives the GIL up on each Qt call and waits for
-      it again while a worker runs Python: measured longest GUI stall during a Python-bound worker task 31-53 ms at
-      5 ms, 4-8 ms at 1 ms.
-    """
-    import gc
-    import sys
-
-    gc.freeze()  # no collect first: it found nothing to free at this point (0 objects) and took 114 ms
-    sys.setswitchinterval(GUI_SWITCH_INTERVAL_S)
 
 
 class TaskHandle:
@@ -129,18 +103,6 @@ class _Bridge(QObject):
     event = Signal(object, str, object)
 
 
-def run_named(name: str, work: Callable[[], None]) -> None:
-    """Run `work` in a Qt thread as Python thread `name`. Python keeps a stand-in Thread for each foreign thread
-    that ran Python code until the interpreter exits; it is forgotten here when the work is done, so a thread
-    that has ended is not listed as alive (`threading.enumerate`)."""
-    threading.current_thread().name = name
-    try:
-        work()
-    finally:
-        with threading._active_limbo_lock:  # noqa: SLF001  (the one way to forget a foreign thread's stand-in)
-            threading._active.pop(threading.get_ident(), None)  # noqa: SLF001
-
-
 class _ComputeThread(QThread):
     def __init__(self, loop: Callable[[], None], parent: QObject) -> None:
         super().__init__(parent)
@@ -149,18 +111,6 @@ class _ComputeThread(QThread):
 
     def run(self) -> None:
         run_named("probescope-compute", self._loop)
-
-
-def lower_thread_priority(by: int = IO_NICENESS) -> None:
-    """This thread's scheduling priority `by` below the process's main (GUI) thread's (Linux keeps a nice value
-    per thread; elsewhere nothing changes). Idempotent: a pool thread, reused, stays where it was put."""
-    if not sys.platform.startswith("linux"):
-        return
-    tid = threading.get_native_id()
-    with contextlib.suppress(OSError):  # (lowering is always allowed; a sandbox may still refuse it)
-        target = min(19, os.getpriority(os.PRIO_PROCESS, os.getpid()) + by)  # (the pid is the main thread's id)
-        if os.getpriority(os.PRIO_PROCESS, tid) < target:
-            os.setpriority(os.PRIO_PROCESS, tid, target)
 
 
 class WorkerPool(QObject):
