@@ -112,3 +112,14 @@ def test_every_probescope_name_the_benchmarks_import_exists():
                             and not (hasattr(module, "__path__")  # a submodule of a package
                                      and importlib.util.find_spec(f"{node.module}.{a.name}") is not None)]
     assert missing == []
+
+
+MODULE_LINES = 400  # a module that says one thing fits on a few screens (issue 43)
+
+
+def test_every_module_is_at_most_400_lines():
+    """A module over the limit holds more than one subject: split it where the subjects part (as activation_cache,
+    unit_scorer, painters, release, pickling, threads and the gallery's cell were split off)."""
+    over = {str(path.relative_to(SRC)): n for path in sorted((SRC / "probescope").rglob("*.py"))
+            if (n := len(path.read_text(encoding="utf-8").splitlines())) > MODULE_LINES}
+    assert over == {}
