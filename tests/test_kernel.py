@@ -516,3 +516,50 @@ def test_a_kernel_started_early_is_the_one_the_first_job_runs_in(qtbot, make_poo
     other = local._early[1]  # noqa: SLF001
     pid, _, _ = run(qtbot, make_pool(io_threads=1), Job(kernel_jobs.count, {"n": 1}))
     assert pid != other.pid and not other.is_alive()
+
+
+MENUS_WITHOUT_TORCH = """
+import sys
+from PySide6.QtCore import QTimer
+from PySide6.QtWidgets import QApplication
+from probescope.main import main
+assert main(["gui", "--device", "cuda:7", "--screenshot", "x.png"]) == 2  # refused, its devices asked of a child
+app = QApplication([])
+from probescope.app.main_window import MainWindow
+from probescope.app.menus import about_box
+from probescope.app.settings import Settings
+from probescope.jobs.kernel.process import KernelConfig
+window = MainWindow(Settings(sys.argv[1]), device="cpu", kernel="local")
+window.pool.kernel.config = KernelConfig(torch=False)
+window.show()
+def close_dialogs():
+    for w in QApplication.topLevelWidgets():
+        if w is not window and w.isVisible() and w.isModal():
+            w.close()
+closer = QTimer()
+closer.timeout.connect(close_dialogs)
+closer.start(20)
+triggered = []
+for action in list(window.menus.actions):
+    if action.text() != "&Quit":
+        action.trigger()
+        triggered.append(action.text())
+        app.processEvents()
+about_box(window)
+print(len(triggered), "torch" in sys.modules)
+window.close()
+"""
+
+
+def test_no_menu_action_the_about_box_or_device_brings_torch_into_the_window(tmp_path, isolated_cache):
+    """Every menu action (dialogs they open are closed at once), the About box (torch's version read from its file)
+    and `gui --device cuda:7` (refused in one line: the devices asked of a child interpreter) leave torch out of the
+    window's process."""
+    script = tmp_path / "menus.py"
+    script.write_text(MENUS_WITHOUT_TORCH)
+    done = subprocess.run([sys.executable, str(script), str(tmp_path / "settings.ini")], capture_output=True,
+                          text=True, env={**os.environ, "QT_QPA_PLATFORM": "offscreen"}, timeout=300, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "argument --device: device 'cuda:7' is not on" in done.stderr
+    triggered, torch = done.stdout.split()[-2:]
+    assert int(triggered) > 20 and torch == "False", done.stdout + done.stderr[-2000:]

@@ -39,3 +39,26 @@ def test_info_bad_file(tmp_path, capsys):
     assert main(["info", f"resnet18:{path}"]) == 2
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and str(path) in err and "not a PyTorch weights file" in err
+
+
+def test_the_open_model_dialogs_names_are_listed_by_a_child_once_per_install(tmp_path, monkeypatch):
+    """The window never imports torch, timm or OpenCLIP: their architecture names come from a child interpreter
+    (families.model_architectures there) and are read from the cache until a package's version changes."""
+    import subprocess
+
+    from probescope.core.models import architecture_names as names_module
+
+    listed = names_module.architecture_names(tmp_path)
+    assert "vit_b_16" in listed["torchvision"] and "vit_small_patch14_dinov2" in listed["timm"]
+    assert "ViT-B-32" in listed["openclip"] and "vits14-reg" in listed["dinov2"]
+    assert (tmp_path / "architecture_names.json").is_file()
+
+    def no_child(*_args, **_kwargs):
+        raise AssertionError("listed again although nothing was upgraded")
+
+    monkeypatch.setattr(subprocess, "run", no_child)
+    assert names_module.architecture_names(tmp_path) == listed
+    upgraded = {**names_module._versions(), "timm": "99.0"}  # noqa: SLF001
+    monkeypatch.setattr(names_module, "_versions", lambda: upgraded)
+    monkeypatch.setattr(subprocess, "run", lambda *a, **k: subprocess.CompletedProcess(a, 0, '{"timm": ["x"]}\n', ""))
+    assert names_module.architecture_names(tmp_path) == {"timm": ("x",)}

@@ -34,6 +34,7 @@ from probescope.app.workers import TaskHandle, WorkerPool
 from probescope.app.workspace import Workspace
 from probescope.app.workspaces import WORKSPACES
 from probescope.core.errors import InputError
+from probescope.core.models.architecture_names import architecture_names
 from probescope.core.trust import NO_TRUST, Trust
 from probescope.jobs.inputs import (
     DEMO,
@@ -126,6 +127,7 @@ class MainWindow(QMainWindow):
         self.pool.failed.connect(self._task_failed)
         self.pool.notice.connect(self.notify)  # the compute kernel died and was restarted: what happened, one line
 
+        self._architectures: dict[str, tuple[str, ...]] | None = None  # the Open Model dialog's, once listed
         self.menus = Menus(self)
         self.arrangement = WindowLayout(self, settings, self.workspaces)
         self.arrangement.restore(self.set_workspace)
@@ -194,10 +196,19 @@ class MainWindow(QMainWindow):
         return self.open(request)
 
     def browse(self, kind: str) -> None:
-        """Ask for a file or folder of `kind` and open it."""
-        request = ask_request(kind, self, self.settings)
+        """Ask for a file or folder of `kind` and open it. The model dialog's architecture names are listed first,
+        in a pool thread (a child interpreter lists them once: the window never imports torch, timm or OpenCLIP)."""
+        if kind == "model" and self._architectures is None:
+            self.pool.submit(lambda _ctx: architecture_names(), name="listing the model architectures",
+                             key="window/architectures", executor=IO, on_result=self._architectures_listed)
+            return
+        request = ask_request(kind, self, self.settings, self._architectures)
         if request is not None:
             self.open(request)
+
+    def _architectures_listed(self, names: dict[str, tuple[str, ...]]) -> None:
+        self._architectures = names
+        self.browse("model")
 
     def open_batch(self, folder: str | Path) -> None:
         """Browse a `probescope batch` output folder in the Dissection workspace."""

@@ -6,8 +6,14 @@ next/previous item, theme, compute device, command palette) and Help (the user g
 
 from __future__ import annotations
 
+import importlib.util
+import platform
+import re
 from collections.abc import Callable
+from importlib.metadata import PackageNotFoundError, version
+from pathlib import Path
 
+from PySide6.QtCore import qVersion
 from PySide6.QtGui import QAction, QActionGroup, QKeySequence
 from PySide6.QtWidgets import QMainWindow, QMenu, QMessageBox
 
@@ -129,14 +135,11 @@ class Menus:
 
 def about_box(window: QMainWindow) -> QMessageBox:
     """The version, and the versions a bug report needs (torch, Qt, Python)."""
-    import platform
-
-    import torch
-    from PySide6.QtCore import qVersion
+    torch = installed_torch_version()
 
     box = QMessageBox(QMessageBox.Icon.Information, "About probescope",
                       f"probescope {__version__}\nLook inside vision models and score them.\n\n"
-                      f"torch {torch.__version__}, Qt {qVersion()}, Python {platform.python_version()}",
+                      f"torch {torch}, Qt {qVersion()}, Python {platform.python_version()}",
                       QMessageBox.StandardButton.Ok, window)
     if not window.windowIcon().isNull():
         box.setIconPixmap(window.windowIcon().pixmap(64, 64))
@@ -145,3 +148,17 @@ def about_box(window: QMainWindow) -> QMessageBox:
     return box
 
 
+def installed_torch_version() -> str:
+    """torch's version with its build (2.14.1+cu130: which CUDA, for a bug report), read from its version file: the
+    window's process never imports torch (the kernel does)."""
+    spec = importlib.util.find_spec("torch")  # (finds the package without running it)
+    if spec is None or spec.origin is None:
+        return "not installed"
+    try:
+        text = Path(spec.origin).with_name("version.py").read_text(encoding="utf-8")
+        return re.search(r"^__version__\s*=\s*['\"]([^'\"]+)['\"]", text, re.M).group(1)
+    except (OSError, AttributeError):
+        try:
+            return version("torch")
+        except PackageNotFoundError:
+            return "not installed"

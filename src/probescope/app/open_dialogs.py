@@ -188,13 +188,13 @@ class OpenSamplesDialog(QDialog):
         return OpenRequest("samples", self.folder.text()) if self.folder.text() else None
 
 
-def ask_request(kind: str, parent: QWidget, settings: Settings) -> OpenRequest | None:
+def ask_request(kind: str, parent: QWidget, settings: Settings,
+                architectures: dict[str, tuple[str, ...]] | None = None) -> OpenRequest | None:
     """Ask for a file or folder of `kind` ('model', 'dataset', 'samples', 'judgments'); None when cancelled. The
-    model dialog opens with the kind, architecture and file chosen last time."""
+    model dialog offers `architectures` (core.models.architecture_names) and opens with the kind, architecture and
+    file chosen last time."""
     if kind == "model":
-        from probescope.core.models.families import model_architectures
-
-        dialog = OpenModelDialog(model_architectures(), parent)
+        dialog = OpenModelDialog(architectures, parent)
         dialog.restore(settings.dialog_choices("open_model"))
         if not (dialog.exec() and dialog.file.text()):
             return None

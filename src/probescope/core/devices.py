@@ -7,7 +7,10 @@ before any model is loaded, instead of torch's "Expected one of cpu, cuda, ..." 
 
 from __future__ import annotations
 
+import json
 import re
+import subprocess
+import sys
 
 from probescope.core.errors import InputError
 
@@ -25,6 +28,18 @@ def available_devices() -> list[str]:
     if getattr(torch.backends, "mps", None) is not None and torch.backends.mps.is_available():
         devices.append("mps")
     return devices
+
+
+def devices_of_a_child() -> list[str]:
+    """`available_devices()` asked of a child interpreter: the window's process never imports torch (hundreds of MB
+    and seconds on a busy machine), yet `probescope gui --device cuda:1` is refused before the window opens when
+    this machine lacks it. Only a device other than cpu is ever checked, so the child runs only then."""
+    code = "import json; from probescope.core.devices import available_devices; print(json.dumps(available_devices()))"
+    try:
+        done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+        return list(json.loads(done.stdout.strip().splitlines()[-1]))
+    except (OSError, subprocess.SubprocessError, ValueError, IndexError):
+        return ["cpu"]  # (no interpreter to start: a frozen bundle) torch cannot be asked; cpu is always there
 
 
 def device_problem(text: object, *, here: bool = True, devices: list[str] | None = None) -> str | None:
