@@ -51,9 +51,9 @@ from probescope.app.launch import limit_blas_threads  # noqa: E402  (before NumP
 limit_blas_threads()
 
 
-def launch_child(kernel: str) -> None:
+def launch_child(kernel: str, first_units_only: bool = False) -> None:
     """Runs in a fresh interpreter: start the app on the demo world (computing where `kernel` says) and report when
-    it is usable."""
+    it is usable (with `first_units_only`, stop once the Dissection's first units are on screen)."""
     from probescope.app.threads import keep_gui_responsive
 
     torch_s = torch_cpu_s = 0.0
@@ -112,6 +112,9 @@ def launch_child(kernel: str) -> None:
                 times["first_units_cpu_s"] = time.process_time()  # this process; its children run beside it
                 times["first_units_images"] = dissection.data.dataset.n_images
                 times["first_units_header"] = dissection.header.text()
+                if first_units_only:
+                    app.quit()
+                    return
             if dissection.is_initial_work_done:
                 times["dissection_done_s"] = time.perf_counter() - T0
                 times["dissection_done_images"] = dissection.data.dataset.n_images
@@ -159,7 +162,7 @@ def package_at(rev: str, into: Path) -> Path | None:
     return into / "src"
 
 
-def measure_fresh(runs: int, before: str, load: int = 0) -> dict[str, list[dict]]:
+def measure_fresh(runs: int, before: str, load: int = 0, first_units_only: bool = False) -> dict[str, list[dict]]:
     """Launches on an empty cache folder, the package at `before` and this one alternating: each run's times (see
     `launch_child`), its CPU with its children, the machine's load average and how busy its cores were; with `load`
     that many CPU-bound processes (`sh -c 'while :; do :; done'`, as a training run would) run meanwhile."""
@@ -167,14 +170,15 @@ def measure_fresh(runs: int, before: str, load: int = 0) -> dict[str, list[dict]
     results: dict[str, list[dict]] = {"before": [], "after": []}
     hogs = [subprocess.Popen(["sh", "-c", "while :; do :; done"]) for _ in range(load)]
     try:
-        return _fresh_runs(runs, before, results)
+        return _fresh_runs(runs, before, results, first_units_only)
     finally:
         for hog in hogs:
             hog.kill()
             hog.wait()
 
 
-def _fresh_runs(runs: int, before: str, results: dict[str, list[dict]]) -> dict[str, list[dict]]:
+def _fresh_runs(runs: int, before: str, results: dict[str, list[dict]],
+                first_units_only: bool) -> dict[str, list[dict]]:
     import tempfile
 
     with tempfile.TemporaryDirectory() as tmp:
@@ -187,9 +191,11 @@ def _fresh_runs(runs: int, before: str, results: dict[str, list[dict]]) -> dict[
                 env = dict(os.environ, PROBESCOPE_CACHE=str(cache),
                            PYTHONPATH=os.pathsep.join([str(src), os.environ.get("PYTHONPATH", "")]))
                 load, (busy0, total0) = os.getloadavg()[0], machine_jiffies()
-                kernel = "local" if name == "after" else "thread"  # each version as `probescope gui` runs it
-                out = subprocess.run([sys.executable, __file__, "--child", "--kernel", kernel], capture_output=True,
-                                     text=True, timeout=900, env=env)
+                # each version as `probescope gui` runs it: in a kernel process where the version has one
+                kernel = "local" if (src / "probescope" / "jobs" / "kernel" / "process.py").is_file() else "thread"
+                only = ["--first-units-only"] if first_units_only else []
+                out = subprocess.run([sys.executable, __file__, "--child", "--kernel", kernel, *only],
+                                     capture_output=True, text=True, timeout=900, env=env)
                 if out.returncode != 0:
                     raise SystemExit(f"fresh launch ({name}) failed:\n{out.stderr[-3000:]}")
                 busy1, total1 = machine_jiffies()
@@ -201,8 +207,8 @@ def _fresh_runs(runs: int, before: str, results: dict[str, list[dict]]) -> dict[
     return results
 
 
-def report_fresh(runs: int, before: str, load: int) -> None:
-    results = measure_fresh(runs, before, load)
+def report_fresh(runs: int, before: str, load: int, first_units_only: bool = False) -> None:
+    results = measure_fresh(runs, before, load, first_units_only)
     cores = os.cpu_count() or 1
     print(f"fresh launch (empty cache folder), {runs} run(s) each, alternating; {cores} cores; {load} other CPU-bound "
           "process(es) running meanwhile:")
@@ -211,13 +217,18 @@ def report_fresh(runs: int, before: str, load: int) -> None:
         for r in results[name]:
             target = "ok" if r["first_units_s"] < 10 else "MISSED"
             print(f"  {label}: first units on screen {r['first_units_s']:5.1f} s (target < 10 s: {target}; "
-                  f"{r['first_units_images']:,} images, process CPU {r['first_units_cpu_s']:.1f} s); whole "
-                  f"dissection {r['dissection_done_s']:5.1f} s ({r['dissection_done_images']:,} images); every "
+                  f"{r['first_units_images']:,} images, process CPU {r['first_units_cpu_s']:.1f} s)"
+                  + ("" if first_units_only else "; whole "), end="")
+            if first_units_only:
+                print(f"; load average {r['load_before']:.1f} before, {r['load_after']:.1f} after, cores "
+                      f"{r['machine_busy']:.0%} busy")
+                continue
+            print(f"dissection {r['dissection_done_s']:5.1f} s ({r['dissection_done_images']:,} images); every "
                   f"workspace {r['all_workspaces_s']:5.1f} s, CPU {r['all_workspaces_cpu_s']:.1f} s with children")
             print(f"    longest GUI stall {r['longest_stall_s'] * 1000:.0f} ms; machine meanwhile: load average "
                   f"{r['load_before']:.1f} before, {r['load_after']:.1f} after, cores {r['machine_busy']:.0%} busy "
                   f"(this run's share of all cores: {r['all_workspaces_cpu_s'] / (r['all_workspaces_s'] * cores):.0%})")
-    if results["before"] and results["after"]:
+    if results["before"] and results["after"] and not first_units_only:
         def median(name: str, key: str) -> float:
             values = sorted(r[key] for r in results[name])
             return values[len(values) // 2]
@@ -719,14 +730,16 @@ def main() -> None:
     parser.add_argument("--fresh", action="store_true", help="measure only launches on an empty cache folder")
     parser.add_argument("--fresh-runs", type=int, default=1, help="fresh launches of each version")
     parser.add_argument("--before", default="75344cc", help="git revision of the fresh launch's 'before'")
+    parser.add_argument("--first-units-only", action="store_true", help="with --fresh: each launch ends once the "
+                        "Dissection's first units are on screen")
     parser.add_argument("--load", type=int, default=0, help="CPU-bound processes run during the fresh launches "
                         "(2: the issue's busy machine)")
     args = parser.parse_args()
     if args.child:
-        launch_child(args.kernel)
+        launch_child(args.kernel, args.first_units_only)
         return
     if args.fresh:
-        report_fresh(args.fresh_runs, args.before, args.load)
+        report_fresh(args.fresh_runs, args.before, args.load, args.first_units_only)
         return
     if args.gallery:
         report_gallery(args.stream, args.gallery_images)
