@@ -1,9 +1,11 @@
 """The Image panel of the Dissection workspace: the layer's view of one probing image (issue 28, part 1).
 
-Every unit that fires in the image is drawn as a region in its explanation's colour and labelled with it
-(`core.dissection.image_view`, computed by `jobs.per_image.image_view_job` in the I/O pool); a click on the image
-lists the units covering that pixel, and a click on a row opens that unit. Beside it, the image's own labels and,
-per explanation, how well its units' masks agree with the ground truth there.
+Every unit that fires in the image is drawn as a region in its explanation's colour, the largest numbered as in
+the legend beside the picture and the table of explanations (`core.dissection.image_view`, computed by
+`jobs.per_image.image_view_job` in the I/O pool); a click on the image lists the units covering that pixel (its
+coordinates said with their axes and grid), a click on a number, a legend entry or a table row the units of that
+explanation, and a click on a listed unit opens it. Below, the image's own labels and, per explanation, how well
+its units' masks agree with the ground truth there.
 
 An image is picked from the unit grid's context menu, or by typing its number or file name. Only the latest
 request is shown, and only while it belongs to the result on screen: other inputs clear the panel, a newer result
@@ -31,7 +33,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from probescope.app.dissection.region_canvas import RegionCanvas
+from probescope.app.dissection.region_canvas import Region, RegionCanvas, grid_text, pixel_text
 from probescope.app.workers import WorkerPool
 from probescope.jobs.dissection import rows as r
 from probescope.jobs.dissection.layer_data import LayerData
@@ -40,9 +42,10 @@ from probescope.jobs.protocol import IO, Job, TaskError
 from probescope.widgets.images import to_qimage
 
 COVERING_COLUMNS = ("unit", "explanation", "IoU", "activation", "threshold")
-CONCEPT_COLUMNS = ("explanation", "units", "drawn px", "truth px", "IoU here")
+CONCEPT_COLUMNS = ("explanation", "units", "fires\npx", "drawn\npx", "truth\npx", "IoU\nhere")  # (narrow: two lines)
 LABEL_COLUMNS = ("label", "category", "pixels")
 DEFAULT_MIN_IOU = 0.04  # the interpretable-unit cut of Bau et al. 2017
+PICK_TITLE = "<b>Units at the pixel or explanation clicked</b>"
 
 
 def seeded_ref(pool: WorkerPool, d: LayerData) -> DatasetRef:
@@ -105,6 +108,7 @@ class ImagePanel(QWidget):
         self._wanted: tuple | None = None  # the request on its way (or shown): only its result is taken
         self._names: tuple[object, dict[str, int]] | None = None  # (dataset, file name -> row), built on first use
         self._on_screen = False
+        self._order: list[int] = []  # the concepts in the table's order (row k is number k + 1)
         self.title = QLabel("<b>Image</b>: pick an image (right-click one in the unit's grid, or type its number "
                             "or file name)")
         self.title.setWordWrap(True)
@@ -127,7 +131,7 @@ class ImagePanel(QWidget):
         self.concepts = _table(CONCEPT_COLUMNS, 0)
         self.labels = _table(LABEL_COLUMNS, 0)
         self.covering.setMinimumHeight(130)  # (four rows in a short panel: the list the click is for)
-        self.covering_title = _caption("<b>Units at the pixel clicked</b>")
+        self.covering_title = _caption(PICK_TITLE)
         self._build()
         self.which.returnPressed.connect(self._typed)
         self.show_button.clicked.connect(self._typed)
@@ -135,6 +139,9 @@ class ImagePanel(QWidget):
         self.min_iou.valueChanged.connect(lambda _v: self._request())
         self.cancel_button.clicked.connect(lambda: self.pool.cancel(self._key("image")))
         self.canvas.clicked.connect(self.show_covering)
+        self.canvas.concept_clicked.connect(self.show_concept)
+        self.concepts.cellClicked.connect(lambda row, _c: self.show_concept(self._order[row]))
+        self.concepts.verticalHeader().setVisible(True)  # (row k is the region numbered k on the picture)
         self.covering.cellClicked.connect(self._covering_clicked)
 
     def _build(self) -> None:
@@ -156,8 +163,10 @@ class ImagePanel(QWidget):
         layout.addWidget(self.canvas, 3)
         layout.addWidget(self.covering_title)
         layout.addWidget(self.covering, 2)
-        layout.addWidget(_caption("<b>Explanations drawn</b>: IoU here = their units' masks against the concept's "
-                                  "pixels in this image"))
+        layout.addWidget(_caption("<b>Explanations whose units fire here</b>, most pixels drawn first (numbered as on"
+                                  " the picture): fires px = their units' masks, which IoU here compares with the "
+                                  "concept's pixels in this image; drawn px = where they are on top (0: only beneath "
+                                  "other regions, not numbered)"))
         layout.addWidget(self.concepts, 1)
         layout.addWidget(_caption("<b>The image's own labels</b>"))
         layout.addWidget(self.labels, 1)
@@ -180,6 +189,7 @@ class ImagePanel(QWidget):
             self.pool.session.drop(kind)
         self.data, self.view, self.image, self._wanted = None, None, -1, None
         self.canvas.show_picture(None, [])
+        self._order = []
         for table in (self.covering, self.concepts, self.labels):
             table.setRowCount(0)
         self.title.setText("<b>Image</b>: pick an image (right-click one in the unit's grid, or type its number or "
@@ -274,18 +284,26 @@ class ImagePanel(QWidget):
             return  # (a request since, or other inputs: never shown)
         self.view = view
         seg = view.segmentation
-        names = [(seg.concepts[c].label, y, x, seg.concepts[c].color) for c, y, x in view.anchors]
-        self.canvas.show_picture(to_qimage(view.picture), names)
+        regions = [Region(c, k + 1, seg.concepts[c].label, y, x, seg.concepts[c].color)
+                   for k, (c, y, x) in enumerate(view.anchors)]
+        self.canvas.show_picture(to_qimage(view.picture), regions, seg.segmentation)
         method = r.METHOD_NAMES[seg.method]
         more = "1 more fires but has" if seg.left_out == 1 else f"{seg.left_out} more fire but have"
         left_out = f"; {more} no {method} explanation with IoU ≥ {seg.min_iou:g}" if seg.left_out else ""
         self.title.setText(f"<b>Image {view.image}</b> ({view.name}) through {self.data.layer}: {len(seg.units)} "
-                           f"units fire, {len(seg.concepts)} {method} explanations{left_out}. Click a region for its "
-                           "units.")
+                           f"units fire, {len(seg.concepts)} {method} explanations{left_out}. Click a pixel, or "
+                           "a number, for its units.")
         self.covering.setRowCount(0)
-        self.covering_title.setText("<b>Units at the pixel clicked</b>")
-        _fill(self.concepts, [[c.label, len(c.units), c.drawn, c.truth, c.iou] for c in seg.concepts],
-              [c.color for c in seg.concepts])
+        self.covering.horizontalHeaderItem(3).setText("activation")
+        self.covering_title.setText(PICK_TITLE)
+        # drawn ones in the picture's numbering (most pixels drawn first), then those only ever beneath others
+        drawn = [c for c, _, _ in view.anchors]
+        beneath = set(range(len(seg.concepts))) - set(drawn)
+        self._order = drawn + sorted(beneath, key=lambda c: (-seg.concepts[c].pixels, c))
+        concepts = [seg.concepts[c] for c in self._order]
+        _fill(self.concepts, [[c.label, len(c.units), c.pixels, c.drawn, c.truth, c.iou] for c in concepts],
+              [c.color for c in concepts])
+        self.concepts.setVerticalHeaderLabels([str(k + 1) if k < len(drawn) else "–" for k in range(len(concepts))])
         _fill(self.labels, [[x.name, x.category, x.pixels] for x in seg.labels])
         self._busy(False, "")
 
@@ -293,11 +311,30 @@ class ImagePanel(QWidget):
         """List the units covering pixel (y, x) of the segmentation, the one drawn first."""
         if self.view is None:
             return
+        self.canvas.select(None)
         self.canvas.marked = (y, x)
-        self.canvas.update()
         found = self.view.segmentation.covering(y, x)
-        self.covering_title.setText(f"<b>Units at pixel ({y}, {x})</b>: {len(found)} (click one to open it)")
+        grid = grid_text(self.view.segmentation.shape, self.view.photo.shape)
+        self.covering_title.setText(f"<b>Units at {pixel_text(y, x)}</b>: {len(found)}"
+                                    f"{', click one to open it' if found else ''}. {grid[0].upper()}{grid[1:]}.")
+        self.covering.horizontalHeaderItem(3).setText("activation")
         _fill(self.covering, [[c.unit, c.label, c.iou, c.activation, c.threshold] for c in found])
+
+    def show_concept(self, concept: int) -> None:
+        """List the units explanation `concept` (an index into the segmentation's concepts) stands for here, most
+        pixels first, with their peak activation in the image (not a pixel's: the explanation is a region); its
+        region shown alone."""
+        if self.view is None or not 0 <= concept < len(self.view.segmentation.concepts):
+            return
+        self.canvas.select(concept)
+        seg = self.view.segmentation
+        c = seg.concepts[concept]
+        found = sorted((u for u in seg.units if u.concept == concept), key=lambda u: (-u.pixels, u.unit))
+        self.covering_title.setText(f"<b>Units explained by {c.label}</b>: {len(found)}, click one to open it. "
+                                    f"Together they fire on {c.pixels:,} px and are drawn on {c.drawn:,}; peak = a "
+                                    "unit's highest activation in the image.")
+        self.covering.horizontalHeaderItem(3).setText("peak")
+        _fill(self.covering, [[u.unit, u.label, u.iou, u.peak, u.threshold] for u in found])
 
     def _covering_clicked(self, row: int, _column: int) -> None:
         item = self.covering.item(row, 0)
