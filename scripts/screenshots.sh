@@ -21,7 +21,7 @@ for format in png svg pdf; do  # the unit card: the figure researchers put in pa
         --workspace dissection --view "Unit card" --size "$size" --theme light --screenshot "$out/unit_card.$format"
 done
 for spec in "gallery real real_data Real data panel" "gallery detail gallery_realism Detail panel" \
-    "dissection role role Role (ablation)"; do  # one panel each
+    "dissection role role Role (ablation)" "dissection image image_view Image"; do  # one panel each
     read -r workspace panel name view <<<"$spec"
     unit=(); [ "$workspace" = dissection ] && unit=(--unit 93)  # (house AND village-s): what removing it costs
     QT_QPA_PLATFORM="${QT_QPA_PLATFORM:-offscreen}" "$python" -m probescope gui --workspace "$workspace" \
