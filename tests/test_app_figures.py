@@ -30,7 +30,7 @@ from probescope.app.export_layout import natural_size
 from probescope.app.theme import apply_theme
 
 pytestmark = pytest.mark.usefixtures("isolated_cache")
-TICKS = ("AxisItem",)  # tick labels: a plot picks them anew at each size
+TICKS = ("AxisItem", "FigureAxis", "InverseAxis")  # tick labels: a plot picks them anew at each size
 FORMATS = ("svg", "png", "pdf")
 
 

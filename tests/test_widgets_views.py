@@ -314,19 +314,6 @@ def test_task_panel_lists_the_first_tasks_and_counts_the_rest(qtbot):
     assert panel.table.rowCount() == 2 and panel.stages() == ["stage 0", "stage 1"]
 
 
-def test_line_plot_legend_goes_where_the_curves_are_not(qtbot):
-    """The length sweep: DA along the top, IoU along the bottom; the legend sits on the right between them."""
-    from probescope.widgets.plots_line import LinePlot
-
-    plot = LinePlot("Length sweep", "score", "max explanation length")
-    qtbot.addWidget(plot)
-    x = list(range(1, 11))
-    plot.set_series({"best IoU": (x, [0.04] + [0.14] * 9), "its DA": (x, [0.72] + [0.56] * 9)})
-    assert plot.legend_place == (1, 0.5)
-    plot.set_series({"best IoU": (x, [0.1 * k for k in x]), "its DA": (x, [0.1 * k for k in x])})  # a rising line
-    assert plot.legend_place == (0, 0)
-
-
 def test_formulas_are_never_cut_in_the_unit_table_and_the_trace(qtbot):
     """Identifiers readable (issue 45 §3): in a narrow pane the unit table's formula column and the beam trace's
     formula column are as wide as their longest formula (the view scrolls sideways); numbers stay compact."""

@@ -160,8 +160,7 @@ def test_the_layer_ablation_is_a_matrix_one_can_read(qtbot, loaded):
     assert "each class (rows)" in text and "each unit (columns" in text  # as the axes have them: units along x
     assert role.matrix.getAxis("bottom").labelText.startswith("unit") and role.matrix.getAxis("left").labelText == \
         "class"
-    ticks = role.matrix.getAxis("left")._tickLevels[0]
-    assert [name for _, name in ticks] == result.classes  # classes by name
+    assert [name for _, name in role.matrix.getAxis("left").labels()] == result.classes  # classes by name
     span = max(float(np.abs(delta).max()), 1e-3)
     assert role.colour_bar.isVisible() and role.colour_bar.levels() == pytest.approx((-span, span))
     image = role.matrix.grab().toImage().convertToFormat(QImage.Format.Format_RGB888)

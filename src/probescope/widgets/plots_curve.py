@@ -77,13 +77,28 @@ class CurvePlot(QWidget):
             y += fm.height()
 
     def _ranges(self) -> tuple[float, float, float, float]:
-        x0, x1 = (0.0, float(self._x.max())) if len(self._x) else (0.0, 1.0)
+        """x from 0 to 3% past the last N (its dot sat on the right-hand frame), y the curve's and band's span
+        padded by 8%."""
+        x0, x1 = (0.0, float(self._x.max()) * 1.03) if len(self._x) else (0.0, 1.0)
         finite = self._y[np.isfinite(self._y)]
         values = ([float(finite.min()), float(finite.max())] if len(finite) else []) + \
             ([self._band[0], self._band[1]] if self._band else [])
         y0, y1 = (min(values), max(values)) if values else (0.0, 1.0)
         pad = max((y1 - y0) * 0.08, 0.05)
         return x0, max(x1, x0 + 1.0), y0 - pad, y1 + pad
+
+    def plot_area(self) -> QRectF:
+        """The frame the curve is drawn in, in the widget's pixels (its axes' labels outside it)."""
+        fm = QFontMetrics(self.font())
+        left = max(fm.horizontalAdvance(f"{t:g}") for t in nice_ticks(*self._ranges()[2:])) + fm.height() + 10
+        return QRectF(left, 8, self.width() - left - 24, self.height() - 8 - 2 * fm.height() - 10)
+
+    def to_pixels(self, x: float, y: float) -> QPointF:
+        """Where the point (x, y) is drawn, in the widget's pixels."""
+        x0, x1, y0, y1 = self._ranges()
+        plot = self.plot_area()
+        return QPointF(plot.left() + (x - x0) / (x1 - x0) * plot.width(),
+                       plot.bottom() - (y - y0) / (y1 - y0) * plot.height())
 
     def paintEvent(self, event: QPaintEvent) -> None:  # noqa: N802
         painter = QPainter(self)
@@ -94,8 +109,8 @@ class CurvePlot(QWidget):
         fm = QFontMetrics(self.font())
         x0, x1, y0, y1 = self._ranges()
         y_ticks = nice_ticks(y0, y1)
-        left = max(fm.horizontalAdvance(f"{t:g}") for t in y_ticks) + fm.height() + 10
-        plot = QRectF(left, 8, self.width() - left - 24, self.height() - 8 - 2 * fm.height() - 10)
+        plot = self.plot_area()
+        left = plot.left()
         if plot.width() < 10 or plot.height() < 10:
             painter.end()
             return

@@ -6,23 +6,22 @@ from collections.abc import Sequence
 
 import numpy as np
 import pyqtgraph as pg
-from PySide6.QtWidgets import QVBoxLayout, QWidget
+from PySide6.QtWidgets import QWidget
 
-from probescope.widgets.plot_frame import titled_plot
+from probescope.widgets.plot_frame import PlotBox, titled_plot
 
 
-class LinePlot(QWidget):
-    """One or more named series over a shared x (points joined by lines), with a legend."""
+class LinePlot(PlotBox):
+    """One or more named series over a shared x (points joined by lines), with a legend in a row under the x axis
+    (over the plot it sat on the length sweep's DA line and on the convergence plot's point). The x values count
+    (explanation lengths, fits): whole-number ticks only, half a step of room either side (one fit drew ticks
+    0.6 ... 1.4)."""
 
     COLORS = ("#2e86de", "#e67e22", "#27ae60", "#c0392b")
 
     def __init__(self, title: str, left: str, bottom: str, parent: QWidget | None = None):
-        super().__init__(parent)
-        self.plot = titled_plot(title, left, bottom)
-        self.legend = self.plot.add_legend(offset=(-10, 10))
-        layout = QVBoxLayout(self)
-        layout.setContentsMargins(0, 0, 0, 0)
-        layout.addWidget(self.plot)
+        super().__init__(titled_plot(title, left, bottom, integer=("bottom",)), parent)
+        self.legend = self.plot.add_legend()
         self.series: dict[str, tuple[list[float], list[float]]] = {}
         self._curves: list[pg.PlotDataItem] = []
 
@@ -34,7 +33,7 @@ class LinePlot(QWidget):
             for curve, (xs, ys) in zip(self._curves, kept.values(), strict=True):  # same series: update in place
                 curve.setData(xs, ys)  # (rebuilding items and legend costs ~20 ms per call)
             self.series = kept
-            self._place_legend()
+            self._frame_x()
             return
         self.plot.clear()
         self.legend.clear()
@@ -48,22 +47,14 @@ class LinePlot(QWidget):
             color = self.COLORS[k % len(self.COLORS)]
             self._curves.append(self.plot.plot(xs, ys, pen=pg.mkPen(color, width=2), symbol="o", symbolBrush=color,
                                                symbolPen=color, symbolSize=7, name=name))
-        self._place_legend()
+        self._frame_x()
 
-    def _place_legend(self) -> None:
-        """The legend where the curves pass least (the length sweep's DA runs along the top, its IoU along the bottom):
-        of six places (corners and the middle of each side), the one with the fewest points inside a box of 45% of
-        the data's width and 35% of its height there; ties go to the top right, then left, then the middles."""
-        points = np.array([(x, y) for xs, ys in self.series.values() for x, y in zip(xs, ys)], float).reshape(-1, 2)
-        if not len(points):
-            return
-        low, span = points.min(axis=0), np.ptp(points, axis=0)
-        u = (points - low) / np.where(span > 0, span, 1.0)  # 0..1, y up
-        right, left = u[:, 0] > 0.55, u[:, 0] < 0.45
-        top, middle, bottom = u[:, 1] > 0.65, (u[:, 1] > 0.325) & (u[:, 1] < 0.675), u[:, 1] < 0.35
-        places = {(1, 0): right & top, (0, 0): left & top, (1, 0.5): right & middle, (0, 0.5): left & middle,
-                  (1, 1): right & bottom, (0, 1): left & bottom}  # (x, y) of the legend's anchor, y down
-        place = min(places, key=lambda p: int(places[p].sum()))
-        offset = (10 if place[0] == 0 else -10, {0: 10, 0.5: 0, 1: -10}[place[1]])
-        self.legend.anchor(itemPos=place, parentPos=place, offset=offset)
-        self.legend_place = place
+    def _frame_x(self) -> None:
+        """x from half a step before the first value to half a step after the last (the points' symbols clear of
+        the frame, one value in the middle); y follows the data (auto range, with the figure's padding)."""
+        xs = [x for xs, _ys in self.series.values() for x in xs]
+        vb = self.plot.getViewBox()
+        if xs:
+            vb.setXRange(min(xs) - 0.5, max(xs) + 0.5, padding=0)
+        vb.enableAutoRange(axis=pg.ViewBox.YAxis)
+        vb.updateAutoRange()

@@ -19,11 +19,7 @@ from probescope.widgets.ink import InkLabel, inked
 CORRELATION_COLUMNS = ("method", "image set", "r (IoU)", "r (DA)", "units", "mean accuracy")
 CEILING = 0.98  # a mean accuracy from which the correlation has no variation left to explain
 MIN_VIEW_HEIGHT = 120  # pixels: below this a plot's ticks run into its labels
-
-
-def integer_ticks(plot, top: int) -> None:
-    """Explanation lengths are whole numbers: label 1..top on the x axis of a pyqtgraph-backed plot widget."""
-    plot.plot.getAxis("bottom").setTicks([[(k, str(k)) for k in range(1, top + 1)]])
+SCATTER_HEIGHT = 240  # pixels for the scatter: at 120 its data area was a flat strip at 1280x800 (issue 45 §4)
 
 
 class LayerViews(QWidget):
@@ -42,8 +38,8 @@ class LayerViews(QWidget):
         self.correlation.setHorizontalHeaderLabels(list(CORRELATION_COLUMNS))
         self.correlation.verticalHeader().setVisible(False)
         self.correlation.setEditTriggers(QTableWidget.EditTrigger.NoEditTriggers)
-        self.scatter.setMinimumHeight(MIN_VIEW_HEIGHT)  # in a short panel they scroll, not squash
-        self.lengths.setMinimumHeight(MIN_VIEW_HEIGHT + 50)  # (its legend's two rows under the plot)
+        self.scatter.setMinimumHeight(SCATTER_HEIGHT)  # in a short panel they scroll, not squash
+        self.lengths.setMinimumHeight(MIN_VIEW_HEIGHT + 50)  # (or what its plot asks for with its legend's rows)
         self.correlation.setMinimumHeight(MIN_VIEW_HEIGHT * 2 // 3)
         layout = QVBoxLayout(self)
         layout.setContentsMargins(0, 0, 0, 0)
@@ -93,8 +89,7 @@ class LayerViews(QWidget):
         self.scatter.plot.set_title("Units' explanations (orange: specialised)")  # (fits a narrow panel)
         self.scatter.select(self._unit)
         hist = r.length_histogram(result, self._data.settings.max_length)
-        self.lengths.set_series(hist)
-        integer_ticks(self.lengths, max((len(x) for x, _ in hist.values()), default=1))
+        self.lengths.set_series(hist)  # (lengths and unit counts: whole-number axes)
         self._show_correlation(result)
 
     def _show_correlation(self, result) -> None:

@@ -10,7 +10,6 @@ from html import escape
 import numpy as np
 from PySide6.QtWidgets import QHBoxLayout, QLabel, QVBoxLayout, QWidget
 
-from probescope.app.dissection.layer_views import integer_ticks
 from probescope.app.dissection.panels import UnitControls
 from probescope.app.panel_area import scrolled
 from probescope.core.dissection.results import UnitResult
@@ -97,7 +96,6 @@ class UnitCharts(QWidget):
         lengths = list(range(1, len(heads) + 1))
         self.sweep.set_series({"best IoU": (lengths, [e.iou for e in heads]),
                                "its DA": (lengths, [e.da for e in heads])})
-        integer_ticks(self.sweep, len(lengths))
         self._histogram_of = (d, unit)
         self.draw_histogram()
 

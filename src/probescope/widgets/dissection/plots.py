@@ -9,9 +9,9 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 import pyqtgraph as pg
 from PySide6.QtCore import Signal
-from PySide6.QtWidgets import QVBoxLayout, QWidget
+from PySide6.QtWidgets import QWidget
 
-from probescope.widgets.plot_frame import titled_plot
+from probescope.widgets.plot_frame import PlotBox, titled_plot
 
 BAR_COLOR = "#4e79a7"
 THRESHOLD_COLOR = "#d62728"
@@ -20,16 +20,12 @@ POINT_COLOR = "#4e79a7"
 HIGHLIGHT_COLOR = "#f28e2b"
 
 
-class ActivationHistogram(QWidget):
+class ActivationHistogram(PlotBox):
     """`set_histogram(edges, counts, threshold)`: counts on a log scale, the threshold as a labelled red line."""
 
     def __init__(self, title: str = "Activation histogram", parent: QWidget | None = None):
-        super().__init__(parent)
-        self.plot = titled_plot(title, "positions (log10)", "activation")
+        super().__init__(titled_plot(title, "positions (log10)", "activation"), parent)
         self.plot.setMouseEnabled(False, False)
-        layout = QVBoxLayout(self)
-        layout.setContentsMargins(0, 0, 0, 0)
-        layout.addWidget(self.plot)
         self.threshold: float | None = None
         self.counts = np.empty(0)
         self.bars = pg.BarGraphItem(x=[], height=[], width=1.0, brush=pg.mkBrush(BAR_COLOR), pen=pg.mkPen(BAR_COLOR))
@@ -48,7 +44,7 @@ class ActivationHistogram(QWidget):
         self.line.setValue(self.threshold)
         self.line.label.setFormat(f"T = {self.threshold:.3g}")
         self.line.show()
-        self.plot.autoRange()
+        self.plot.follow_data()
 
     def clear(self) -> None:
         """No unit: no bars, no threshold, and none of the previous unit's axes (issue 45: a layer switch kept the
@@ -71,22 +67,18 @@ class ActivationHistogram(QWidget):
         self.plot.setRange(xRange=(min(0.0, self.threshold), self.threshold + 0.25 * span), yRange=(0.0, 1.0))
 
 
-class UnitScatter(QWidget):
+class UnitScatter(PlotBox):
     """IoU against DA, one point per unit: `set_points(units, iou, da, highlight)`; `unit_clicked(unit)`."""
 
     unit_clicked = Signal(int)
 
     def __init__(self, title: str = "IoU against DA, all units", parent: QWidget | None = None):
-        super().__init__(parent)
-        self.plot = titled_plot(title, "Detection Accuracy", "IoU")
+        super().__init__(titled_plot(title, "Detection Accuracy", "IoU"), parent)
         self.points = pg.ScatterPlotItem(size=8, hoverable=True, tip=self._tip)
         self.points.sigClicked.connect(self._clicked)
         self.selected = pg.ScatterPlotItem(size=14, pen=pg.mkPen(SELECTED_COLOR, width=2), brush=None)
         self.plot.addItem(self.points)
         self.plot.addItem(self.selected)
-        layout = QVBoxLayout(self)
-        layout.setContentsMargins(0, 0, 0, 0)
-        layout.addWidget(self.plot)
         self.units = np.empty(0, np.int64)
         self.xy = np.empty((0, 2))
 
@@ -119,23 +111,20 @@ class UnitScatter(QWidget):
             self.unit_clicked.emit(int(points[0].data()))
 
 
-class GroupedBars(QWidget):
+class GroupedBars(PlotBox):
     """Bars side by side per x (one colour per named series, with a legend under the plot, never on the bars):
-    `set_series({name: (x, y)})`. `colors` go to the series in order, or by name when a mapping."""
+    `set_series({name: (x, y)})`, x and y whole numbers (e.g. units per explanation length). `colors` go to the
+    series in order, or by name when a mapping."""
 
     GROUP_WIDTH = 0.8  # of the distance between neighbouring x values
 
     def __init__(self, title: str, left: str, bottom: str,
                  colors: Sequence[str] | Mapping[str, str] = ("#4e79a7", "#f28e2b", "#59a14f", "#e15759"),
                  parent: QWidget | None = None):
-        super().__init__(parent)
-        self.plot = titled_plot(title, left, bottom)
+        super().__init__(titled_plot(title, left, bottom, integer=("left", "bottom")), parent)
         self.plot.setMouseEnabled(False, False)
-        self.legend = self.plot.add_legend(below=True)
+        self.legend = self.plot.add_legend()
         self.colors = colors
-        layout = QVBoxLayout(self)
-        layout.setContentsMargins(0, 0, 0, 0)
-        layout.addWidget(self.plot)
         self.series: dict[str, tuple[list[float], list[float]]] = {}
 
     def set_series(self, series: dict[str, tuple[Sequence[float], Sequence[float]]]) -> None:
@@ -150,4 +139,4 @@ class GroupedBars(QWidget):
                                    pen=pg.mkPen(color))
             self.plot.addItem(bars)
             self.legend.addItem(bars, name)
-        self.plot.autoRange()
+        self.plot.follow_data()

@@ -11,6 +11,7 @@ import numpy as np
 import pyqtgraph as pg
 from PySide6.QtCore import Qt
 
+from probescope.widgets.plot_axes import FigureAxis
 from probescope.widgets.plot_frame import FigurePlot
 
 POINTS = "#3574f0"
@@ -18,22 +19,24 @@ FIT = "#e8590c"
 LIVE = "#7f7f7f"
 
 
-class InverseAxis(pg.AxisItem):
-    """An axis in 1/N whose ticks say N."""
+class InverseAxis(FigureAxis):
+    """An axis in 1/N whose ticks say N (spaced so that "2,000" and "1,000" never run together)."""
 
     def tickStrings(self, values, scale, spacing) -> list[str]:  # noqa: N802  (pyqtgraph override)
         return ["∞" if abs(v) <= 1e-15 else "" if v < 0 else f"{1.0 / v:,.0f}" for v in values]  # (1/N ≥ 0)
 
 
 class InverseNPlot(FigurePlot):
-    """`set_fit(...)` draws a metric's subsets, fit and live path; `clear_fit(message)` says why there is none."""
+    """`set_fit(...)` draws a metric's subsets, fit and live path; `clear_fit(message)` says why there is none.
+    The legend has a row of its own under the axis: over the plot, the live curve ran through it and its star
+    looked like data."""
 
     def __init__(self, metric: str):
         super().__init__(f"{metric} against 1/N", metric, "N (axis linear in 1/N)",
                          axisItems={"bottom": InverseAxis("bottom")})
         self.metric_name = metric
-        self.setMinimumHeight(170)
-        self.add_legend(offset=(-6, 6))
+        self.setMinimumHeight(230)  # (or more: what its title, axis and legend take, and a usable data area)
+        self.add_legend()
         self._live = self.plot([], [], pen=pg.mkPen(LIVE, width=1.5), name="live, as N grew")
         self._points = self.plot([], [], pen=None, symbol="o", symbolSize=6, symbolBrush=POINTS,
                                  symbolPen=None, name="random subsets")

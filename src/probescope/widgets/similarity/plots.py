@@ -15,7 +15,7 @@ from PySide6.QtCore import QEvent, QObject, Qt, Signal
 from PySide6.QtGui import QImage, QPixmap
 from PySide6.QtWidgets import QLabel, QVBoxLayout, QWidget
 
-from probescope.widgets.plot_frame import titled_plot
+from probescope.widgets.plot_frame import PlotBox, titled_plot
 
 QUERY_COLOR = "#555555"
 PICK_COLORS = ("#e67e22", "#2e86de")
@@ -94,7 +94,7 @@ class EmbeddingView(QWidget):
         self.plot.set_title(title)
         self.marks.setData([])
         self._set_hover(-1)
-        self.plot.autoRange()
+        self.plot.follow_data()
 
     def highlight(self, query: int, picks: Sequence[int], references: Sequence[int]) -> None:
         """A trial's stimuli (a new trial: the hover of the last one ends)."""
@@ -174,16 +174,13 @@ class EmbeddingView(QWidget):
             self.clicked.emit(index)
 
 
-class BarChart(QWidget):
-    """Labelled bars (counts or values), one colour per bar."""
+class BarChart(PlotBox):
+    """Labelled bars (counts or values), one colour per bar: as many labels as fit, a long one on lines of its own
+    words ("picked 1st" ran into "picked 2nd"); counts (whole values) get whole-number ticks."""
 
     def __init__(self, title: str, left: str, bottom: str = "", parent: QWidget | None = None):
-        super().__init__(parent)
-        self.plot = titled_plot(title, left, bottom)
+        super().__init__(titled_plot(title, left, bottom), parent)
         self.plot.setMouseEnabled(False, False)
-        layout = QVBoxLayout(self)
-        layout.setContentsMargins(0, 0, 0, 0)
-        layout.addWidget(self.plot)
         self.values: list[float] = []
 
     def set_bars(self, labels: Sequence[str], values: Sequence[float], colors: Sequence[str]) -> None:
@@ -192,7 +189,8 @@ class BarChart(QWidget):
         x = np.arange(len(values))
         self.plot.addItem(pg.BarGraphItem(x=x, height=self.values, width=0.7, brushes=[pg.mkBrush(c) for c in colors],
                                           pens=[pg.mkPen(c) for c in colors]))
-        self.plot.getAxis("bottom").setTicks([list(zip(x.tolist(), labels))])
+        self.plot.getAxis("bottom").set_labels([(k, label) for k, label in zip(x.tolist(), labels) if label])
+        self.plot.getAxis("left").integer = all(v.is_integer() for v in self.values)
         top = max(self.values, default=1.0)
-        self.plot.setYRange(0, top * 1.1 if top > 0 else 1.0)
-        self.plot.setXRange(-0.6, len(values) - 0.4)
+        self.plot.setYRange(0, top * 1.1 if top > 0 else 1.0, padding=0)
+        self.plot.setXRange(-0.6, len(values) - 0.4, padding=0)
