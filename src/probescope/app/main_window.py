@@ -49,6 +49,7 @@ from probescope.jobs.inputs import (
 from probescope.jobs.kernel.spec import KernelSpec, as_spec, on_device
 from probescope.jobs.protocol import COMPUTE, IO, TaskError
 from probescope.widgets.command_palette import CommandPalette
+from probescope.widgets.identifiers import whole_items_everywhere
 from probescope.widgets.notification import Notification
 from probescope.widgets.task_panel import TaskPanel
 from probescope.widgets.task_progress import TaskProgress
@@ -113,6 +114,7 @@ class MainWindow(QMainWindow):
         layout.addWidget(self.notification)
         layout.addWidget(self.tabs, 1)
         self.setCentralWidget(central)
+        whole_items_everywhere(self)  # no combo box measures its items once only: those that come later are cut
 
         self.progress = TaskProgress()
         self.statusBar().addPermanentWidget(self.progress)

@@ -39,6 +39,7 @@ from probescope.jobs.dissection import rows as r
 from probescope.jobs.dissection.layer_data import LayerData
 from probescope.jobs.per_image import DatasetRef, ImageView, image_view_job
 from probescope.jobs.protocol import IO, Job, TaskError
+from probescope.widgets.identifiers import declare_identifiers
 from probescope.widgets.images import to_qimage
 
 COVERING_COLUMNS = ("unit", "explanation", "IoU", "activation", "threshold")
@@ -64,14 +65,15 @@ def _caption(text: str) -> QLabel:
 
 
 def _table(columns: tuple[str, ...], wide: int) -> QTableWidget:
-    """A read-only table whose column `wide` (the names) takes the room the numbers leave, elided when narrow (the
-    whole name is its tooltip), so the numbers never scroll out of a narrow panel."""
+    """A read-only table whose column `wide` holds names (explanations, labels): every column takes the width its
+    texts need and a narrow panel scrolls sideways; a formula is never cut (issue 45 §3: "((house AND street-..."
+    could not be told from its neighbours), the last column takes what room is left."""
     table = QTableWidget(0, len(columns))
     table.setHorizontalHeaderLabels(list(columns))
     header = table.horizontalHeader()
-    for c in range(len(columns)):
-        header.setSectionResizeMode(c, QHeaderView.ResizeMode.Stretch if c == wide else
-                                    QHeaderView.ResizeMode.ResizeToContents)
+    header.setSectionResizeMode(QHeaderView.ResizeMode.ResizeToContents)
+    header.setStretchLastSection(True)
+    declare_identifiers(table, [wide])
     table.verticalHeader().setVisible(False)
     table.setWordWrap(False)  # one line a row: a short panel still shows several
     table.setEditTriggers(QTableWidget.EditTrigger.NoEditTriggers)

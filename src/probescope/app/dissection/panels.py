@@ -28,12 +28,15 @@ from probescope.jobs.dissection.rows import INTERPRETABLE_IOU, METHOD_NAMES, MET
 from probescope.jobs.dissection.saved_layers import JOB_COLUMNS, JOB_LEGEND, BatchView, job_cells
 from probescope.widgets.controls import spin_box
 from probescope.widgets.dissection.table import UnitTable
+from probescope.widgets.identifiers import whole_items
 from probescope.widgets.ink import InkLabel, inked
 from probescope.widgets.plots_bars import ClassBars
 
 ALL = "all categories"
 MAX_JOB_ROWS = 16  # the batch table's height grows with its jobs up to this many rows, then scrolls
-TOP, PRESENT = "top-activating images", "images where the explanation is present"
+TOP, PRESENT = "top-activating images", "explanation present"  # (short: the box shows them whole; see MODE_TIPS)
+MODE_TIPS = ("the images the unit fires most on", "images where the explanation is present, whether or not the unit "
+             "fires there")
 
 
 class FilterBar(QWidget):
@@ -46,7 +49,7 @@ class FilterBar(QWidget):
         self.search = QLineEdit()
         self.search.setPlaceholderText("search concepts…")
         self.search.setClearButtonEnabled(True)
-        self.category = QComboBox()
+        self.category = whole_items(QComboBox())  # (the dataset's categories come later)
         self.category.addItem(ALL)
         self.interpretable = QCheckBox("interpretable, IoU >")
         self.iou_min = QDoubleSpinBox()
@@ -117,17 +120,17 @@ class UnitControls(QWidget):
         self.threshold.setRange(25, 200)
         self.threshold.setValue(100)
         self.threshold.setToolTip("display threshold, in % of the unit's threshold T (100% = the dissection's mask)")
-        self.mode = QComboBox()
-        self.mode.addItems([TOP, PRESENT])
+        self.mode = whole_items(QComboBox())
+        for k, (text, tip) in enumerate(zip((TOP, PRESENT), MODE_TIPS, strict=True)):
+            self.mode.addItem(text)
+            self.mode.setItemData(k, tip, Qt.ItemDataRole.ToolTipRole)
+        whole_items(self.explanation)  # (a trace formula is named by its place: the caption shows it whole)
         for s in (self.opacity, self.threshold):
             s.setMinimumWidth(70)
-        for box in (self.explanation, self.mode):  # long items (a trace formula) are elided in a narrow view
-            box.setSizeAdjustPolicy(QComboBox.SizeAdjustPolicy.AdjustToMinimumContentsLengthWithIcon)
-            box.setMinimumContentsLength(12)
         layout = QVBoxLayout(self)
         layout.setContentsMargins(0, 0, 0, 0)
-        for widgets in ((("overlay", self.explanation), ("show", self.mode), ("", self.k)),
-                        (("opacity", self.opacity), ("display threshold", self.threshold))):
+        for widgets in ((("overlay", self.explanation), ("show", self.mode)),
+                        (("", self.k), ("opacity", self.opacity), ("display threshold", self.threshold))):
             row = QHBoxLayout()
             for text, widget in widgets:
                 if text:
@@ -145,13 +148,15 @@ class UnitControls(QWidget):
         """One of METHODS, or 'trace' while a formula clicked in the beam trace is shown."""
         return str(self.explanation.currentData())
 
-    def show_trace_formula(self, label: str) -> None:
-        """Name a formula clicked in the beam trace as what the overlays show (without signalling a change)."""
+    def show_trace_formula(self, label: str, step: int, position: int) -> None:
+        """Name a formula clicked in the beam trace as what the overlays show (without signalling a change): by its
+        place in the trace, short, since a formula is never cut; the formula itself is the item's tooltip and the
+        caption over the images shows it whole."""
         index = self.explanation.findData("trace")
         if index < 0:
             self.explanation.addItem("", "trace")
             index = self.explanation.count() - 1
-        self.explanation.setItemText(index, f"trace: {label}")
+        self.explanation.setItemText(index, f"trace: step {step + 1}, #{position + 1}")
         self.explanation.setItemData(index, label, Qt.ItemDataRole.ToolTipRole)
         self.explanation.blockSignals(True)
         self.explanation.setCurrentIndex(index)

@@ -87,7 +87,7 @@ class UnitPresenter(QObject):
         state = self.ws.current
         e = state.data.result.units[state.unit].trace[step][position]
         state.formula, state.formula_label = e.formula, e.label
-        self.ws.view.controls.show_trace_formula(e.label)  # the overlay box names what the overlays show
+        self.ws.view.controls.show_trace_formula(e.label, step, position)  # the overlay box names it
         self.show_overlays()
 
     def controls_changed(self) -> None:

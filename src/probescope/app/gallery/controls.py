@@ -22,12 +22,15 @@ from probescope.core.scoring.examples import DESCRIPTIONS
 from probescope.core.scoring.settings import WINDOW
 from probescope.jobs.inputs import DEMO_SAMPLES
 from probescope.widgets.controls import spin_box
+from probescope.widgets.identifiers import whole_items
 
-CLASSIFIERS = (
-    ("model", "Loaded model"),
-    ("demo", "Demo CNN (14 scenes)"),
-    ("inception-tf", "Inception v3, TF port (published IS)…"),
-    ("inception-tv", "Inception v3, torchvision…"),
+CLASSIFIERS = (  # (key, the box's item, its tooltip): items short, so the box leaves the bar room for the sampler's
+    ("model", "Loaded model", "The model opened in the window, as the classifier"),
+    ("demo", "Demo CNN (14 scenes)", "The demo world's classifier: its own 14 scene classes"),
+    ("inception-tf", "Inception v3, TF port…", "Inception v3, TF port (asks for its weights): scores comparable with "
+     "published IS"),
+    ("inception-tv", "Inception v3, torchvision…", "Inception v3, torchvision (asks for its ImageNet weights): 1000 "
+     "named classes, scores not comparable with published IS"),
 )
 FILTER_LABELS = {"": "no filter", "kl": "KL in", "entropy": "H(p(y|x)) in", "confidence": "confidence in"}
 LARGEST_FIRST = ("realism",)  # sort keys read largest first (the most real-looking, and any copy, first)
@@ -42,12 +45,13 @@ class GalleryControls:
         for g in "ABCD":
             self.source.addItem(f"Worked example {g}: {DESCRIPTIONS[g]}", g)
         self.source.setToolTip("The seed note's worked example (3 classes, 3 images) is a teaching preset")
-        self.source.setSizeAdjustPolicy(QComboBox.SizeAdjustPolicy.AdjustToMinimumContentsLengthWithIcon)
-        self.source.setMinimumContentsLength(16)  # the worked examples' long names show in the open list
-        self.open_button = QPushButton("Open samples…")
+        whole_items(self.source)  # the opened samples' name (a file) is never cut: the bar tucks the rest behind »
+        self.open_button = QPushButton("Open…")  # (short: the bar keeps the sampler's knobs in view at 1280 px)
+        self.open_button.setToolTip("Open samples: a folder of images, a .npz/.npy, or a TorchScript generator")
         self.classifier_box = QComboBox()
-        for key, label in CLASSIFIERS:
+        for k, (key, label, tip) in enumerate(CLASSIFIERS):
             self.classifier_box.addItem(label, key)
+            self.classifier_box.setItemData(k, tip, Qt.ItemDataRole.ToolTipRole)
         self.play = QPushButton("Start")
         self.play.setCheckable(True)
         self.reset_button = QPushButton("Reset")
@@ -56,7 +60,7 @@ class GalleryControls:
         self.fidelity = QSlider(Qt.Orientation.Horizontal)
         self.fidelity.setRange(0, 100)
         self.fidelity.setValue(100)
-        self.fidelity.setFixedWidth(110)
+        self.fidelity.setFixedWidth(80)  # (with the value beside it: the bar fits 1280 px)
         self.fidelity.setToolTip("How recognisable each drawn image is (blur, noise, intruders below 1)")
         self.fidelity_value = QLabel("1.00")
         self.target = spin_box(10, 1_000_000, DEMO_SAMPLES, "The demo stream stops after this many images")

@@ -13,6 +13,8 @@ from collections.abc import Sequence
 from PySide6.QtCore import QAbstractTableModel, QItemSelectionModel, QModelIndex, QPersistentModelIndex, Qt, Signal
 from PySide6.QtWidgets import QAbstractItemView, QHeaderView, QTableView, QWidget
 
+from probescope.widgets.identifiers import declare_identifiers
+
 MAX_COLUMN_WIDTH = 220  # a column of numbers
 MAX_TEXT_WIDTH = 900  # a column of names and formulas: as wide as they are (the table scrolls)
 CELL_PADDING = 14
@@ -223,12 +225,15 @@ class UnitTable(QTableView):
         header = self.horizontalHeader().fontMetrics()
         cells = self.fontMetrics()
         rows = self._rows.rows
+        identifiers = [0]  # the row's key (a unit, a class, a job) and every column of names
         for c, name in enumerate(self._rows.columns):
             texts = sorted({cell_text(r[c]) for r in rows}, key=len)[-3:]
             width = max([header.horizontalAdvance(name) + CELL_PADDING + self.header_room,
                          *(cells.horizontalAdvance(t) + CELL_PADDING for t in texts)])
             names = any(r[c] is not None and not _is_number(r[c]) for r in rows[:50])
             self.setColumnWidth(c, min(width, MAX_TEXT_WIDTH if names else MAX_COLUMN_WIDTH))
+            identifiers += [c] if names else []
+        declare_identifiers(self, identifiers)
 
     def rowCount(self) -> int:  # noqa: N802  (the QTableWidget name, for callers and tests)
         return self._rows.rowCount()

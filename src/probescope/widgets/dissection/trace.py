@@ -8,8 +8,9 @@ from dataclasses import dataclass
 
 from PySide6.QtCore import QEvent, Qt, Signal
 from PySide6.QtGui import QBrush, QFont
-from PySide6.QtWidgets import QAbstractItemView, QHeaderView, QTreeWidget, QTreeWidgetItem, QWidget
+from PySide6.QtWidgets import QAbstractItemView, QHeaderView, QStyle, QTreeWidget, QTreeWidgetItem, QWidget
 
+from probescope.widgets.identifiers import declare_identifiers
 from probescope.widgets.ink import ink_color
 
 COLUMNS = ("formula", "IoU", "DA", "picked by")
@@ -47,6 +48,9 @@ class TraceTree(QTreeWidget):
         self.header().setSectionResizeMode(0, QHeaderView.ResizeMode.ResizeToContents)
         self.header().setStretchLastSection(False)
         self.setTextElideMode(Qt.TextElideMode.ElideMiddle)
+        declare_identifiers(self, [0])
+        self._picked_width = 0  # the last column's own width; it takes more when a step's title needs it
+        self.header().sectionResized.connect(lambda column, _old, _new: column == 0 and self._fit_titles())
         self.itemClicked.connect(self._clicked)
         self.itemActivated.connect(self._clicked)
 
@@ -78,6 +82,17 @@ class TraceTree(QTreeWidget):
             top.setExpanded(expanded is None or s < expanded)
         for c in (1, 2, 3):
             self.resizeColumnToContents(c)
+        self._picked_width = self.columnWidth(3)
+        self._fit_titles()
+
+    def _fit_titles(self) -> None:
+        """A step's title spans its row: the last column widens when the others leave it too little (ResizeToContents
+        skips spanning rows, and "(da-select stopped here)" lost its middle)."""
+        margin = 2 * (self.style().pixelMetric(QStyle.PixelMetric.PM_FocusFrameHMargin, None, self) + 1)
+        titles = [self.topLevelItem(s).text(0) for s in range(self.topLevelItemCount())]
+        need = max(map(self.fontMetrics().horizontalAdvance, titles), default=0) + margin + self.indentation()
+        others = sum(self.columnWidth(c) for c in range(len(COLUMNS) - 1))
+        self.setColumnWidth(len(COLUMNS) - 1, max(self._picked_width, need - others))
 
     def _ink_picks(self) -> None:
         """The picked formulas in the theme's pick colour (again at each palette change: a theme switch)."""

@@ -13,6 +13,7 @@ from PySide6.QtCore import QAbstractTableModel, QModelIndex, QPersistentModelInd
 from PySide6.QtGui import QBrush
 from PySide6.QtWidgets import QAbstractItemView, QHeaderView, QTableView, QTableWidget, QTableWidgetItem, QWidget
 
+from probescope.widgets.identifiers import declare_identifiers
 from probescope.widgets.ink import ink_color
 
 TRIAL_COLUMNS = ("#", "session", "grade", "catch", "agree", "QC", "query")
@@ -168,6 +169,7 @@ class TrialList(QTableView):
         # scrolls sideways
         self.horizontalHeader().setStretchLastSection(False)
         self.setTextElideMode(Qt.TextElideMode.ElideMiddle)
+        declare_identifiers(self, [0, QUERY])  # the trial's number and its query's name
         self.setAlternatingRowColors(True)
 
     def _fit_columns(self, on: bool) -> None:
@@ -231,6 +233,7 @@ class ModelTable(QTableWidget):
         # "demo · layer4" and "demo · layer4.conv" to the same "demo…"): the table scrolls sideways
         self.horizontalHeader().setSectionResizeMode(QHeaderView.ResizeMode.ResizeToContents)
         self.setTextElideMode(Qt.TextElideMode.ElideMiddle)
+        declare_identifiers(self, [0])
         self.rows: list[ModelRow] = []
 
     def set_rows(self, rows: list[ModelRow]) -> None:
