@@ -28,6 +28,7 @@ from probescope.widgets.plot_frame import titled_plot
 from probescope.widgets.plots_bars import ClassBars
 
 TOP = 8  # classes in the unit's bars
+UNTITLED = "<b>Role</b>: select a unit"  # the title while no ablation of the unit on screen is shown
 
 
 def ablation_job(d: LayerData, model: ModelInfo, mode: str, groups: list) -> Job:
@@ -58,7 +59,8 @@ class RolePanel(QWidget):
         self.mode.addItem("zero (the paper's)", "zero")
         self.mode.addItem("mean activation", "mean")
         self.mode.setToolTip("zero: the units output 0; mean: their mean over the dataset (keeps the layer's level)")
-        self.title = QLabel("<b>Role</b>: select a unit")
+        self._layer_asked = False  # the panel shows (or computes) the layer's matrix, not a unit's role
+        self.title = QLabel(UNTITLED)
         self.title.setWordWrap(True)
         self.bars = ClassBars("p(true class) lost without the unit: the classes most hurt")
         self.note = QLabel()
@@ -103,6 +105,9 @@ class RolePanel(QWidget):
             self.results.clear()
             self._show_matrix(False)
             self.bars.clear()
+            self.title.setText(UNTITLED)  # (it named the previous layer's unit: issue 45)
+            self.note.setText("")
+            self._layer_asked = False
         self.data, self.model = d, model
 
     def _show_matrix(self, shown: bool) -> None:
@@ -114,6 +119,12 @@ class RolePanel(QWidget):
         """Ablate `units` as one group (the selected unit, or a table selection) when the panel is on screen."""
         d = self.data
         if d is None or not units or not on_screen:
+            if not on_screen and not self._layer_asked:  # ablated once shown: until then it names no other unit's
+                self.pool.cancel(self._key("role"), superseded=True)  # (the layer's matrix, asked for, goes on)
+                self._show_matrix(False)
+                self.bars.clear()
+                self.title.setText(UNTITLED)
+                self.note.setText("")
             return
         from probescope.core.ablation.groups import hand_picked
 
@@ -122,9 +133,11 @@ class RolePanel(QWidget):
         key = (d.key, mode, group.units)
         if key in self.results:
             self.pool.cancel(self._key("role"), superseded=True)  # latest request wins, from the cache too
+            self._layer_asked = False
             self._show(self.results[key])
             return
         self.title.setText(f"<b>Role of {group.name}</b>: ablating…")
+        self._layer_asked = False
         model = self.model
 
         def done(result: AblationResult) -> None:
@@ -173,6 +186,7 @@ class RolePanel(QWidget):
         self.bars.hide()
         self.note.setText("")
         self.title.setText(f"<b>Ablating the {len(order)} units of {d.layer}</b>…")
+        self._layer_asked = True  # what the panel shows until a unit is ablated on screen
 
         def done(result: AblationResult) -> None:
             self._show_layer_matrix(result, d.layer)

@@ -277,13 +277,20 @@ class DissectionWorkspace(Workspace):
             if first:  # the table and header are painted in this turn of the event loop, the unit in the next:
                 QTimer.singleShot(0, self._show_picked)  # together they were one 45-60 ms stall on the demo
             else:
-                self.units.select_unit(state.picked)
+                self._select(state.picked)
 
     def _show_picked(self) -> None:
         """The unit the workspace picked, unless the user chose one meanwhile (or the layer or the window went)."""
         state = self.current
         if not self.pool.is_shut_down and state.unit < 0 and state.picked in self.rows:
-            self.units.select_unit(state.picked)
+            self._select(state.picked)
+
+    def _select(self, unit: int) -> None:
+        """Highlight `unit` in the table and show it. The table signals a change of its row only, and it may have
+        the unit highlighted already, kept from a layer shown before: layer4 -> layer4.conv -> layer4 left unit 18
+        highlighted with its images, trace and numbers empty (issue 45)."""
+        self.units.select_unit(unit)
+        self.selected.show_unit(unit)
 
     def iou_min(self) -> float:
         """The interpretable units' IoU threshold the filter bar sets (the header's summary counts with it)."""

@@ -123,18 +123,24 @@ class ScorePanel(QFrame):
         self.marginal.set_bars(names_all, d.marginal, marked=never, legend=legend)
         self.curve.set_curve(*curve)
 
-    def show_split(self, split: SplitScore | None, classifier: str, splits: int, n: int) -> None:
-        """The split protocol's mean ± std (or why it is not shown yet), labelled with its protocol."""
+    def show_split(self, split: SplitScore | None, classifier: str, splits: int, n: int,
+                   pending: bool = False) -> None:
+        """The split protocol's mean ± std (or why it is not shown yet: too few images, or `pending`, being
+        computed), labelled with its protocol; `n` images are scored (a split of fewer, the first, says so)."""
         if split is None:
-            self.split_label.setText(f"Split protocol ({splits} splits): needs N ≥ {splits} (N = {n})")
+            why = "being computed" if pending else f"needs N ≥ {splits}"
+            self.split_label.setText(f"Split protocol ({splits} splits): {why} (N = {n:,})")
             self.curve.set_band(None)
             return
         size, extra = divmod(split.n, split.splits)
         sizes = f"{size:,}" + (f" or {size + 1:,}" if extra else "")
-        self.split_label.setText(
-            f"Split protocol: <b>{split.mean:.2f} ± {split.std:.2f}</b> — N={split.n:,} in {split.splits} splits of "
-            f"{sizes}, " + (f"shuffle seed {split.seed}" if split.shuffle else "no shuffle")
-            + f", std ddof=0, classifier {classifier}")
+        of = f"the first N={split.n:,} of {n:,}" if split.n != n else f"N={split.n:,}"
+        text = (f"Split protocol: <b>{split.mean:.2f} ± {split.std:.2f}</b> — {of} in {split.splits} splits of "
+                f"{sizes}, " + (f"shuffle seed {split.seed}" if split.shuffle else "no shuffle")
+                + f", std ddof=0, classifier {classifier}")
+        if text == self.split_label.text():  # (redrawn with every update of the live numbers)
+            return
+        self.split_label.setText(text)
         self.curve.set_band(split.mean, split.std, f"split protocol {split.mean:.2f} ± {split.std:.2f}")
 
 

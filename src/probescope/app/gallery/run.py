@@ -157,12 +157,17 @@ class ScoringRun(QObject):
         self.state.knobs_changed(ws.controls.knobs())
 
     def target_changed(self) -> None:
-        if self.state.streaming and self.state.scores.n < self.ws.controls.target.value():  # go on, longer
+        """The stream goes on to the new N, or stops when as many are scored already (it went on to the old N);
+        the line and the button say what the stream does, or what the next Start or Resume does (issue 45: the line
+        kept the old N while the stream went on to the new one)."""
+        if self.state.streaming and self.state.run is not None:  # (N is the demo sampler's)
             self.stop()
-            self.start()
-        else:  # paused or done: the line and the button say what the next Start or Resume does
-            self.show_run()
-            self.show_play()
+            if self.state.scores.n < self.ws.controls.target.value():
+                self.start()
+            else:
+                self._show_stopped()
+        self.show_run()
+        self.show_play()
 
     def _on_batch(self, batch) -> None:
         """Batches are taken one per turn of the event loop: a kernel's batches can arrive together, and Qt

@@ -38,12 +38,15 @@ class SplitProtocol:
         self.result, self.n = kept
 
     def update(self, scores: GalleryScores, final: bool) -> None:
-        """Recompute when N changed (throttled while streaming, `final` = not streaming)."""
+        """Recompute when N changed (throttled while streaming, `final` = not streaming). Until the result for this
+        N comes, the last one is said to be of the first images of the N scored (issue 45: mid-stream it read
+        N=1,184 beside the score's N = 1,196, as if of another set)."""
         n, splits = scores.n, WINDOW.splits
         if not splittable(n, splits):
             self.result = None
             self.panel.show_split(None, self.classifier_label(), splits, n)
             return
+        self.panel.show_split(self.result, self.classifier_label(), splits, n, pending=self.result is None)
         if n == self.n or self.pool.is_shut_down or (not final and time.monotonic() - self._time < SPLIT_EVERY_S):
             return
         self.n, self._time = n, time.monotonic()
@@ -51,7 +54,7 @@ class SplitProtocol:
 
         def done(split: SplitScore) -> None:
             self.result = split
-            self.panel.show_split(split, self.classifier_label(), splits, n)
+            self.panel.show_split(split, self.classifier_label(), splits, scores.n)  # (N may have grown since)
 
         job = Job(split_score, dict(rows=rows, settings=WINDOW), compute=False)
         self.pool.submit(job, name="split protocol", key=self.key, executor=IO, on_result=done)

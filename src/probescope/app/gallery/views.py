@@ -31,6 +31,7 @@ class SampleViews:
         for signal in (grid.doubleClicked, grid.activated):
             signal.connect(lambda index: self.open_image(grid.thumbnails.image_index(index.row())))
         grid.thumbnails_wanted.connect(self.load_thumbnails)
+        self._caption_tail = ""  # the caption after its count: the order and what the bars and badges show
 
     def names(self) -> list[str]:
         scores, class_names = self.current()
@@ -44,10 +45,19 @@ class SampleViews:
         badge, badge_label = scores.badges(settings["key"], settings["value_filter"])
         self.grid.thumbnails.set_items(order, scores.top_classes, scores.top_probs, self.names(), badge, badge_label)
         self.sheet.set_rows(min(self.controls.sheet_count.value(), len(order)))
-        shown = f"{len(order):,} of {scores.n:,} images" if scores.n else "no images"
         badge_text = {"KL": "KL against the current marginal (nats)", "R": "realism"}.get(badge_label, "confidence")
-        self.caption.setText(f"<b>{shown}</b>, {SORT_KEYS[self.controls.sort.currentData()]} order "
-                             f"— bars: top classes; badge: {badge_text}")
+        self._caption_tail = (f", {SORT_KEYS[self.controls.sort.currentData()]} order — bars: top classes; badge: "
+                              f"{badge_text}")
+        self.show_count()
+
+    def show_count(self) -> None:
+        """The caption: how many of the images scored the grid lists. Redrawn with the live numbers, while the grid
+        itself is redrawn once a second (issue 45: mid-stream it said '1,164 of 1,164 images' beside N = 1,196)."""
+        scores, _ = self.current()
+        shown = f"{self.grid.thumbnails.rowCount():,} of {scores.n:,} images" if scores.n else "no images"
+        text = f"<b>{shown}</b>{self._caption_tail}"
+        if text != self.caption.text():
+            self.caption.setText(text)
 
     def redraw(self) -> None:
         """The grid, and the selected image's numbers (the first image when none is)."""

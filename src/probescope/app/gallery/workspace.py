@@ -304,6 +304,7 @@ class GalleryWorkspace(Workspace):
         d = scores.decomposition()
         self.score_panel.show_numbers(d, "streaming…" if streaming else "")
         self.splits.update(scores, final=not streaming)
+        self.views.show_count()
         self.real.update(streaming)
         self.realism.update(streaming)
         now = time.monotonic()
