@@ -36,6 +36,7 @@ Usage: python benchmarks/gui_bench.py [--runs 3] [--images 512] [--gallery [--st
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import shutil
@@ -53,8 +54,12 @@ limit_blas_threads()
 
 def launch_child(kernel: str, first_units_only: bool = False) -> None:
     """Runs in a fresh interpreter: start the app on the demo world (computing where `kernel` says) and report when
-    it is usable (with `first_units_only`, stop once the Dissection's first units are on screen)."""
-    from probescope.app.threads import keep_gui_responsive
+    it is usable (with `first_units_only`, stop once the Dissection's first units are on screen). A 'before'
+    version runs as its own `probescope gui` did: what it lacks (an early kernel) it does not do."""
+    try:
+        from probescope.app.threads import keep_gui_responsive
+    except ImportError:  # (a version before the threads module)
+        from probescope.app.workers import keep_gui_responsive
 
     torch_s = torch_cpu_s = 0.0
     if kernel == "thread":  # as the app then: torch before Qt
@@ -65,10 +70,11 @@ def launch_child(kernel: str, first_units_only: bool = False) -> None:
         torch_s = time.perf_counter() - T0
         torch.set_num_threads(compute_threads())
         torch_cpu_s = time.process_time()
-    elif kernel == "local":  # as the app then: the kernel started before Qt is imported
-        from probescope.jobs.kernel import local
+    elif kernel == "local":  # as the app then: the kernel started before Qt is imported, where it is
+        with contextlib.suppress(ImportError):
+            from probescope.jobs.kernel import local
 
-        local.start_early()
+            local.start_early()
     import tempfile
 
     from PySide6.QtCore import QTimer
