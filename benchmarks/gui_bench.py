@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import importlib
 import json
 import os
 import shutil
@@ -58,8 +59,8 @@ def launch_child(kernel: str, first_units_only: bool = False) -> None:
     version runs as its own `probescope gui` did: what it lacks (an early kernel) it does not do."""
     try:
         from probescope.app.threads import keep_gui_responsive
-    except ImportError:  # (a version before the threads module)
-        from probescope.app.workers import keep_gui_responsive
+    except ImportError:  # (a version before the threads module had it in the pool's: by name, as it is not now)
+        keep_gui_responsive = importlib.import_module("probescope.app.workers").keep_gui_responsive
 
     torch_s = torch_cpu_s = 0.0
     if kernel == "thread":  # as the app then: torch before Qt
