@@ -563,3 +563,19 @@ def test_no_menu_action_the_about_box_or_device_brings_torch_into_the_window(tmp
     assert "argument --device: device 'cuda:7' is not on" in done.stderr
     triggered, torch = done.stdout.split()[-2:]
     assert int(triggered) > 20 and torch == "False", done.stdout + done.stderr[-2000:]
+
+
+def test_a_kernel_that_speaks_another_protocol_is_refused_in_one_line(qtbot, make_pool, monkeypatch):
+    """A kernel says its protocol version when ready (a Ray kernel may run another probescope): one that differs
+    is stopped, and the tasks fail with one line saying what to install, not on the first message misread."""
+    from probescope.jobs.kernel import messages
+
+    pool = make_pool()
+    notices = []
+    pool.notice.connect(notices.append)
+    monkeypatch.setattr(messages, "PROTOCOL", messages.PROTOCOL + 1)  # this window: the kernel speaks the old one
+    _, _, errors = run(qtbot, pool, Job(kernel_jobs.count, {"n": 1}), name="count")
+    spoken = f"speaks protocol {messages.PROTOCOL - 1} and this window {messages.PROTOCOL}"
+    assert len(errors) == 1 and errors[0].message.startswith("count failed: the compute kernel could not start")
+    assert spoken in errors[0].message and "\n" not in errors[0].message
+    assert any(spoken in line for line in notices)

@@ -29,7 +29,8 @@ from PySide6.QtCore import QObject, QThread, QTimer, Signal
 from probescope.app.threads import run_named
 from probescope.core.trust import Trust
 from probescope.jobs.kernel import local
-from probescope.jobs.kernel.process import ENDS, EXIT_OUT_OF_MEMORY, KernelConfig
+from probescope.jobs.kernel.messages import ENDS, Kind, Ready, Submit, protocol_problem
+from probescope.jobs.kernel.process import EXIT_OUT_OF_MEMORY, KernelConfig
 from probescope.jobs.kernel.transport import Channel, Traffic, Undecodable, sweep
 from probescope.jobs.protocol import Job, TaskError, describe_error
 from probescope.jobs.session import Session
@@ -73,10 +74,10 @@ class _Reader(QThread):
             try:
                 message = self._channel.receive()
             except (EOFError, OSError) as exc:
-                self.message.emit(("died", 0, str(exc) or None))
+                self.message.emit((Kind.DIED, 0, str(exc) or None))
                 return
             except Undecodable as exc:
-                message = ("error", exc.task_id, describe_error("reading a task's result from the compute kernel",
+                message = (Kind.ERROR, exc.task_id, describe_error("reading a task's result from the compute kernel",
                                                                 exc))
             if message[0] in ENDS:
                 self._ended.add(message[1])
@@ -140,7 +141,7 @@ class KernelSide(QObject):
         if sent is None or sent.cancelled:
             return
         sent.cancelled = True
-        self._send(("cancel", task_id, None))
+        self._send((Kind.CANCEL, task_id, None))
         if not restart_if_stuck:
             return
         if self._ready:
@@ -155,7 +156,7 @@ class KernelSide(QObject):
     def set_foreground(self, group: str) -> None:
         self._foreground = group
         if self._kernel is not None:
-            self._send(("foreground", 0, group))
+            self._send((Kind.FOREGROUND, 0, group))
 
     def kill(self, cause: str) -> None:
         """Kill the kernel (it restarts), saying `cause` as what happened."""
@@ -206,20 +207,20 @@ class KernelSide(QObject):
         self._reader.message.connect(self._on_message)
         self._reader.start()
         if self._foreground:
-            self._send(("foreground", 0, self._foreground))
+            self._send((Kind.FOREGROUND, 0, self._foreground))
         for task_id in list(self._sent):
             self._send_task(task_id)
 
     def _send_task(self, task_id: int) -> None:
         sent = self._sent[task_id]
         try:
-            self._channel.send(("submit", task_id, (sent.job, sent.name, sent.executor, sent.key, sent.trust)))
+            self._channel.send((Kind.SUBMIT, task_id, Submit(sent.job, sent.name, sent.executor, sent.key, sent.trust)))
         except (OSError, EOFError):
             pass  # the kernel is going down: the task is sent again to the next one
         except Exception as exc:  # noqa: BLE001  (a Job that cannot be pickled fails as a task)
             del self._sent[task_id]
             error = describe_error(f"sending {sent.name} to the compute kernel", exc)
-            QTimer.singleShot(0, lambda: self.event.emit(task_id, "error", error))
+            QTimer.singleShot(0, lambda: self.event.emit(task_id, Kind.ERROR, error))
 
     def _send(self, message: tuple) -> None:
         try:
@@ -235,31 +236,42 @@ class KernelSide(QObject):
 
     def _on_message(self, message: tuple) -> None:
         kind, task_id, payload = message
-        if kind == "ready":
+        if kind == Kind.READY:
+            if self._refused(payload):
+                return
             self._ready = True
-            self._pid = payload["pid"]
+            self._pid = payload.pid
             self._failed_starts = 0
             for waiting in self._deadlines:
                 self._start_deadline(waiting)
             self._deadlines.clear()
-            self.devices = list(payload["devices"])
+            self.devices = list(payload.devices)
             self.ready.emit(time.monotonic() - self._started_at)
             return
-        if kind == "fault":
+        if kind == Kind.FAULT:
             self._cause = payload
             return
-        if kind == "died":
+        if kind == Kind.DIED:
             self._died(payload)
             return
         sent = self._sent.get(task_id)
         if sent is None:
             return  # a task this side has ended already
-        if kind == "started":
+        if kind == Kind.STARTED:
             sent.started = True
         elif kind in ENDS:
             del self._sent[task_id]
             self._ended.discard(task_id)
         self.event.emit(task_id, kind, payload)
+
+    def _refused(self, ready: Ready) -> bool:
+        """A kernel that speaks another protocol is killed, its cause said: it counts as a kernel that could not
+        start, so after STARTS of them the tasks fail with that line (`_died`)."""
+        problem = protocol_problem(ready)
+        if problem is not None:
+            self._cause = problem
+            self._kill()
+        return problem is not None
 
     def _died(self, said: str | None) -> None:
         self._channel.close_writer()  # its connection is gone: the writer ends at once
@@ -272,7 +284,7 @@ class KernelSide(QObject):
         self._cause = ""
         self._failed_starts += not self._ready
         if self._failed_starts >= STARTS:  # it cannot start (broken install, no memory): the tasks fail, said so
-            failed = [(task_id, "error", TaskError(f"{sent.name} failed: the compute kernel could not start (it "
+            failed = [(task_id, Kind.ERROR, TaskError(f"{sent.name} failed: the compute kernel could not start (it "
                                                    f"{cause})", cause, False)) for task_id, sent in self._sent.items()]
             self._sent.clear()
             self._kernel = None  # the next Job tries again
@@ -285,9 +297,9 @@ class KernelSide(QObject):
         for task_id, sent in list(self._sent.items()):
             sent.interrupted += sent.started
             if sent.cancelled:
-                ends.append((task_id, "cancelled", None))
+                ends.append((task_id, Kind.CANCELLED, None))
             elif sent.interrupted >= RUNS:
-                ends.append((task_id, "error", TaskError(f"{sent.name} failed: the compute kernel {cause} each time "
+                ends.append((task_id, Kind.ERROR, TaskError(f"{sent.name} failed: the compute kernel {cause} each time "
                                                          "it ran", cause, False)))
             else:
                 sent.started = False
@@ -335,7 +347,7 @@ class KernelClient(KernelSide):
         self._kernel.kill()
 
     def _stop(self, timeout: float) -> None:
-        self._send(("stop", 0, None))
+        self._send((Kind.STOP, 0, None))
         self._kernel.join(timeout)
         if self._kernel.is_alive():
             self._kernel.kill()
@@ -354,7 +366,7 @@ def _stop_at_exit() -> None:
     for client in list(_RUNNING):
         process = client.process
         if process is not None and process.is_alive():
-            client._send(("stop", 0, None))  # noqa: SLF001
+            client._send((Kind.STOP, 0, None))  # noqa: SLF001
             process.join(2)
             if process.is_alive():
                 process.kill()

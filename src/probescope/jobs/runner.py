@@ -14,6 +14,7 @@ from collections.abc import Callable, Iterator
 from typing import Any, Generic, TypeVar
 
 from probescope.core.tasks import Cancelled
+from probescope.jobs.kernel.messages import Kind
 from probescope.jobs.protocol import Partial, Progress, Task, TaskContext, describe_error
 
 T = TypeVar("T")
@@ -35,36 +36,36 @@ def run_task(task: Task, ctx: TaskContext, name: str, emit: Emit, step_aside: Ca
     'error' (a TaskError) or 'cancelled'. `step_aside` runs before each step (the foreground's tasks go first);
     exceptions of a `fatal` type are raised, not reported (the kernel dies of an out-of-memory error)."""
     if ctx.cancelled():
-        emit("cancelled", None)
+        emit(Kind.CANCELLED, None)
         return
-    emit("started", None)
+    emit(Kind.STARTED, None)
     try:
         produced = task(ctx)
         if not isinstance(produced, Iterator):
-            emit("result", produced)
+            emit(Kind.RESULT, produced)
             return
         while True:
             if step_aside is not None:
                 step_aside()
             if ctx.cancelled():
                 produced.close()
-                emit("cancelled", None)
+                emit(Kind.CANCELLED, None)
                 return
             try:
                 item = next(produced)
             except StopIteration as stop:
-                emit("result", stop.value)
+                emit(Kind.RESULT, stop.value)
                 return
             if isinstance(item, Partial):
-                emit("partial", item.value)
+                emit(Kind.PARTIAL, item.value)
             elif isinstance(item, Progress):
                 ctx.progress(item.fraction, item.message)
     except Cancelled:
-        emit("cancelled", None)
+        emit(Kind.CANCELLED, None)
     except fatal:
         raise
     except Exception as exc:  # noqa: BLE001  (a task's failure is reported, never kills the thread running it)
-        emit("error", describe_error(name, exc))
+        emit(Kind.ERROR, describe_error(name, exc))
 
 
 def in_group(key: str | None, group: str) -> bool:

@@ -3,12 +3,10 @@ long computation never holds the window's interpreter and a native crash takes d
 
 It is started with multiprocessing's spawn context (`main`), keeps one Session (models loaded again on demand after
 a restart: `jobs.inputs.model_of`), runs compute Jobs in one thread (the workspace on screen first, as in the window's
-pool) and the others in a small I/O pool. Messages are (kind, task id, payload) over a `transport.Channel`:
-
-- window to kernel: `submit` (Job, its name, executor, key, trust), `cancel`, `foreground` (a key group), `stop`;
-- kernel to window: `ready` (its pid and its machine's compute devices), `started`, `progress` (Progress), `partial`,
-  `result`, `error` (TaskError),
-  `cancelled`, and `fault` (what is about to kill it: an out-of-memory error in a Job) just before it exits.
+pool) and the others in a small I/O pool. Messages are (kind, task id, payload) over a `transport.Channel`, their
+kinds and records in `messages`: the window sends Jobs (`Submit`), cancels, the foreground and stop; the kernel
+says it is `Ready` (its pid, devices and protocol version), then each task's events, and a `fault` (what is about
+to kill it: an out-of-memory error in a Job) just before it exits.
 A cancel is answered with `cancelled` as soon as the task stops: at once for a queued task, at its next yield for a
 running one (the window restarts a kernel that does not answer in time).
 """
@@ -24,8 +22,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from probescope.core.devices import available_devices
-from probescope.core.trust import Trust
-from probescope.jobs.kernel.transport import ENDS, Channel, Undecodable, sweep
+from probescope.jobs.kernel.messages import ENDS, Kind, Ready, Submit
+from probescope.jobs.kernel.transport import Channel, Undecodable, sweep
 from probescope.jobs.protocol import COMPUTE, Job, TaskContext, describe_error
 from probescope.jobs.runner import ComputeQueue, compute_threads, run_task
 from probescope.jobs.session import Session
@@ -86,15 +84,15 @@ class Kernel:
             except (EOFError, OSError):
                 return False
             except Undecodable as exc:  # a Job this process cannot import
-                self._send("error", exc.task_id, describe_error("starting a task in the compute kernel", exc))
+                self._send(Kind.ERROR, exc.task_id, describe_error("starting a task in the compute kernel", exc))
                 continue
-            if kind == "submit":
-                self._submit(task_id, *payload)
-            elif kind == "cancel":
+            if kind == Kind.SUBMIT:
+                self._submit(task_id, payload)
+            elif kind == Kind.CANCEL:
                 self._cancel(task_id)
-            elif kind == "foreground":
+            elif kind == Kind.FOREGROUND:
                 self.queue.foreground = payload
-            elif kind == "stop":
+            elif kind == Kind.STOP:
                 return True
 
     def stop(self, grace: float = STOP_GRACE_S) -> None:
@@ -110,12 +108,12 @@ class Kernel:
         self.io.shutdown(wait=False, cancel_futures=True)
         self.compute.join(grace)
 
-    def _submit(self, task_id: int, job: Job, name: str, executor: str, key: str | None, trust: Trust) -> None:
-        ctx = TaskContext(lambda progress: self._send("progress", task_id, progress), trust, self.session)
-        task = _Task(task_id, job, name, executor, key, ctx)
+    def _submit(self, task_id: int, submit: Submit) -> None:
+        ctx = TaskContext(lambda progress: self._send(Kind.PROGRESS, task_id, progress), submit.trust, self.session)
+        task = _Task(task_id, submit.job, submit.name, submit.executor, submit.key, ctx)
         with self.lock:
             self.tasks[task_id] = task
-        if executor == COMPUTE:
+        if task.executor == COMPUTE:
             self.queue.put(task)
         else:
             task.future = self.io.submit(self._run, task)
@@ -127,7 +125,7 @@ class Kernel:
             return  # it ended already
         task.ctx.cancel()
         if self.queue.remove(task) or (task.future is not None and task.future.cancel()):
-            self._emit(task, "cancelled", None)  # it never started: answered now
+            self._emit(task, Kind.CANCELLED, None)  # it never started: answered now
 
     def _compute_loop(self) -> None:
         if not self.config.torch:
@@ -147,10 +145,10 @@ class Kernel:
             run_task(task.job, task.ctx, task.name, lambda kind, payload: self._emit(task, kind, payload),
                      lambda: self._step_aside(task), fatal=(MemoryError,))
         except MemoryError:
-            self._send("fault", task.id, "ran out of memory")
+            self._send(Kind.FAULT, task.id, "ran out of memory")
             os._exit(EXIT_OUT_OF_MEMORY)
         except BaseException as exc:  # noqa: BLE001  (SystemExit: the thread would end, leaving a deaf kernel)
-            self._send("fault", task.id, f"stopped at a {type(exc).__name__}")
+            self._send(Kind.FAULT, task.id, f"stopped at a {type(exc).__name__}")
             os._exit(EXIT_FAULT)
 
     def _emit(self, task: _Task, kind: str, payload: Any) -> None:
@@ -162,17 +160,17 @@ class Kernel:
         try:
             self._send(kind, task.id, payload)
         except Exception as exc:  # noqa: BLE001  (a result that cannot travel is the task's failure, told as one)
-            self._send("error", task.id, describe_error(f"sending the {kind} of {task.name}", exc))
+            self._send(Kind.ERROR, task.id, describe_error(f"sending the {kind} of {task.name}", exc))
 
     def _send(self, kind: str, task_id: int, payload: Any) -> None:
         self.channel.send((kind, task_id, payload))
 
 
-def ready(config: KernelConfig) -> tuple[str, int, dict]:
+def ready(config: KernelConfig) -> tuple[Kind, int, Ready]:
     """The message a kernel sends once it runs: its pid and its machine's compute devices (the window knows them
     only from here: it imports no torch)."""
     devices = available_devices() if config.torch else ["cpu"]
-    return ("ready", 0, {"pid": os.getpid(), "devices": devices})
+    return (Kind.READY, 0, Ready(os.getpid(), tuple(devices)))
 
 
 def main(conn: Any, config: KernelConfig) -> None:

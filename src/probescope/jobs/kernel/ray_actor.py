@@ -16,6 +16,7 @@ import threading
 
 import ray
 
+from probescope.jobs.kernel.messages import Kind
 from probescope.jobs.kernel.process import Kernel, KernelConfig, ready
 from probescope.jobs.kernel.transport import Channel
 from probescope.jobs.runner import compute_threads
@@ -59,7 +60,7 @@ class _Channel(Channel):
 
     def send(self, message: tuple) -> None:
         super().send(message)
-        if message[0] == "started":
+        if message[0] == Kind.STARTED:
             self.conn.wait_taken(self.conn.put)
 
 

@@ -49,12 +49,11 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
+from probescope.jobs.kernel.messages import ENDS, HELD_FROM
 from probescope.jobs.kernel.pickling import Held, HeldPickler, Pickler, Traffic, Unpickler
 from probescope.jobs.session import Session
 
 OUT_OF_BAND_BYTES = 1 << 20
-HELD_FROM = ("partial",)  # the kinds of message from which a task's records are sent once
-ENDS = ("result", "error", "cancelled")  # a task's last message: what was held for it is let go
 SHM_DIR = Path("/dev/shm") if Path("/dev/shm").is_dir() else Path(tempfile.gettempdir())
 PREFIX = "probescope-kernel-"
 
