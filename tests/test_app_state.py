@@ -53,21 +53,21 @@ def test_default_layer_rules():
 def test_settings_round_trip_and_isolation(settings_path):
     settings = Settings(settings_path)
     assert settings.path == str(settings_path)
-    assert settings.theme() == "system" and settings.device() == "cpu" and settings.recent() == []
+    assert settings.theme() == "system" and settings.device() == "cpu" and settings.recent.items() == []
     for k in range(12):
-        settings.add_recent(RecentItem("dataset", OpenRequest("dataset", f"/d{k}").to_json(), f"d{k}"))
-    settings.add_recent(RecentItem("dataset", OpenRequest("dataset", "/d5").to_json(), "d5"))  # moves to the top
+        settings.recent.add(RecentItem("dataset", OpenRequest("dataset", f"/d{k}").to_json(), f"d{k}"))
+    settings.recent.add(RecentItem("dataset", OpenRequest("dataset", "/d5").to_json(), "d5"))  # moves to the top
     settings.set_export_defaults(ExportDefaults("svg", None, 3.0, True, "/tmp"))
     settings.set_theme("dark")
     with pytest.raises(ValueError):
         settings.set_theme("purple")
     settings.sync()
     again = Settings(settings_path)
-    labels = [item.label for item in again.recent("dataset")]
+    labels = [item.label for item in again.recent.items("dataset")]
     assert labels[0] == "d5" and len(labels) == 10 and "d0" not in labels
     assert again.export_defaults() == ExportDefaults("svg", None, 3.0, True, "/tmp")
     assert again.theme() == "dark"
-    assert OpenRequest.from_json(again.recent()[0].spec) == OpenRequest("dataset", "/d5")
+    assert OpenRequest.from_json(again.recent.items()[0].spec) == OpenRequest("dataset", "/d5")
 
 
 def test_open_request_round_trip():

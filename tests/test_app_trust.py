@@ -38,14 +38,14 @@ def window(qtbot, settings_path):
 
 def test_settings_remember_hashes(settings_path):
     settings = Settings(settings_path)
-    assert settings.trusted_hashes() == frozenset()
-    settings.trust_file(TrustedFile("a" * 64, "/m/x.pt", "TorchScript archive"))
-    settings.trust_file(TrustedFile("b" * 64, "/m/x.pt", "TorchScript archive"))
+    assert settings.trusted.hashes() == frozenset()
+    settings.trusted.add(TrustedFile("a" * 64, "/m/x.pt", "TorchScript archive"))
+    settings.trusted.add(TrustedFile("b" * 64, "/m/x.pt", "TorchScript archive"))
     again = Settings(settings_path)
-    assert again.trusted_hashes() == {"a" * 64, "b" * 64}
-    assert again.trusted_at("/m/x.pt").sha256 == "b" * 64  # the latest content trusted at that path
-    again.forget_trusted_files()
-    assert Settings(settings_path).trusted_hashes() == frozenset()
+    assert again.trusted.hashes() == {"a" * 64, "b" * 64}
+    assert again.trusted.at("/m/x.pt").sha256 == "b" * 64  # the latest content trusted at that path
+    again.trusted.forget()
+    assert Settings(settings_path).trusted.hashes() == frozenset()
 
 
 def test_recent_items_carry_no_trust():
@@ -87,7 +87,7 @@ def test_window_asks_and_remembers_per_hash(qtbot, window, payload, settings_pat
     with qtbot.waitSignal(trusting.opened, timeout=WAIT_MS):
         trusting.open(OpenRequest("model", str(path)))
     assert marker.exists() and trusting.state.model is not None
-    assert sha256_of(path) in Settings(settings_path).trusted_hashes()
+    assert sha256_of(path) in Settings(settings_path).trusted.hashes()
     asked = len(seen)
     with qtbot.waitSignal(trusting.opened, timeout=WAIT_MS):  # the same content: not asked again
         trusting.open(OpenRequest("model", str(path)))
@@ -104,7 +104,7 @@ def test_recent_item_reopens_only_with_trust(qtbot, settings_path, payload, answ
     path, marker = payload
     settings = Settings(settings_path)
     stored = json.dumps({"kind": "model", "spec": f"torchscript:{path}", "trust_pickle": True})
-    settings.add_recent(RecentItem("model", stored, path.name))
+    settings.recent.add(RecentItem("model", stored, path.name))
     window = MainWindow(settings, device="cpu")
     qtbot.addWidget(window)
     seen = answer_trust(accept=False)

@@ -73,7 +73,7 @@ def test_every_open_action_works_on_real_files(qtbot, window, small_world):
     window.set_workspace("gallery")  # (a workspace out of sight draws its views when shown)
     assert window.workspaces["gallery"].grid.thumbnails.rowCount() == 10
     assert "12 images" in window.source_bar.buttons["dataset"].text()
-    recent = window.settings.recent()
+    recent = window.settings.recent.items()
     assert {item.kind for item in recent} == {"model", "dataset", "samples", "judgments"}
     dissection = window.workspaces["dissection"]
     assert dissection.units.rowCount() == 8  # the untrained test model's layer4 has 8 units
@@ -197,7 +197,7 @@ def test_settings_survive_a_restart(qtbot, settings_path, small_world):
         assert (second.width(), second.height()) == (710, 507)
         assert second.current_workspace().name == "similarity"
         assert second.settings.theme() == "dark"
-        recent = second.settings.recent("dataset")
+        recent = second.settings.recent.items("dataset")
         assert recent and OpenRequest.from_json(recent[0].spec).spec == str(small_world["dataset"])
         assert second.recent_menu.isEnabled()
     finally:

@@ -24,9 +24,9 @@ SETTINGS = {
     "window/workspace": (lambda s: s.last_workspace(WORKSPACES), None, ["a", "b"], ["nowhere"]),
     "window/geometry": (lambda s: s.geometry(), None, "a window", []),  # bytes Qt cannot restore: the window test
     "layout/dissection": (lambda s: s.panel_layout("dissection"), None, ["a", "b"], []),
-    "recent/items": (lambda s: s.recent(), [], '{"kind": "model"}',
+    "recent/items": (lambda s: s.recent.items(), [], '{"kind": "model"}',
                      [RECENT_OF_UNKNOWN_KIND, '[{"kind": "model", "spec": "not json", "label": "x"}]']),
-    "trust/files": (lambda s: s.trusted_files(), [], '"all of them"',
+    "trust/files": (lambda s: s.trusted.files(), [], '"all of them"',
                     ['[{"sha256": "not-a-hash", "path": "/m.pt", "kind": "pickle"}]']),
     "export/defaults": (lambda s: s.export_defaults(), ExportDefaults(), "[2400]",
                         ['{"width": 1000000000}', '{"scale": -1}', '{"format": "gif"}',

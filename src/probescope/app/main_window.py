@@ -148,7 +148,7 @@ class MainWindow(QMainWindow):
             self._opened[request.kind] = request
             self.state.set(result)
             if request.spec != DEMO:
-                self.settings.add_recent(RecentItem(request.kind, request.to_json(), result.label))
+                self.settings.recent.add(RecentItem(request.kind, request.to_json(), result.label))
                 self.menus.fill_recent()
             self.statusBar().showMessage(f"Opened {request.kind}: {result.label}", 5000)
             self.opened.emit(result)

@@ -117,7 +117,7 @@ class Menus:
     def fill_recent(self) -> None:
         settings = self.window.settings
         self.recent.clear()
-        items = settings.recent()
+        items = settings.recent.items()
         for item in items:
             request = OpenRequest.from_json(item.spec)
             action = self.recent.addAction(f"{item.kind}: {item.label}")
@@ -129,7 +129,7 @@ class Menus:
         self.recent.setEnabled(bool(items))
 
     def _clear_recent(self) -> None:
-        self.window.settings.clear_recent()
+        self.window.settings.recent.clear()
         self.fill_recent()
 
 

@@ -75,6 +75,8 @@ class Settings:
             path = settings_file()
         self._qs = QSettings(str(path), QSettings.Format.IniFormat)
         self.notes: list[str] = []
+        self.recent = RecentItems(self)
+        self.trusted = TrustedFiles(self)
 
     @property
     def path(self) -> str:
@@ -130,8 +132,8 @@ class Settings:
         self.last_workspace(workspaces)
         self.device()
         self.theme()
-        self.recent()
-        self.trusted_files()
+        self.recent.items()
+        self.trusted.files()
         self.export_defaults()
         self.dialog_choices("open_model")
         return list(self.notes)
@@ -203,53 +205,6 @@ class Settings:
             raise ValueError(f"unknown theme {theme!r}; choose one of {', '.join(THEMES)}")
         self._qs.setValue("appearance/theme", theme)
 
-    # recent items
-    def recent(self, kind: str | None = None) -> list[RecentItem]:
-        """Most recent first; `kind` filters to one slot. An entry that is not three strings is left out (noted)."""
-        items = []
-        for entry in self._json("recent/items", [], list):
-            item = _record(RecentItem, entry)
-            problem = "not a recent item (kind, spec and label)" if item is None else _recent_problem(item)
-            if problem is not None:
-                self.note("recent/items", entry, problem)
-            elif kind is None or item.kind == kind:
-                items.append(item)
-        return items
-
-    def add_recent(self, item: RecentItem) -> None:
-        items = [item] + [old for old in self.recent() if (old.kind, old.spec) != (item.kind, item.spec)]
-        self._qs.setValue("recent/items", json.dumps([asdict(i) for i in items[:RECENT_LIMIT]]))
-
-    def clear_recent(self) -> None:
-        self._qs.remove("recent/items")
-
-    # trusted files
-    def trusted_files(self) -> list[TrustedFile]:
-        """Most recently trusted first. An entry that is not a SHA-256 with a path and a kind trusts nothing."""
-        files = []
-        for entry in self._json("trust/files", [], list):
-            trusted = _record(TrustedFile, entry)
-            if trusted is None or not _SHA256.fullmatch(trusted.sha256):
-                self._fallback("trust/files", entry, "not a trusted file (a SHA-256, its path and kind)", None)
-            else:
-                files.append(trusted)
-        return files
-
-    def trusted_hashes(self) -> frozenset[str]:
-        return frozenset(f.sha256 for f in self.trusted_files())
-
-    def trusted_at(self, path: str) -> TrustedFile | None:
-        """The last content trusted at `path` (to say a file changed since it was trusted), or None."""
-        return next((f for f in self.trusted_files() if f.path == path), None)
-
-    def trust_file(self, trusted: TrustedFile) -> None:
-        files = [trusted] + [f for f in self.trusted_files() if f.sha256 != trusted.sha256]
-        self._qs.setValue("trust/files", json.dumps([asdict(f) for f in files]))
-        self._qs.sync()
-
-    def forget_trusted_files(self) -> None:
-        self._qs.remove("trust/files")
-
     # export
     def export_defaults(self) -> ExportDefaults:
         """The export dialog's defaults, each field checked on its own (a bad one takes its default, noted)."""
@@ -266,6 +221,69 @@ class Settings:
 
     def set_export_defaults(self, defaults: ExportDefaults) -> None:
         self._qs.setValue("export/defaults", json.dumps(asdict(defaults)))
+
+
+
+class RecentItems:
+    """The File › Open Recent list, kept in the settings (most recent first, RECENT_LIMIT of them)."""
+
+    def __init__(self, settings: Settings) -> None:
+        self._settings = settings
+
+    def items(self, kind: str | None = None) -> list[RecentItem]:
+        """Most recent first; `kind` filters to one slot. An entry that is not three strings is left out (noted)."""
+        s = self._settings
+        items = []
+        for entry in s._json("recent/items", [], list):  # noqa: SLF001  (the settings' own checked reader)
+            item = _record(RecentItem, entry)
+            problem = "not a recent item (kind, spec and label)" if item is None else _recent_problem(item)
+            if problem is not None:
+                s.note("recent/items", entry, problem)
+            elif kind is None or item.kind == kind:
+                items.append(item)
+        return items
+
+    def add(self, item: RecentItem) -> None:
+        items = [item] + [old for old in self.items() if (old.kind, old.spec) != (item.kind, item.spec)]
+        self._settings._qs.setValue("recent/items", json.dumps([asdict(i) for i in items[:RECENT_LIMIT]]))  # noqa: SLF001
+
+    def clear(self) -> None:
+        self._settings._qs.remove("recent/items")  # noqa: SLF001
+
+
+class TrustedFiles:
+    """The file contents the user trusted to run code, by SHA-256 (a changed file is asked about again)."""
+
+    def __init__(self, settings: Settings) -> None:
+        self._settings = settings
+
+    def files(self) -> list[TrustedFile]:
+        """Most recently trusted first. An entry that is not a SHA-256 with a path and a kind trusts nothing."""
+        s = self._settings
+        files = []
+        for entry in s._json("trust/files", [], list):  # noqa: SLF001
+            trusted = _record(TrustedFile, entry)
+            if trusted is None or not _SHA256.fullmatch(trusted.sha256):
+                s.note("trust/files", entry, "not a trusted file (a SHA-256, its path and kind)")
+            else:
+                files.append(trusted)
+        return files
+
+    def hashes(self) -> frozenset[str]:
+        return frozenset(f.sha256 for f in self.files())
+
+    def at(self, path: str) -> TrustedFile | None:
+        """The last content trusted at `path` (to say a file changed since it was trusted), or None."""
+        return next((f for f in self.files() if f.path == path), None)
+
+    def add(self, trusted: TrustedFile) -> None:
+        files = [trusted] + [f for f in self.files() if f.sha256 != trusted.sha256]
+        qs = self._settings._qs  # noqa: SLF001
+        qs.setValue("trust/files", json.dumps([asdict(f) for f in files]))
+        qs.sync()
+
+    def forget(self) -> None:
+        self._settings._qs.remove("trust/files")  # noqa: SLF001
 
 
 def _record(cls: type[R], entry: object) -> R | None:

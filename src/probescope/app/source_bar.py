@@ -92,7 +92,7 @@ class SourceBar(QToolBar):
         def fill() -> None:
             menu.clear()
             current = self.state.get(kind)
-            for item in self.settings.recent(kind):
+            for item in self.settings.recent.items(kind):
                 action = menu.addAction(item.label)
                 action.setToolTip(item.spec)
                 action.setCheckable(True)

@@ -29,7 +29,7 @@ class TrustGate:
 
     def update(self) -> None:
         """What tasks may load from now on."""
-        self._pool.trust = Trust(self._session.hashes | self._settings.trusted_hashes(), self._session.everything)
+        self._pool.trust = Trust(self._session.hashes | self._settings.trusted.hashes(), self._session.everything)
 
     def stopped(self, handle: TaskHandle, error: TaskError) -> bool:
         """Whether `handle`'s failure is an untrusted file the user is (or will be) asked about."""
@@ -43,20 +43,20 @@ class TrustGate:
         return True
 
     def _ask_about(self, refused: UntrustedFile) -> None:
-        earlier = self._settings.trusted_at(str(refused.path))
+        earlier = self._settings.trusted.at(str(refused.path))
         changed_from = earlier.sha256 if earlier is not None and earlier.sha256 != refused.sha256 else None
         trusted = TrustDialog(refused, changed_from, self._window).exec() == TrustDialog.DialogCode.Accepted
         waiting = self._asking.pop(refused.sha256, [])
         if not trusted:
             self._notify(f"Not opened: {refused.path} was not trusted to run code")
             return
-        self._settings.trust_file(TrustedFile(refused.sha256, str(refused.path), refused.kind))
+        self._settings.trusted.add(TrustedFile(refused.sha256, str(refused.path), refused.kind))
         self.update()
         for handle in waiting:
             if not self._pool.is_shut_down:
                 self._pool.resubmit(handle)
 
     def forget(self) -> None:
-        self._settings.forget_trusted_files()
+        self._settings.trusted.forget()
         self.update()
         self._say("Trusted files forgotten: files that run code are asked about again", 5000)
