@@ -108,7 +108,7 @@ def test_recent_item_reopens_only_with_trust(qtbot, settings_path, payload, answ
     window = MainWindow(settings, device="cpu")
     qtbot.addWidget(window)
     seen = answer_trust(accept=False)
-    action = next(a for a in window.recent_menu.actions() if path.name in a.text())
+    action = next(a for a in window.menus.recent.actions() if path.name in a.text())
     action.trigger()
     qtbot.waitUntil(lambda: len(seen) == 1, timeout=WAIT_MS)
     qtbot.wait(50)

@@ -87,7 +87,7 @@ def test_every_open_action_works_on_real_files(qtbot, window, small_world):
     assert "layer3</b>:" in dissection.header.text() and dissection.units.rowCount() == 8
     # a device switch reloads the model there and is remembered
     with qtbot.waitSignal(window.opened, timeout=WAIT_MS) as blocker:
-        window.set_device("cpu")
+        window.compute.choose("cpu")
     assert blocker.args[0].kind == "model" and window.settings.device() == "cpu"
 
 
@@ -199,7 +199,7 @@ def test_settings_survive_a_restart(qtbot, settings_path, small_world):
         assert second.settings.theme() == "dark"
         recent = second.settings.recent.items("dataset")
         assert recent and OpenRequest.from_json(recent[0].spec).spec == str(small_world["dataset"])
-        assert second.recent_menu.isEnabled()
+        assert second.menus.recent.isEnabled()
     finally:
         second.set_theme("light")
         second.close()
@@ -248,7 +248,7 @@ def test_keyboard_workspaces_items_and_command_palette(qtbot, window, small_worl
         rows.append(units.currentIndex().row())
     assert rows == [1, 2, 3, 2]
 
-    palette = window.show_command_palette()
+    palette = window.menus.show_command_palette()
     qtbot.keyClicks(palette.search, "gallery work")
     assert palette.visible_commands() == ["Gallery Workspace"]
     qtbot.keyClick(palette.search, Qt.Key.Key_Return)

@@ -124,7 +124,7 @@ def test_about_box_shows_the_version(qtbot, settings_path):
 
     window = MainWindow(Settings(settings_path), device="cpu")
     qtbot.addWidget(window)
-    about = next(a for a in window.command_actions() if a.text() == "&About probescope")
+    about = next(a for a in window.menus.actions if a.text() == "&About probescope")
     about.trigger()
     box = window.findChild(QMessageBox)
     assert box is not None and f"probescope {__version__}" in box.text()

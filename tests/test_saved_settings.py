@@ -107,7 +107,7 @@ def test_the_window_notes_what_it_did_not_use_and_loads_the_model(qtbot, setting
     _bad_file(settings_path)
     window = MainWindow(Settings(settings_path), ask_trust=False)
     qtbot.addWidget(window)
-    assert window.device == "cpu"
+    assert window.state.device == "cpu"
     text = window.notification.message.text()
     assert "compute/device = 'quantum:9' not used: unknown device 'quantum:9'" in text and "1 more" in text
     assert "window/geometry" in window.notification.details.toPlainText()

@@ -266,7 +266,7 @@ def test_small_things(qtbot, loaded, tmp_path):
     ws.trace.click(1, 0)
     assert ws.view.controls.explanation.currentText().startswith("trace: ")
     # the command palette also finds units, concepts and sort orders
-    palette = loaded.show_command_palette()
+    palette = loaded.menus.show_command_palette()
     palette.search.setText(f"unit {ws.unit}")
     assert any(c.startswith(f"Unit {ws.unit}:") for c in palette.visible_commands())
     palette.search.setText("sort comp iou")
@@ -317,9 +317,9 @@ def test_small_things(qtbot, loaded, tmp_path):
     assert (settings.beam_limit, settings.searches, settings.da_limit) == (0, ("iou", "da-stop"), 7)
     assert runs.fields["beam_limit"].text() == "all concepts"
     # Help: the guide's pages and the shortcuts
-    guide = loaded.show_guide()
+    guide = loaded.menus.show_guide()
     assert "probescope user guide" in guide.browser.toPlainText()
-    shortcuts = loaded.show_shortcuts()
+    shortcuts = loaded.menus.show_shortcuts()
     assert any(shortcuts.table.item(k, 1).text() == "Command Palette" for k in range(shortcuts.table.rowCount()))
     shortcuts.close()
     guide.close()

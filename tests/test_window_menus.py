@@ -161,7 +161,7 @@ def run_palette(qtbot, window, name: str) -> None:
     workspace = window.workspaces[name]
     queries = {"dissection": ("sort units by", "concept", "unit"), "gallery": ("sort samples by", "show class"),
                "similarity": ("trial", "sort", "class")}[name]
-    palette = window.show_command_palette()
+    palette = window.menus.show_command_palette()
     menu_entries = palette.visible_commands()
     assert "Export Figure…" in menu_entries or "&Export Figure…" in menu_entries
     palette.close()
@@ -169,7 +169,7 @@ def run_palette(qtbot, window, name: str) -> None:
         count = len(workspace.palette_items(query))
         for k in range(count):
             window.set_workspace(name)
-            palette = window.show_command_palette()
+            palette = window.menus.show_command_palette()
             qtbot.keyClicks(palette.search, query)
             own = palette.list.count() - count  # menu actions matching the query come first
             palette.list.setCurrentRow(own + k)

@@ -203,7 +203,7 @@ def test_window_opens_a_dropped_batch_and_gui_takes_one(qtbot, batch, settings_p
     assert window.current_workspace() is ws
     qtbot.waitUntil(lambda: ws.data is not None and ws.data.origin == "batch zoo" and not window.pool.active(),
                     timeout=WAIT_MS)
-    assert "Open Dissection Batch Folder…" in [a.text().replace("&", "") for a in window.command_actions()]
+    assert "Open Dissection Batch Folder…" in [a.text().replace("&", "") for a in window.menus.actions]
     window.close()
 
     out = tmp_path / "batch.png"

@@ -11,16 +11,16 @@ trusted, the hash is remembered in the settings and the same task runs again. No
 
 from __future__ import annotations
 
-from dataclasses import replace
 from pathlib import Path
 
 from PySide6.QtCore import Qt, QTimer, Signal
-from PySide6.QtGui import QAction, QCloseEvent, QDragEnterEvent, QDropEvent, QGuiApplication, QShowEvent
+from PySide6.QtGui import QCloseEvent, QDragEnterEvent, QDropEvent, QGuiApplication, QShowEvent
 from PySide6.QtWidgets import QApplication, QDockWidget, QMainWindow, QTabWidget, QVBoxLayout, QWidget
 
+from probescope.app.compute_device import ComputeDevice
 from probescope.app.figure_actions import FigureActions, target_of
 from probescope.app.figure_menu import install_figure_menu
-from probescope.app.help import GuideWindow, ShortcutsDialog
+from probescope.app.layout_question import ask_layout
 from probescope.app.menus import Menus
 from probescope.app.open_dialogs import ask_request
 from probescope.app.settings import RecentItem, Settings
@@ -48,7 +48,6 @@ from probescope.jobs.inputs import (
 )
 from probescope.jobs.kernel.spec import KernelSpec, as_spec, on_device
 from probescope.jobs.protocol import COMPUTE, IO, TaskError
-from probescope.widgets.command_palette import CommandPalette
 from probescope.widgets.identifiers import whole_items_everywhere
 from probescope.widgets.notification import Notification
 from probescope.widgets.task_panel import TaskPanel
@@ -71,18 +70,16 @@ class MainWindow(QMainWindow):
         self.setAcceptDrops(True)
         self.settings = settings
         # a kernel's machine has its own devices: the saved one is checked when the kernel has started
-        self.device = device or settings.device(here=as_spec(kernel).kind == "thread")
         self.state = AppState(self)
-        self.state.device = self.device
+        self.state.device = device or settings.device(here=as_spec(kernel).kind == "thread")
         # `kernel`: where compute Jobs run (jobs.kernel.spec); a Ray kernel asks for a GPU when computing on CUDA
-        self.pool = WorkerPool(parent=self, kernel=on_device(as_spec(kernel), self.device))
-        self.pool.devices_known.connect(self._check_device)
+        self.pool = WorkerPool(parent=self, kernel=on_device(as_spec(kernel), self.state.device))
+        self.compute = ComputeDevice(self.state, settings, self.notify, self._reopen_compute_inputs)
+        self.pool.devices_known.connect(self.compute.check)
         self.trust = TrustGate(self, self.pool, settings, trust, ask_trust, self.statusBar().showMessage,
                                self.notify)  # before any task: they load with its trust
         self.figures = FigureActions(self, settings, self.current_workspace, self.statusBar().showMessage,
                                      self.notify)
-        self._palette: CommandPalette | None = None
-        self._guide: GuideWindow | None = None
         self._opened: dict[str, OpenRequest] = {}  # what each loaded input was opened from
         self._asked: dict[str, OpenRequest] = {}  # what each input was last asked to open from
         self._deferred: list[str] = []  # demo inputs opened once the workspace on screen shows its first results
@@ -91,7 +88,7 @@ class MainWindow(QMainWindow):
         self.addToolBar(self.source_bar)
         self.source_bar.open_requested.connect(self.open)
         self.source_bar.browse_requested.connect(self.browse)
-        self.source_bar.layout_requested.connect(self.ask_layout)
+        self.source_bar.layout_requested.connect(lambda layer: ask_layout(self, layer))
 
         self.tabs = QTabWidget()
         self.tabs.setDocumentMode(True)
@@ -157,7 +154,7 @@ class MainWindow(QMainWindow):
             self.source_bar.show_slot(request.kind)  # back to what is still loaded
             self.open_failed.emit(request, error)
 
-        task = open_task(request, self.device)  # (a compute Job loads where compute runs: its executor says so)
+        task = open_task(request, self.state.device)  # (a compute Job loads where compute runs: its executor says so)
         return self.pool.submit(task, name=f"open {request.kind} {request.label}", key=f"open:{request.kind}",
                                 executor=COMPUTE if task.compute else IO,
                                 on_result=loaded, on_partial=self.state.set, on_error=failed)
@@ -249,71 +246,9 @@ class MainWindow(QMainWindow):
             self.notify(error.message, error.details)
 
     # -- menus, settings ---------------------------------------------------------------------------------------------
-    def command_actions(self) -> list[QAction]:
-        return list(self.menus.actions)
-
-    @property
-    def recent_menu(self):
-        return self.menus.recent
-
-    def show_guide(self, page: str = "README.md") -> GuideWindow:
-        if self._guide is None:
-            self._guide = GuideWindow(self)
-        self._guide.show_page(page)
-        return self._guide
-
-    def show_shortcuts(self) -> ShortcutsDialog:
-        dialog = ShortcutsDialog(self.command_actions(), self)
-        dialog.show()
-        return dialog
-
-    def ask_layout(self, layer: str) -> None:
-        """Ask how `layer`'s output is laid out (the model does not say) and open the model again reading it so."""
-        from PySide6.QtWidgets import QInputDialog
-
-        from probescope.core.models.layout import LAYOUT_HELP, Layout
-
-        loaded = self.state.get("model")
-        if loaded is None:
-            return
-        info = next((i for i in loaded.layers if i.name == layer), None)
-        why = info.layout.describe() if info is not None and info.layout is not None else ""
-        shape = "×".join(map(str, info.out_shape)) if info is not None and info.out_shape else "?"
-        text, ok = QInputDialog.getText(self, "Layout of a layer", f"{layer} gives {shape} per image; {why}.\n"
-                                        f"Its layout: {LAYOUT_HELP}")
-        if not ok or not text.strip():
-            return
-        try:
-            layout = Layout.parse(text)
-        except InputError as exc:
-            self.notify(str(exc))
-            return
-        request = loaded.value.request
-        given = tuple((name, value) for name, value in request.layouts if name != layer) + ((layer, str(layout)),)
-
-        def chosen(result) -> None:  # the model opened again: the layer the user gave the layout of stays chosen
-            if getattr(result, "kind", None) != "model" or result.spec != request.spec:
-                return
-            self.opened.disconnect(chosen)
-            if f"layer {layer!r}" in self.notification.message.text():  # the refusal the layout answers
-                self.notification.dismiss()
-            if layer in self.state.layers():
-                self.state.set_layer(layer)
-
-        self.opened.connect(chosen)
-        self.open(replace(request, layouts=given))
-
     def toggle_tasks(self) -> None:
         """The Tasks panel shown, or hidden when it is shown (View > Tasks, Ctrl+Shift+T, the status bar's button)."""
         self.tasks_dock.setVisible(not self.tasks_dock.isVisible())
-
-    def show_command_palette(self) -> CommandPalette:
-        if self._palette is not None:
-            self._palette.close()
-        self._palette = CommandPalette(self.command_actions(), self, self.current_workspace().palette_items)
-        self._palette.show()
-        self._palette.search.setFocus()
-        return self._palette
 
     def set_theme(self, theme: str) -> None:
         self.settings.set_theme(theme)
@@ -323,30 +258,12 @@ class MainWindow(QMainWindow):
         if self.settings.theme() == "system":
             apply_theme(QApplication.instance(), "system")
 
-    def set_device(self, device: str) -> None:
-        """Switch the compute device; the loaded model (and a generator) are reloaded there."""
-        self.device = self.state.device = device
-        self.settings.set_device(device)
-        self._reopen_compute_inputs()
-
     def _reopen_compute_inputs(self) -> None:
         """The inputs loaded on the compute device, and those still loading, opened again on the one set now."""
         loading = {kind: r for kind, r in self._asked.items() if self.pool.is_running(f"open:{kind}")}
         for request in list({**self._opened, **loading}.values()):
             if executor_for(request) == COMPUTE:
                 self.open(request)
-
-    def _check_device(self, devices: list[str]) -> None:
-        """The compute kernel has said which devices its machine has: a device it lacks is replaced by cpu, once,
-        saying so (the inputs open again there; the settings keep the user's choice)."""
-        from probescope.core.devices import device_problem
-
-        problem = device_problem(self.device, devices=devices)
-        if problem is None:
-            return
-        self.notify(f"{problem}; computing on cpu")
-        self.device = self.state.device = "cpu"
-        self._reopen_compute_inputs()
 
     def reset_layout(self) -> None:
         """Every panel of the current workspace back where it started, shown."""

@@ -18,8 +18,10 @@ from PySide6.QtGui import QAction, QActionGroup, QKeySequence
 from PySide6.QtWidgets import QMainWindow, QMenu, QMessageBox
 
 from probescope import __version__
+from probescope.app.help import GuideWindow, ShortcutsDialog
 from probescope.app.settings import THEMES
 from probescope.jobs.inputs import OpenRequest
+from probescope.widgets.command_palette import CommandPalette
 
 
 class Menus:
@@ -28,6 +30,8 @@ class Menus:
     def __init__(self, window) -> None:
         self.window = window
         self.actions: list[QAction] = []
+        self._palette: CommandPalette | None = None
+        self._guide: GuideWindow | None = None
         w = window
         bar = w.menuBar()
         file_menu = bar.addMenu("&File")
@@ -69,13 +73,13 @@ class Menus:
         self.fill_devices(w.pool.devices())
         w.pool.devices_known.connect(self.fill_devices)
         view.addSeparator()
-        self.add(view, "Command &Palette…", w.show_command_palette, "Ctrl+Shift+P")
+        self.add(view, "Command &Palette…", self.show_command_palette, "Ctrl+Shift+P")
 
         help_menu = bar.addMenu("&Help")
-        self.add(help_menu, "User &Guide", lambda: w.show_guide(), QKeySequence.StandardKey.HelpContents)
-        self.add(help_menu, "Guide to This &Workspace", lambda: w.show_guide(f"{w.current_workspace().name}.md"),
+        self.add(help_menu, "User &Guide", lambda: self.show_guide(), QKeySequence.StandardKey.HelpContents)
+        self.add(help_menu, "Guide to This &Workspace", lambda: self.show_guide(f"{w.current_workspace().name}.md"),
                  "Shift+F1")
-        self.add(help_menu, "&Keyboard Shortcuts", lambda: w.show_shortcuts(), "Ctrl+/")
+        self.add(help_menu, "&Keyboard Shortcuts", self.show_shortcuts, "Ctrl+/")
         help_menu.addSeparator()
         self.add(help_menu, "&About probescope", lambda: about_box(w))
 
@@ -105,8 +109,9 @@ class Menus:
         for action in self.devices.actions():
             self.actions.remove(action)
         self.devices.clear()
-        known = devices if devices is not None else sorted({"cpu", w.device})
-        self.choices(self.devices, [(f"Compute on {d}", d) for d in known], w.device, w.set_device)
+        device = w.state.device
+        known = devices if devices is not None else sorted({"cpu", device})
+        self.choices(self.devices, [(f"Compute on {d}", d) for d in known], device, w.compute.choose)
 
     def _fill_panels(self) -> None:
         """The current workspace's panels, each shown or hidden by its check mark."""
@@ -132,6 +137,28 @@ class Menus:
         self.window.settings.recent.clear()
         self.fill_recent()
 
+
+    def show_guide(self, page: str = "README.md") -> GuideWindow:
+        """The user guide's window (one), at `page`."""
+        if self._guide is None:
+            self._guide = GuideWindow(self.window)
+        self._guide.show_page(page)
+        return self._guide
+
+    def show_shortcuts(self) -> ShortcutsDialog:
+        dialog = ShortcutsDialog(list(self.actions), self.window)
+        dialog.show()
+        return dialog
+
+    def show_command_palette(self) -> CommandPalette:
+        """Every action and the workspace's own items, searched by name (one palette at a time)."""
+        if self._palette is not None:
+            self._palette.close()
+        w = self.window
+        self._palette = CommandPalette(list(self.actions), w, w.current_workspace().palette_items)
+        self._palette.show()
+        self._palette.search.setFocus()
+        return self._palette
 
 def about_box(window: QMainWindow) -> QMessageBox:
     """The version, and the versions a bug report needs (torch, Qt, Python)."""
