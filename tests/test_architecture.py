@@ -123,3 +123,18 @@ def test_every_module_is_at_most_400_lines():
     over = {str(path.relative_to(SRC)): n for path in sorted((SRC / "probescope").rglob("*.py"))
             if (n := len(path.read_text(encoding="utf-8").splitlines())) > MODULE_LINES}
     assert over == {}
+
+
+CLASS_METHODS = 25  # a class past this does several things: give one of them a home of its own (issue 43)
+
+
+def test_no_class_has_more_than_25_methods():
+    """Counted as written in the class body (properties and Qt overrides included, nested functions not)."""
+    over = {}
+    for path in sorted((SRC / "probescope").rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.ClassDef):
+                n = sum(isinstance(x, ast.FunctionDef | ast.AsyncFunctionDef) for x in node.body)
+                if n > CLASS_METHODS:
+                    over[f"{path.relative_to(SRC)}:{node.name}"] = n
+    assert over == {}

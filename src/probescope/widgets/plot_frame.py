@@ -189,8 +189,8 @@ class FigurePlot(pg.PlotWidget):
     def add_legend(self, **options) -> LegendRow:
         """A legend under the x axis, in a row of its own: never over the data, however the data fall. Items plotted
         with a name are listed in the first legend."""
-        legend = LegendRow(self.getPlotItem(), self._fit_room, labelTextColor=self._text(), brush=self._base(),
-                           **options)
+        base = self.palette().color(QPalette.ColorRole.Base)
+        legend = LegendRow(self.getPlotItem(), self._fit_room, labelTextColor=self._text(), brush=base, **options)
         if self.getPlotItem().legend is None:
             self.getPlotItem().legend = legend  # (where pyqtgraph lists a named item)
         self._legends.append(legend)
@@ -208,14 +208,11 @@ class FigurePlot(pg.PlotWidget):
     def _text(self):
         return self.palette().color(QPalette.ColorRole.Text)
 
-    def _base(self):
-        return self.palette().color(QPalette.ColorRole.Base)
-
     def apply_palette(self) -> None:
         """Background, axes, labels, title and legends in the palette's colours."""
         self._applied = self._colours()
-        text = self._text()
-        self.setBackground(self.palette().color(QPalette.ColorRole.Base))
+        text, base = self._text(), self.palette().color(QPalette.ColorRole.Base)
+        self.setBackground(base)
         self.setTitle(self._title, color=text.name(), size="10pt")
         for item in self.scene().items():  # every axis: the plot's and any beside it (a colour bar's)
             if isinstance(item, pg.AxisItem):
@@ -229,7 +226,7 @@ class FigurePlot(pg.PlotWidget):
         self._fit_room()
         for legend in self._legends:
             legend.setLabelTextColor(text)
-            legend.setBrush(self._base())  # opaque, in the plot's background
+            legend.setBrush(base)  # opaque, in the plot's background
             for _sample, label in legend.items:
                 label.setText(label.text, color=text)
         for item, role in self._inked:

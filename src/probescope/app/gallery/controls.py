@@ -21,6 +21,7 @@ from probescope.core.demo.world import SCENES
 from probescope.core.scoring.examples import DESCRIPTIONS
 from probescope.core.scoring.settings import WINDOW
 from probescope.jobs.inputs import DEMO_SAMPLES
+from probescope.widgets.command_palette import matches
 from probescope.widgets.controls import spin_box
 from probescope.widgets.identifiers import whole_items
 
@@ -105,6 +106,14 @@ class GalleryControls:
                 bar.addWidget(w)
             self.bars.append(bar)
         self.fidelity.valueChanged.connect(lambda v: self.fidelity_value.setText(f"{v / 100:.2f}"))
+
+    def palette_items(self, query: str) -> list[tuple[str, object]]:
+        """The command palette's items: the sort orders and the class filter's classes."""
+        items = [(f"Sort samples by {self.sort.itemText(k)}", lambda k=k: self.sort.setCurrentIndex(k))
+                 for k in range(self.sort.count())]
+        items += [(f"Show class {self.class_filter.itemText(k)}", lambda k=k: self.class_filter.setCurrentIndex(k))
+                  for k in range(1, self.class_filter.count())]
+        return [(title, run) for title, run in items if matches(query, title)]
 
     def knobs(self) -> tuple[int, float]:
         """The demo sampler's (diversity, fidelity)."""

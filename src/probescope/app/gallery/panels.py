@@ -81,6 +81,10 @@ class ScorePanel(QFrame):
     def show_run(self, text: str) -> None:
         self.run_label.setText(text)
 
+    def show_offer(self, offer) -> None:
+        """The state's offer (a gallery.state.Offer: a run with the knobs, the loaded model), or none."""
+        self.show_notice(*((offer.text, offer.action) if offer is not None else ("", "")))
+
     def show_notice(self, text: str, action: str = "") -> None:
         """A pending change, said in words; `action` labels the button that applies it (none when empty)."""
         self.notice.setText(text)

@@ -24,6 +24,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from probescope.app.gallery.state import SAMPLES
 from probescope.core.scoring.coverage import ClassCoverage
 from probescope.core.scoring.extrapolate import InfiniteNFit
 from probescope.core.scoring.live_scores import LIVE_KID_REFERENCE, LIVE_KID_SAMPLES, Readout
@@ -186,6 +187,10 @@ class RealDataPanel(QFrame):
                   self.coverage):
             layout.addWidget(w)
         self.show_readout(None, None)
+
+    def follow_source(self, source: str) -> None:
+        """A worked example has no images, so no features: the box waits for the opened samples."""
+        self.features_box.setEnabled(source == SAMPLES)
 
     @staticmethod
     def _text() -> QLabel:

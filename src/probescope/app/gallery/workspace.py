@@ -29,7 +29,7 @@ from probescope.app.gallery.realism_panel import CopyingPanel, NeighboursPanel
 from probescope.app.gallery.run import ScoringRun
 from probescope.app.gallery.scores import GalleryScores
 from probescope.app.gallery.split import SplitProtocol
-from probescope.app.gallery.state import MODEL, SAMPLES, GalleryState, Offer
+from probescope.app.gallery.state import MODEL, SAMPLES, GalleryState
 from probescope.app.gallery.views import SampleViews
 from probescope.app.panel_area import scrolled
 from probescope.app.workspace import Workspace
@@ -37,7 +37,6 @@ from probescope.core.demo.sampler import DemoSampler
 from probescope.core.scoring.examples import CLASS_NAMES as EXAMPLE_CLASSES
 from probescope.core.scoring.examples import worked_example
 from probescope.jobs.scoring_stream import ClassifierInfo
-from probescope.widgets.command_palette import matches
 from probescope.widgets.gallery.grid import ContactSheet, GalleryGrid
 from probescope.widgets.image_detail import ImageDetail
 
@@ -58,6 +57,7 @@ class GalleryWorkspace(Workspace):
         self._views_due = False  # scores changed while the workspace was out of sight
         self._slow_time = self._grid_time = 0.0
         self.controls = GalleryControls()
+        self.palette_items = self.controls.palette_items  # (the command palette's: sort orders, classes)
         self.grid = GalleryGrid(96)
         self.focus_view = self.grid
         self.sheet = ContactSheet(self.grid.thumbnails, self.grid.delegate)
@@ -123,19 +123,12 @@ class GalleryWorkspace(Workspace):
         self.score_panel.notice_button.clicked.connect(self._notice_clicked)
         self.real_panel.features_chosen.connect(self.classifiers.load_features)
         g = self.gallery
-        g.events.offer.connect(self._show_offer)
+        g.events.offer.connect(self.score_panel.show_offer)
         g.events.features.connect(self.real_panel.set_features)
-        g.events.source.connect(self._enable_features)
-        self._show_offer(g.offer)  # (bound: the panels show the state from the start)
+        g.events.source.connect(self.real_panel.follow_source)
+        self.score_panel.show_offer(g.offer)  # (bound: the panels show the state from the start)
         self.real_panel.set_features(g.features)
-        self._enable_features(g.source)
-
-    def _enable_features(self, source: str) -> None:
-        """A worked example has no images, so no features: the box waits for the opened samples."""
-        self.real_panel.features_box.setEnabled(source == SAMPLES)
-
-    def _show_offer(self, offer: Offer | None) -> None:
-        self.score_panel.show_notice(*((offer.text, offer.action) if offer is not None else ("", "")))
+        self.real_panel.follow_source(g.source)
 
     def export_targets(self) -> list[ExportTarget]:
         if self._views_due:  # (exported from out of sight: the views as the scores are now)
@@ -146,15 +139,6 @@ class GalleryWorkspace(Workspace):
 
     def step(self, offset: int) -> None:
         self.grid.step(offset)
-
-    def palette_items(self, query: str) -> list[tuple[str, object]]:
-        """Sort orders and the class filter's classes."""
-        c = self.controls
-        items = [(f"Sort samples by {c.sort.itemText(k)}", lambda k=k: c.sort.setCurrentIndex(k))
-                 for k in range(c.sort.count())]
-        items += [(f"Show class {c.class_filter.itemText(k)}", lambda k=k: c.class_filter.setCurrentIndex(k))
-                  for k in range(1, c.class_filter.count())]
-        return [(title, run) for title, run in items if matches(query, title)]
 
     # -- what is shown (GalleryState) -------------------------------------------------------------------------------
     @property
