@@ -579,3 +579,25 @@ def test_a_kernel_that_speaks_another_protocol_is_refused_in_one_line(qtbot, mak
     assert len(errors) == 1 and errors[0].message.startswith("count failed: the compute kernel could not start")
     assert spoken in errors[0].message and "\n" not in errors[0].message
     assert any(spoken in line for line in notices)
+
+
+def test_every_type_that_crosses_by_name_is_registered_by_its_owner_and_exists():
+    """The transport and its picklers import no domain type: the modules that own a crossing register the class by
+    its path (a renamed or moved class fails here, instead of pickling by value without a word), and records sent
+    once say so in their own class."""
+    import importlib
+
+    import probescope.jobs.dissection.layer  # noqa: F401  (the owners: importing them registers their crossings)
+    import probescope.jobs.similarity.tasks  # noqa: F401
+    from probescope.core.dissection.labels import LabelStore
+    from probescope.core.dissection.results import UnitResult
+    from probescope.jobs.kernel import pickling
+
+    assert len(pickling._BY_NAME) == 3  # noqa: SLF001  (the dataset, the judgments, their trial set)
+    for path in pickling._BY_NAME:  # noqa: SLF001
+        module, name = path.rsplit(".", 1)
+        assert isinstance(getattr(importlib.import_module(module), name), type), path
+    assert LabelStore.SENT_ONCE and UnitResult.SENT_ONCE
+    for module in (pickling, importlib.import_module("probescope.jobs.kernel.transport")):
+        source = Path(module.__file__).read_text()
+        assert "from probescope.core" not in source and "from probescope.jobs.dissection" not in source

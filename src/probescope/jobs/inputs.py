@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from probescope.core.errors import InputError
+from probescope.jobs.kernel.pickling import cross_by_name
 from probescope.jobs.protocol import COMPUTE, IO, Job, Partial, Progress, TaskContext
 from probescope.jobs.session import Session
 
@@ -259,6 +260,9 @@ def _size_and_time(path: Path) -> tuple[int, int] | None:
 def held_judgments(session: Session, key: tuple):
     """The judgments held in `session` under `key` (a `judgments_key`), read from their files when none are."""
     return session.get("judgments", key, lambda: _read_judgments(key[0]))
+
+
+cross_by_name("probescope.core.similarity.judgments.Judgments", held_judgments)  # (by the session's name)
 
 
 def batch_folder(path: str | Path) -> Path | None:

@@ -45,6 +45,8 @@ class LabelSource(Protocol):
 class LabelStore:
     """All labels of a dataset, packed into regions for fast counts (see the module docstring)."""
 
+    SENT_ONCE = True  # never altered once built: a task that sends it again refers to it by number
+
     def __init__(self, seg_shapes: np.ndarray, pixel_region: np.ndarray, image_regions: np.ndarray,
                  region_labels: np.ndarray, region_pixels: np.ndarray, image_labels: sp.csr_matrix,
                  names: dict[int, str], categories: dict[int, str]):

@@ -12,7 +12,7 @@ import json
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 from probescope.core.atomic import write_json, write_text
 from probescope.core.dissection.formula import Formula
@@ -71,6 +71,8 @@ class UnitResult:
     computed exactly; both None without it (and in files written before they existed). `threshold_ties` = the share
     of the unit's activations (every image and position, at feature-map resolution) equal to T (None in files
     written before it existed): see `at_tie`."""
+
+    SENT_ONCE: ClassVar[bool] = True  # never altered once built: a task that sends it again refers to it by number
 
     unit: int
     threshold: float

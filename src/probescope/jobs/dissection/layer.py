@@ -35,6 +35,7 @@ from probescope.core.dissection.settings import DissectionSettings
 from probescope.core.errors import InputError
 from probescope.core.models.layout import Layout
 from probescope.jobs.inputs import ModelInfo
+from probescope.jobs.kernel.pickling import cross_by_name
 from probescope.jobs.protocol import Partial, Progress, TaskContext
 from probescope.jobs.session import Session
 
@@ -103,6 +104,10 @@ def held_dataset(session: Session, spec: DatasetSpec):
 
     return session.get("dataset", spec, lambda: BrodenDataset.open(spec.root, spec.index,
                                                                       only_source=spec.source or None))
+
+
+# a probing dataset crosses to and from the compute kernel as the spec that opens it
+cross_by_name("probescope.core.data.broden.BrodenDataset", held_dataset, spec_of=DatasetSpec.of)
 
 
 def hold_dataset(session, dataset) -> DatasetSpec:

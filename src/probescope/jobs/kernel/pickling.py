@@ -6,10 +6,10 @@ change once built sent once and referred to by number afterwards (the transport'
 
 from __future__ import annotations
 
-import functools
 import io
 import mmap
 import pickle
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -47,56 +47,44 @@ def _mapped_reduce(array: np.memmap) -> tuple | None:
 
 
 @dataclass(frozen=True)
-class _Kinds:
-    """The classes the picklers treat apart: records never altered once built (a task sends each once), the
-    probing dataset (sent as its spec), and the inputs sent by the name a session holds them under."""
+class _Crossing:
+    """How objects of one class cross by name: `held(session, spec)` finds (or opens) the receiver's own; `spec_of`
+    names one always (a probing dataset: its spec), else the sending side's session names it, on a local channel."""
 
-    sent_once: tuple[type, ...]
-    dataset: type
-    named: tuple[type, ...]
-
-
-@functools.cache
-def _kinds() -> _Kinds:
-    """(imported when first needed: this module is imported where they are not used)"""
-    from probescope.core.data.broden import BrodenDataset
-    from probescope.core.dissection.labels import LabelStore
-    from probescope.core.dissection.results import UnitResult
-    from probescope.core.similarity.readers import Judgments
-    from probescope.jobs.similarity.trials import TrialSet
-
-    return _Kinds((LabelStore, UnitResult), BrodenDataset, (Judgments, TrialSet))
+    held: Callable[[Session, Any], Any]
+    spec_of: Callable[[Any], Any] | None
 
 
-def by_name(kind: str, spec: Any) -> Any:
-    """An input that travelled by name (`kind` 'dataset', 'judgments' or 'trialset', found by `spec`), unpickled
-    outside a Channel: opened."""
-    return _held_input(None, kind, spec)
+_BY_NAME: dict[str, _Crossing] = {}  # "module.Class" -> its crossing
+_seen: dict[type, _Crossing | None] = {}  # each class pickled so far: its crossing
 
 
-def _held_input(session: Session | None, kind: str, spec: Any) -> Any:
-    """The input `spec` names as the receiving side has it: the one `session` holds, opened and held there when it
-    holds none."""
-    from probescope.jobs.dissection.layer import held_dataset
-    from probescope.jobs.inputs import held_judgments
-    from probescope.jobs.similarity.tasks import held_trialset
-
-    held = {"dataset": held_dataset, "judgments": held_judgments, "trialset": held_trialset}.get(kind)
-    if held is None:
-        raise pickle.UnpicklingError(f"an input of an unknown kind by name: {kind!r}")
-    return held(session if session is not None else Session(), spec)
+def cross_by_name(class_path: str, held: Callable[[Session, Any], Any],
+                  spec_of: Callable[[Any], Any] | None = None) -> None:
+    """Objects of `class_path` ("module.Class", or a subclass) travel by name, not by value: registered by the
+    module that owns their crossing (so neither this module nor the transport imports a domain type). `held` must
+    be a module-level function: it travels by reference, and the receiver imports its module to find it."""
+    _BY_NAME[class_path] = _Crossing(held, spec_of)
+    _seen.clear()
 
 
-def _by_name(dataset: Any) -> tuple:
-    from probescope.jobs.dissection.layer import DatasetSpec
+def _crossing_of(cls: type) -> _Crossing | None:
+    if cls not in _seen:
+        paths = (f"{c.__module__}.{c.__qualname__}" for c in cls.__mro__)
+        _seen[cls] = next((_BY_NAME[p] for p in paths if p in _BY_NAME), None)
+    return _seen[cls]
 
-    return by_name, ("dataset", DatasetSpec.of(dataset))
+
+def by_name(held: Callable[[Session, Any], Any], spec: Any) -> Any:
+    """An input that travelled by name, unpickled outside a Channel: found by `held` in a session of its own (opened
+    there)."""
+    return held(Session(), spec)
 
 
 def _sent_once(obj: Any) -> bool:
     if isinstance(obj, np.ndarray):
         return is_frozen(obj) and not isinstance(obj, np.memmap)
-    return isinstance(obj, _kinds().sent_once)
+    return getattr(type(obj), "SENT_ONCE", False) is True  # (its class says so: the records a dissection sends)
 
 
 class Held:
@@ -117,13 +105,13 @@ class Pickler(pickle.Pickler):
         self._session = session
 
     def reducer_override(self, obj: Any) -> Any:
-        kinds = _kinds()
-        if isinstance(obj, kinds.dataset):
-            return _by_name(obj)
-        if self._local and self._session is not None and isinstance(obj, kinds.named):
-            name = self._session.name_of(obj)
-            if name is not None:
-                return by_name, name
+        crossing = _crossing_of(type(obj))
+        if crossing is not None:
+            if crossing.spec_of is not None:
+                return by_name, (crossing.held, crossing.spec_of(obj))
+            name = self._session.name_of(obj) if self._local and self._session is not None else None
+            if name is not None:  # (kind, key) in the sending side's session: the receiver's is found by the key
+                return by_name, (crossing.held, name[1])
         if isinstance(obj, np.memmap):
             if not self._local:  # its file is not there: its data, as a plain array
                 return obj.view(np.ndarray).__reduce_ex__(5)
@@ -173,7 +161,8 @@ class Unpickler(pickle.Unpickler):
 
     def find_class(self, module: str, name: str) -> Any:
         if module == __name__ and name == by_name.__name__:  # an input by name: from this side's session
-            return lambda kind, spec: _held_input(self._session, kind, spec)
+            session = self._session if self._session is not None else Session()
+            return lambda held, spec: held(session, spec)
         return super().find_class(module, name)
 
     def persistent_load(self, pid: Any) -> Any:

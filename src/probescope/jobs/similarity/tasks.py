@@ -16,6 +16,7 @@ from probescope.core.similarity.readers import Judgments
 from probescope.core.similarity.settings import Filters, ProposeSettings
 from probescope.core.similarity.trials import Trials
 from probescope.jobs.inputs import ModelInfo, held_judgments, model_of
+from probescope.jobs.kernel.pickling import cross_by_name
 from probescope.jobs.protocol import Progress, TaskContext
 from probescope.jobs.session import Session
 from probescope.jobs.similarity import embedding, propose, scores, trials
@@ -38,6 +39,9 @@ def held_trialset(session: Session, key: tuple) -> TrialSet:
     """The trial set held in `session` under `key` (a `judgments_key` and the Filters), analysed when none is."""
     judgments_key, filters = key
     return session.get("trialset", key, lambda: trials.analyse(held_judgments(session, judgments_key), filters))
+
+
+cross_by_name("probescope.jobs.similarity.trials.TrialSet", held_trialset)  # (by the session's name)
 
 
 def features_of(ctx: TaskContext, row: FeatureRow, judgments: Judgments) -> np.ndarray:
