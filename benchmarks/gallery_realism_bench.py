@@ -55,9 +55,9 @@ def run_once(n: int) -> dict[str, float]:
     from PySide6.QtWidgets import QApplication
 
     import probescope.app.gallery.realism as realism_module
+    from probescope.app.compute.workers import WorkerPool
     from probescope.app.gallery.workspace import GalleryWorkspace
-    from probescope.app.state import AppState
-    from probescope.app.workers import WorkerPool
+    from probescope.app.window.state import AppState
     from probescope.core.data.broden import BrodenDataset
     from probescope.core.demo.dataset import ensure_demo_dataset
     from probescope.core.demo.sampler import DemoSampler

@@ -48,7 +48,7 @@ from pathlib import Path
 
 T0 = time.perf_counter()
 os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
-from probescope.app.launch import limit_blas_threads  # noqa: E402  (before NumPy, as the app)
+from probescope.app.window.launch import limit_blas_threads  # noqa: E402  (before NumPy, as the app)
 
 limit_blas_threads()
 
@@ -58,15 +58,15 @@ def launch_child(kernel: str, first_units_only: bool = False) -> None:
     it is usable (with `first_units_only`, stop once the Dissection's first units are on screen). A 'before'
     version runs as its own `probescope gui` did: what it lacks (an early kernel) it does not do."""
     try:
-        from probescope.app.threads import keep_gui_responsive
+        from probescope.app.compute.threads import keep_gui_responsive
     except ImportError:  # (a version before the threads module had it in the pool's: by name, as it is not now)
-        keep_gui_responsive = importlib.import_module("probescope.app.workers").keep_gui_responsive
+        keep_gui_responsive = importlib.import_module("probescope.app.compute.workers").keep_gui_responsive
 
     torch_s = torch_cpu_s = 0.0
     if kernel == "thread":  # as the app then: torch before Qt
         import torch
 
-        from probescope.app.workers import compute_threads
+        from probescope.app.compute.workers import compute_threads
 
         torch_s = time.perf_counter() - T0
         torch.set_num_threads(compute_threads())
@@ -81,8 +81,8 @@ def launch_child(kernel: str, first_units_only: bool = False) -> None:
     from PySide6.QtCore import QTimer
     from PySide6.QtWidgets import QApplication
 
-    from probescope.app.main_window import MainWindow
-    from probescope.app.settings import Settings
+    from probescope.app.window.main_window import MainWindow
+    from probescope.app.window.settings import Settings
 
     app = QApplication([sys.argv[0]])
     times: dict[str, float] = {"torch_import_s": torch_s, "torch_import_cpu_s": torch_cpu_s}
@@ -345,8 +345,8 @@ def measure_stall(n_images: int) -> tuple[float, float, float]:
     from PySide6.QtCore import QEventLoop
     from PySide6.QtWidgets import QApplication
 
-    from probescope.app.threads import keep_gui_responsive
-    from probescope.app.workers import WorkerPool, compute_threads
+    from probescope.app.compute.threads import keep_gui_responsive
+    from probescope.app.compute.workers import WorkerPool, compute_threads
     from probescope.jobs.inputs import OpenRequest, open_task
     from probescope.jobs.protocol import IO
 
@@ -402,10 +402,10 @@ def measure_gallery_stream(n_images: int) -> dict[str, float]:
     from PySide6.QtCore import QEventLoop, QTimer
     from PySide6.QtWidgets import QApplication
 
+    from probescope.app.compute.threads import keep_gui_responsive
+    from probescope.app.compute.workers import WorkerPool, compute_threads
     from probescope.app.gallery.workspace import GalleryWorkspace
-    from probescope.app.state import AppState, Loaded
-    from probescope.app.threads import keep_gui_responsive
-    from probescope.app.workers import WorkerPool, compute_threads
+    from probescope.app.window.state import AppState, Loaded
     from probescope.core.data.broden import BrodenDataset
     from probescope.core.demo.dataset import ensure_demo_dataset
     from probescope.core.demo.sampler import DemoSampler
@@ -467,9 +467,9 @@ def measure_gallery_scroll(n_items: int, frames: int = 150) -> dict[str, float]:
     from PySide6.QtCore import QEventLoop, QTimer
     from PySide6.QtWidgets import QApplication
 
+    from probescope.app.compute.workers import WorkerPool
     from probescope.app.gallery.scores import GalleryScores
     from probescope.app.gallery.thumbnails import thumbnail_task
-    from probescope.app.workers import WorkerPool
     from probescope.core.demo.sampler import DemoSampler
     from probescope.jobs.protocol import IO
     from probescope.jobs.scoring_stream import fit_thumbnail
@@ -618,10 +618,10 @@ def dissection_workspace():
     """(workspace, pool, state): a shown Dissection workspace bound to an empty state."""
     from PySide6.QtWidgets import QApplication
 
+    from probescope.app.compute.threads import keep_gui_responsive
+    from probescope.app.compute.workers import WorkerPool
     from probescope.app.dissection.workspace import DissectionWorkspace
-    from probescope.app.state import AppState
-    from probescope.app.threads import keep_gui_responsive
-    from probescope.app.workers import WorkerPool
+    from probescope.app.window.state import AppState
 
     QApplication.instance() or QApplication([sys.argv[0]])
     pool = WorkerPool()

@@ -30,9 +30,9 @@ def main() -> int:
     from PySide6.QtCore import QElapsedTimer, QTimer
     from PySide6.QtWidgets import QApplication
 
+    from probescope.app.compute.workers import WorkerPool
     from probescope.app.dissection.workspace import DissectionWorkspace
-    from probescope.app.state import AppState
-    from probescope.app.workers import WorkerPool
+    from probescope.app.window.state import AppState
     from probescope.jobs import inputs
     from probescope.jobs.inputs import OpenRequest, open_task
     from probescope.jobs.per_image import DatasetRef, image_view_job

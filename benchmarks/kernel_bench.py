@@ -139,7 +139,7 @@ def transfer(runs: int) -> None:
 def through_the_pool(runs: int) -> None:
     from PySide6.QtCore import QCoreApplication, QEventLoop
 
-    from probescope.app.workers import WorkerPool
+    from probescope.app.compute.workers import WorkerPool
     from probescope.jobs.kernel.process import KernelConfig
 
     app = QCoreApplication.instance() or QCoreApplication([])  # noqa: F841  (kept: the pools need it)

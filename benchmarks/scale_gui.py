@@ -40,7 +40,7 @@ from pathlib import Path
 os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 T0 = time.perf_counter()
 
-from probescope.app.launch import limit_blas_threads  # noqa: E402  (before NumPy, as the app)
+from probescope.app.window.launch import limit_blas_threads  # noqa: E402  (before NumPy, as the app)
 
 limit_blas_threads()
 
@@ -141,12 +141,12 @@ def pause(seconds: float) -> None:
 
 def open_window(args: argparse.Namespace, workspace: str, size=(1600, 1000)):
     """The window as `probescope gui` opens it (same requests for the same flags); returns (app, window, probe)."""
-    from probescope.app.threads import keep_gui_responsive
+    from probescope.app.compute.threads import keep_gui_responsive
 
     if args.kernel == "thread":  # as the app: torch before Qt, the thread count once
         import torch
 
-        from probescope.app.workers import compute_threads
+        from probescope.app.compute.workers import compute_threads
 
         torch.set_num_threads(compute_threads())
     if args.fresh_dissection:
@@ -157,12 +157,12 @@ def open_window(args: argparse.Namespace, workspace: str, size=(1600, 1000)):
 
     from PySide6.QtWidgets import QApplication
 
-    from probescope.app.launch import requests
-    from probescope.app.main_window import MainWindow
-    from probescope.app.settings import Settings
+    from probescope.app.window.launch import requests
+    from probescope.app.window.main_window import MainWindow
+    from probescope.app.window.settings import Settings
 
     app = QApplication.instance() or QApplication([sys.argv[0]])
-    from probescope.app.launch import add_arguments
+    from probescope.app.window.launch import add_arguments
 
     gui_parser = argparse.ArgumentParser()
     add_arguments(gui_parser)
@@ -282,7 +282,7 @@ def dissection(args: argparse.Namespace) -> dict:
 
 
 def _screenshot(window, path: str, probe: StallProbe) -> None:
-    from probescope.app.export import render_image, write_png
+    from probescope.app.figures.export import render_image, write_png
 
     probe.set_phase("screenshot (the export's render: no user action)")
 

@@ -21,7 +21,7 @@ def stage(out: Path, root: Path = ROOT) -> list[str]:
     shutil.copytree(root / "src" / "probescope", out / "probescope",
                     ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
     staged = sorted(".".join(init.parent.relative_to(out).parts) for init in out.rglob("__init__.py"))
-    guide = out / "probescope" / "assets" / "guide"  # the user guide, for the app's Help menu (app/help.py)
+    guide = out / "probescope" / "assets" / "guide"  # the user guide, for the app's Help menu (app/window/help.py)
     shutil.copytree(root / "docs", guide, dirs_exist_ok=True,
                     ignore=shutil.ignore_patterns("*.svg", "*.pdf"))  # (the vector screenshots: not needed there)
     return staged

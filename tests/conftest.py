@@ -89,8 +89,8 @@ def isolated_cache(tmp_path_factory, monkeypatch):
 def make_workspace(qtbot):
     """make(cls, size) -> (workspace, pool, state): a shown workspace of `cls` bound to a fresh AppState, with its own
     WorkerPool (shut down after the test)."""
-    from probescope.app.state import AppState
-    from probescope.app.workers import WorkerPool
+    from probescope.app.compute.workers import WorkerPool
+    from probescope.app.window.state import AppState
 
     pools = []
 
@@ -129,7 +129,7 @@ def answer_trust(qtbot):
     from PySide6.QtCore import QTimer
     from PySide6.QtWidgets import QApplication
 
-    from probescope.app.trust_dialog import TrustDialog
+    from probescope.app.window.trust_dialog import TrustDialog
 
     seen: list[str] = []
     answer = {"accept": True}

@@ -18,7 +18,7 @@ from pathlib import Path
 
 from PySide6.QtGui import QColor, QFont, QFontMetricsF, QImage
 
-from probescope.app.svg_geometry import IDENTITY, Matrix, apply, compose
+from probescope.app.figures.svg_geometry import IDENTITY, Matrix, apply, compose
 
 SVG = "{http://www.w3.org/2000/svg}"
 TOLERANCE = 1.0  # page units (pixels at the screen's resolution) a mark may stick out of its clip

@@ -276,7 +276,7 @@ def _embedding_axes(view) -> list[str]:
 # -- the window ---------------------------------------------------------------------------------------------------
 def source_bar_texts(window) -> list[str]:
     """Each input's button names what is loaded (or that it loads); the layer box the state's layer."""
-    from probescope.app.source_bar import TITLES
+    from probescope.app.window.source_bar import TITLES
 
     bar, state, found = window.source_bar, window.state, []
     for kind, button in bar.buttons.items():

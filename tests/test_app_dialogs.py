@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from probescope.app.export import ExportTarget
-from probescope.app.export_dialog import ExportDialog
-from probescope.app.open_dialogs import OpenJudgmentsDialog, OpenModelDialog, OpenSamplesDialog
-from probescope.app.settings import Settings
+from probescope.app.figures.export import ExportTarget
+from probescope.app.figures.export_dialog import ExportDialog
+from probescope.app.window.open_dialogs import OpenJudgmentsDialog, OpenModelDialog, OpenSamplesDialog
+from probescope.app.window.settings import Settings
 from probescope.jobs.inputs import OpenRequest
 
 

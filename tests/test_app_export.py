@@ -9,7 +9,7 @@ from PySide6.QtGui import QColor, QGuiApplication, QImage
 from PySide6.QtSvg import QSvgRenderer
 from PySide6.QtWidgets import QLabel, QVBoxLayout, QWidget
 
-from probescope.app.export import content_rect, copy_to_clipboard, export_widget, render_image
+from probescope.app.figures.export import content_rect, copy_to_clipboard, export_widget, render_image
 from probescope.core.errors import InputError
 
 

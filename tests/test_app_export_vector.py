@@ -26,8 +26,8 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from probescope.app.export import export_widget, render_image
-from probescope.app.svg_geometry import compose, flatten_scaled_strokes, invert, map_path
+from probescope.app.figures.export import export_widget, render_image
+from probescope.app.figures.svg_geometry import compose, flatten_scaled_strokes, invert, map_path
 
 RED = (255, 0, 0)
 
@@ -192,7 +192,7 @@ def test_svg_text_names_the_font_drawn_with_and_a_generic_family(tmp_path, qtbot
 
     from PySide6.QtGui import QFont, QFontInfo
 
-    from probescope.app.svg_geometry import font_families
+    from probescope.app.figures.svg_geometry import font_families
 
     label = QLabel("IoU against DA (layer4)")
     label.setFont(QFont("Sans Serif", 12))
@@ -223,7 +223,7 @@ def test_svg_geometry_hand_worked():
 def test_png_strokes_and_markers_are_drawn_at_the_png_resolution(tmp_path, qtbot):
     """A 300 dpi PNG is the vector picture rasterised: a 2 px line is 2/96 in wide (6 px), as in the SVG, not a
     2-pixel hairline, and a scatter symbol is a disc of its size, not an upscaled sprite; the PNG records 300 dpi."""
-    from probescope.app.export import COLUMN, export_preset
+    from probescope.app.figures.export import COLUMN, export_preset
 
     plot = pg.PlotWidget(background="w")
     plot.plot([0, 1, 2, 3], [0.0, 0.7, 0.2, 0.6], pen=pg.mkPen((230, 126, 34), width=2))

@@ -25,9 +25,9 @@ from PySide6.QtPdf import QPdfDocument
 from PySide6.QtWidgets import QApplication, QWidget
 from windows import WAIT_MS, open_all, world_requests
 
-from probescope.app.export import PRESETS, ExportTarget, Preset, export_preset, figure_colours, paper_palette
-from probescope.app.export_layout import natural_size
-from probescope.app.theme import apply_theme
+from probescope.app.figures.export import PRESETS, ExportTarget, Preset, export_preset, figure_colours, paper_palette
+from probescope.app.figures.export_layout import natural_size
+from probescope.app.window.theme import apply_theme
 
 pytestmark = pytest.mark.usefixtures("isolated_cache")
 TICKS = ("AxisItem", "FigureAxis", "InverseAxis")  # tick labels: a plot picks them anew at each size
@@ -161,8 +161,8 @@ def test_export_figure_from_the_menu_and_ctrl_e(qtbot, window):
     from PySide6.QtCore import Qt
     from PySide6.QtWidgets import QMenu
 
-    from probescope.app.export_dialog import ExportDialog
-    from probescope.app.figure_menu import figure_menu
+    from probescope.app.figures.export_dialog import ExportDialog
+    from probescope.app.figures.figure_menu import figure_menu
 
     def dialogs() -> list[ExportDialog]:
         return [w for w in QApplication.topLevelWidgets() if isinstance(w, ExportDialog) and w.isVisible()]

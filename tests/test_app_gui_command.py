@@ -11,10 +11,10 @@ import pytest
 from PySide6.QtGui import QImage
 from windows import open_all, world_requests
 
-from probescope.app.export import PRESETS
-from probescope.app.export_dialog import ExportDialog
-from probescope.app.launch import PRESET_KEYS
-from probescope.app.settings import Settings
+from probescope.app.figures.export import PRESETS
+from probescope.app.figures.export_dialog import ExportDialog
+from probescope.app.window.launch import PRESET_KEYS
+from probescope.app.window.settings import Settings
 from probescope.main import main
 
 pytestmark = pytest.mark.usefixtures("isolated_cache")
@@ -213,7 +213,7 @@ def test_scripted_figure_is_the_export_dialogs(qtbot, window, small_world, tmp_p
 
 def test_the_platforms_notes_are_not_printed_and_everything_else_is():
     """`gui --screenshot` printed the offscreen platform's "does not support propagateSizeHints()" at every run."""
-    code = ("from PySide6.QtCore import qWarning; from probescope.app.launch import quiet_platform_notes; "
+    code = ("from PySide6.QtCore import qWarning; from probescope.app.window.launch import quiet_platform_notes; "
             "quiet_platform_notes(); qWarning('This plugin does not support propagateSizeHints()'); "
             "qWarning('a warning that matters')")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
@@ -224,7 +224,7 @@ def test_the_splash_is_reaped_once_it_is_told_to_go():
     """The splash (a child process) stayed `<defunct>` while the window was open: closing it now reaps it."""
     import time
 
-    from probescope.app import splash
+    from probescope.app.window import splash
 
     child = subprocess.Popen([sys.executable, "-c", "import sys; sys.stdin.read()"], stdin=subprocess.PIPE)
     splash.close(child)

@@ -6,8 +6,8 @@ from dataclasses import dataclass
 
 import pytest
 
-from probescope.app.settings import ExportDefaults, RecentItem, Settings
-from probescope.app.state import AppState, Loaded, default_layer
+from probescope.app.window.settings import ExportDefaults, RecentItem, Settings
+from probescope.app.window.state import AppState, Loaded, default_layer
 from probescope.core.models.info import LayerInfo
 from probescope.core.models.layout import Layout
 from probescope.jobs.inputs import OpenRequest

@@ -8,9 +8,9 @@ import json
 import pytest
 
 from oracles.payloads import scripted_payload
-from probescope.app.main_window import MainWindow
-from probescope.app.settings import RecentItem, Settings, TrustedFile
-from probescope.app.trust_dialog import TrustDialog
+from probescope.app.window.main_window import MainWindow
+from probescope.app.window.settings import RecentItem, Settings, TrustedFile
+from probescope.app.window.trust_dialog import TrustDialog
 from probescope.core.dissection.results import DissectionResult
 from probescope.core.trust import Trust, UntrustedFile, read_trusted, sha256_of
 from probescope.jobs.dissection.saved_layers import job_activations

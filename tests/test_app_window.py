@@ -208,7 +208,7 @@ def test_settings_survive_a_restart(qtbot, settings_path, small_world):
 def test_export_dialog_writes_files_that_open(qtbot, window, small_world, tmp_path):
     from PySide6.QtSvg import QSvgRenderer
 
-    from probescope.app.export_dialog import ExportDialog
+    from probescope.app.figures.export_dialog import ExportDialog
 
     open_all(qtbot, window, world_requests(small_world)[:2], workspaces=("dissection",))
     targets = window.current_workspace().export_targets()

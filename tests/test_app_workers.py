@@ -9,8 +9,8 @@ import time
 
 import pytest
 
-from probescope.app.threads import IO_NICENESS
-from probescope.app.workers import WorkerPool
+from probescope.app.compute.threads import IO_NICENESS
+from probescope.app.compute.workers import WorkerPool
 from probescope.core.errors import InputError
 from probescope.jobs.protocol import COMPUTE, IO, Partial, Progress
 
@@ -306,7 +306,7 @@ def test_garbage_cycles_are_collected_in_the_gui_thread_while_the_pool_runs(qtbo
 def test_the_gui_thread_collects_the_oldest_generation_due_and_honours_a_zero_threshold():
     import gc
 
-    from probescope.app.gui_collector import collect_due
+    from probescope.app.compute.gui_collector import collect_due
 
     thresholds = gc.get_threshold()
     gc.collect()

@@ -15,7 +15,7 @@ import kernel_jobs
 import numpy as np
 import pytest
 
-from probescope.app.workers import WorkerPool
+from probescope.app.compute.workers import WorkerPool
 from probescope.jobs.kernel.process import KernelConfig
 from probescope.jobs.kernel.transport import PREFIX, SHM_DIR
 from probescope.jobs.protocol import IO, Job, frozen
@@ -351,7 +351,7 @@ def test_the_kernel_client_needs_no_torch_in_the_window():
 import sys
 from PySide6.QtCore import QCoreApplication
 import kernel_jobs
-from probescope.app.workers import WorkerPool
+from probescope.app.compute.workers import WorkerPool
 from probescope.jobs.protocol import Job
 app = QCoreApplication([])
 pool = WorkerPool(kernel="local")
@@ -377,9 +377,9 @@ if __name__ == "__main__":
     from PySide6.QtCore import QTimer
     from PySide6.QtWidgets import QApplication
 
-    from probescope.app.launch import add_arguments, requests
-    from probescope.app.main_window import MainWindow
-    from probescope.app.settings import Settings
+    from probescope.app.window.launch import add_arguments, requests
+    from probescope.app.window.main_window import MainWindow
+    from probescope.app.window.settings import Settings
     import argparse
 
     app = QApplication([])
@@ -452,8 +452,8 @@ for package in (probescope.widgets, probescope.app):
 
 
 def test_the_window_stays_up_and_says_what_happened_when_its_kernel_is_killed(qtbot, settings_path, tmp_path):
-    from probescope.app.main_window import MainWindow
-    from probescope.app.settings import Settings
+    from probescope.app.window.main_window import MainWindow
+    from probescope.app.window.settings import Settings
 
     window = MainWindow(Settings(settings_path), device="cpu", kernel="local")
     window.pool.kernel.config = KernelConfig(torch=False)  # before its first Job starts it: fast starts
@@ -490,8 +490,8 @@ def test_the_window_opens_every_input_with_a_kernel(qtbot, settings_path, small_
     tasks that are not Jobs find the model in their own process by its request, so the window works either way."""
     from windows import open_all, world_requests
 
-    from probescope.app.main_window import MainWindow
-    from probescope.app.settings import Settings
+    from probescope.app.window.main_window import MainWindow
+    from probescope.app.window.settings import Settings
 
     window = MainWindow(Settings(settings_path), device="cpu", kernel="local")
     qtbot.addWidget(window)
@@ -525,9 +525,9 @@ from PySide6.QtWidgets import QApplication
 from probescope.main import main
 assert main(["gui", "--device", "cuda:7", "--screenshot", "x.png"]) == 2  # refused, its devices asked of a child
 app = QApplication([])
-from probescope.app.main_window import MainWindow
-from probescope.app.menus import about_box
-from probescope.app.settings import Settings
+from probescope.app.window.main_window import MainWindow
+from probescope.app.window.menus import about_box
+from probescope.app.window.settings import Settings
 from probescope.jobs.kernel.process import KernelConfig
 window = MainWindow(Settings(sys.argv[1]), device="cpu", kernel="local")
 window.pool.kernel.config = KernelConfig(torch=False)

@@ -33,7 +33,7 @@ from test_kernel import (  # noqa: E402,F401  (the local kernel's tests, run her
 )
 
 import probescope  # noqa: E402
-from probescope.app.workers import WorkerPool  # noqa: E402
+from probescope.app.compute.workers import WorkerPool  # noqa: E402
 from probescope.jobs.kernel.process import KernelConfig  # noqa: E402
 from probescope.jobs.kernel.spec import KernelSpec  # noqa: E402
 from probescope.jobs.protocol import Job  # noqa: E402
@@ -148,7 +148,7 @@ def test_the_window_needs_no_torch_with_a_ray_kernel(ray_head):
 import sys
 from PySide6.QtCore import QCoreApplication
 import kernel_jobs, ray
-from probescope.app.workers import WorkerPool
+from probescope.app.compute.workers import WorkerPool
 from probescope.jobs.protocol import Job
 app = QCoreApplication([])
 pool = WorkerPool(kernel={ray_head!r})
@@ -169,8 +169,8 @@ def test_the_window_opens_every_input_with_a_ray_kernel(qtbot, settings_path, sm
     there, and the Dissection workspace shows its units."""
     from windows import open_all, world_requests
 
-    from probescope.app.main_window import MainWindow
-    from probescope.app.settings import Settings
+    from probescope.app.window.main_window import MainWindow
+    from probescope.app.window.settings import Settings
 
     window = MainWindow(Settings(settings_path), device="cpu", kernel=KernelSpec("ray", ray_head))
     qtbot.addWidget(window)

@@ -59,7 +59,7 @@ def test_desktop_entry_is_complete_and_consistent():
     assert section["Icon"] == "probescope"
     assert section["Categories"].endswith(";") and "Science" in section["Categories"].split(";")
     assert section["Keywords"].endswith(";")
-    gui = (ROOT / "src" / "probescope" / "app" / "launch.py").read_text(encoding="utf-8")
+    gui = (ROOT / "src" / "probescope" / "app" / "window" / "launch.py").read_text(encoding="utf-8")
     assert f'setDesktopFileName("{APP_ID}")' in gui  # windows find their entry (taskbars, Wayland)
 
 
@@ -86,12 +86,12 @@ def test_stage_lays_out_the_installed_namespace_and_lists_its_contents(tmp_path)
     out = tmp_path / "stage"
     staged = stage.stage(out)
     assert {"probescope", "probescope.core", "probescope.app", "probescope.widgets", "probescope.assets"} <= set(staged)
-    assert (out / "probescope" / "app" / "launch.py").is_file()
+    assert (out / "probescope" / "app" / "window" / "launch.py").is_file()
     assert (out / "probescope" / "assets" / "demo_model.pt").is_file()
     assert (out / "probescope" / "assets" / "icons" / "probescope-512.png").is_file()
     assert not list(out.rglob("__pycache__"))
     modules, datas = stage.contents(out)
-    assert {"probescope.app.launch", "probescope.cli.score", "probescope.core",
+    assert {"probescope.app.window.launch", "probescope.cli.score", "probescope.core",
             "probescope"} <= set(modules)
     assert (str(out / "probescope" / "assets" / "icons" / "probescope-16.png"), "probescope/assets/icons") in datas
     assert not any(source.endswith(".py") for source, _ in datas)
@@ -119,8 +119,8 @@ def test_every_package_is_in_the_wheel(tmp_path):
 def test_about_box_shows_the_version(qtbot, settings_path):
     from PySide6.QtWidgets import QMessageBox
 
-    from probescope.app.main_window import MainWindow
-    from probescope.app.settings import Settings
+    from probescope.app.window.main_window import MainWindow
+    from probescope.app.window.settings import Settings
 
     window = MainWindow(Settings(settings_path), device="cpu")
     qtbot.addWidget(window)

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from probescope.app.launch import WORKSPACE_NAMES
+from probescope.app.window.launch import WORKSPACE_NAMES
 from probescope.main import COMMANDS
 
 DOCS = Path(__file__).resolve().parent.parent / "docs"

@@ -9,7 +9,7 @@ import pytest
 import torch
 from PySide6.QtCore import QByteArray, QSettings
 
-from probescope.app.settings import ExportDefaults, Settings
+from probescope.app.window.settings import ExportDefaults, Settings
 from probescope.main import main
 
 WORKSPACES = ("dissection", "gallery", "similarity")
@@ -67,7 +67,7 @@ def test_every_saved_setting_is_in_the_table(settings_path):
     import inspect
     import re
 
-    import probescope.app.settings as module
+    import probescope.app.window.settings as module
 
     written = set(re.findall(r'setValue\(f?"([^"]+)"', inspect.getsource(module)))
     examples = {"layout/{workspace}": "layout/dissection", "dialogs/{dialog}": "dialogs/open_model"}
@@ -101,7 +101,7 @@ def _bad_file(path) -> None:
 
 def test_the_window_notes_what_it_did_not_use_and_loads_the_model(qtbot, settings_path, small_world,
                                                                    isolated_cache):
-    from probescope.app.main_window import MainWindow
+    from probescope.app.window.main_window import MainWindow
     from probescope.jobs.inputs import OpenRequest
 
     _bad_file(settings_path)

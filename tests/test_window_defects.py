@@ -18,10 +18,10 @@ from PySide6.QtGui import QColor, QGuiApplication, QImage
 from PySide6.QtWidgets import QApplication, QLabel
 from windows import WAIT_MS, open_all, world_requests
 
-from probescope.app.activity import Activity, counts, duration
+from probescope.app.compute.activity import Activity, counts, duration
 from probescope.app.dissection.workspace import COLUMNS
-from probescope.app.export import render_image
-from probescope.app.theme import apply_theme
+from probescope.app.figures.export import render_image
+from probescope.app.window.theme import apply_theme
 from probescope.jobs.inputs import OpenRequest
 from probescope.jobs.protocol import Progress
 from probescope.widgets.ink import contrast, ink_color
@@ -241,7 +241,7 @@ def test_the_task_panel_says_stage_items_rate_and_time_left(qtbot, window):
 
 def test_the_splash_is_on_screen_before_torch_and_closes_with_the_window():
     env = {"QT_QPA_PLATFORM": "offscreen", "PATH": "/usr/bin:/bin"}
-    code = "import sys; from probescope.app import splash; sys.exit(splash.main())"
+    code = "import sys; from probescope.app.window import splash; sys.exit(splash.main())"
     proc = subprocess.Popen([sys.executable, "-c", code], stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env,
                             text=True)
     try:
@@ -250,8 +250,8 @@ def test_the_splash_is_on_screen_before_torch_and_closes_with_the_window():
         assert proc.wait(timeout=30) == 0
     finally:
         proc.kill()
-    check = subprocess.run([sys.executable, "-c", "import sys, probescope.app.splash; print('torch' in sys.modules)"],
-                           capture_output=True, text=True, timeout=60)
+    code = "import sys, probescope.app.window.splash; print('torch' in sys.modules)"
+    check = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert check.stdout.strip() == "False"
 
 
@@ -273,7 +273,7 @@ def test_small_things(qtbot, loaded, tmp_path):
     assert "Sort units by comp IoU" in palette.visible_commands()
     palette.close()
     # the export dialog starts on the view in use and names the file after it
-    from probescope.app.export_dialog import ExportDialog
+    from probescope.app.figures.export_dialog import ExportDialog
 
     loaded.activateWindow()
     qtbot.waitUntil(lambda: loaded.isActiveWindow(), timeout=WAIT_MS)
@@ -297,7 +297,7 @@ def test_small_things(qtbot, loaded, tmp_path):
     assert dialog.target.currentText() == "Beam-search trace"
     dialog.close()
     # every plot and the unit card answer a right click with their figure menu
-    from probescope.app.figure_menu import figure_menu
+    from probescope.app.figures.figure_menu import figure_menu
 
     assert ws.card.contextMenuPolicy() == Qt.ContextMenuPolicy.CustomContextMenu
     texts = [a.text() for a in figure_menu(ws.export_targets()[-1], lambda *a: None, ws).actions()]
@@ -336,7 +336,7 @@ def test_small_things(qtbot, loaded, tmp_path):
 
 def test_more_small_things(qtbot, loaded, monkeypatch):
     # the Open Model dialog offers what was chosen last time
-    from probescope.app.open_dialogs import OpenModelDialog
+    from probescope.app.window.open_dialogs import OpenModelDialog
 
     loaded.settings.set_dialog_choices("open_model", {"kind": "places365", "arch": "resnet18", "file": "/w/r.pth"})
     dialog = OpenModelDialog({"torchvision": ("alexnet", "resnet18")}, loaded)
@@ -383,8 +383,8 @@ def test_more_small_things(qtbot, loaded, monkeypatch):
 def test_the_default_arrangement_is_made_at_the_size_the_workspace_gets(qtbot, settings_path):
     """A workspace's panel area is shown before the window's layout gives it its size (far larger at first): the
     default shares are taken of the final size, so the central view is not squeezed to its minimum."""
-    from probescope.app.main_window import MainWindow
-    from probescope.app.settings import Settings
+    from probescope.app.window.main_window import MainWindow
+    from probescope.app.window.settings import Settings
 
     window = MainWindow(Settings(settings_path), device="cpu")
     qtbot.addWidget(window)
@@ -443,7 +443,7 @@ def test_check_boxes_and_radio_buttons_have_an_edge_of_3_to_1(qtbot, theme):
     it and the field inside it. Fusion's own edge is 1.2:1 on the dark window (issue 45)."""
     from PySide6.QtWidgets import QApplication, QCheckBox, QRadioButton, QStyle, QStyleOptionButton
 
-    from probescope.app.theme import apply_theme
+    from probescope.app.window.theme import apply_theme
     from probescope.widgets.ink import contrast
 
     app = QApplication.instance()

@@ -198,8 +198,8 @@ def _wheel(widget, modifiers=Qt.KeyboardModifier.NoModifier) -> None:
 def test_the_wheel_scrolls_a_panel_of_plots_until_a_plot_is_clicked(qtbot, loaded):
     """Over the Real data panel's plots the wheel zoomed each plot it passed (the x axis of 1/N then showed
     several "∞" ticks) instead of scrolling the panel; the plots' menus had no way back."""
-    from probescope.app.export import ExportTarget
-    from probescope.app.figure_menu import figure_menu
+    from probescope.app.figures.export import ExportTarget
+    from probescope.app.figures.figure_menu import figure_menu
     from probescope.widgets.gallery.inverse_n import InverseAxis
 
     loaded.set_workspace("gallery")
@@ -237,7 +237,7 @@ def test_the_embedding_thumbnail_goes_with_the_hover(qtbot, loaded):
     from PySide6.QtGui import QColor, QImage
     from PySide6.QtWidgets import QApplication
 
-    from probescope.app.theme import apply_theme
+    from probescope.app.window.theme import apply_theme
 
     loaded.set_workspace("similarity")
     ws = loaded.workspaces["similarity"]

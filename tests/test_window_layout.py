@@ -252,7 +252,7 @@ def test_a_scrolled_panel_is_fitted_once_per_turn_and_when_shown(qtbot):
     it is shown, to what it holds then (live numbers asked for 80 fits a second of a 50,000-sample gallery)."""
     from PySide6.QtWidgets import QLabel, QVBoxLayout
 
-    from probescope.app.panel_area import FittingScroll
+    from probescope.app.window.panel_area import FittingScroll
 
     panel = QWidget()
     label = QLabel("one line")

@@ -15,7 +15,7 @@ from PySide6.QtWidgets import QApplication, QDialog, QFileDialog, QMenu, QPushBu
 from shiboken6 import isValid
 from windows import WAIT_MS, open_all, world_requests
 
-from probescope.app.theme import apply_theme
+from probescope.app.window.theme import apply_theme
 from probescope.jobs import inputs
 
 pytestmark = pytest.mark.usefixtures("isolated_cache")

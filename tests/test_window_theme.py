@@ -14,7 +14,7 @@ from PySide6.QtGui import QBrush, QColor, QImage, QPainter, QPalette
 from PySide6.QtWidgets import QAbstractItemView, QApplication, QHeaderView, QLabel, QWidget
 from windows import open_all, world_requests
 
-from probescope.app.theme import apply_theme
+from probescope.app.window.theme import apply_theme
 from probescope.core.similarity.catalog import Catalog, read_catalog_hdf5, write_catalog_hdf5
 from probescope.jobs.inputs import OpenRequest
 from probescope.widgets.gallery.grid import GalleryDelegate
@@ -221,6 +221,6 @@ def test_a_theme_switch_changes_the_palette_and_keeps_the_style(qapp):
         assert qapp.palette().color(QPalette.ColorRole.Window) == QColor("#2b2d30")
         assert apply_theme(qapp, "light") == "light" and qapp.style() is style
         assert qapp.palette().color(QPalette.ColorRole.Window) != QColor("#2b2d30")
-        assert style.baseStyle().name().lower() == "fusion"  # (Fusion, its check boxes edged: app/theme.py)
+        assert style.baseStyle().name().lower() == "fusion"  # (Fusion, its check boxes edged: app/window/theme.py)
     finally:
         apply_theme(qapp, "light")

@@ -14,7 +14,7 @@ from PySide6.QtCore import Qt
 from PySide6.QtGui import QImage
 from windows import loaded_model
 
-from probescope.app.export import export_widget
+from probescope.app.figures.export import export_widget
 from probescope.app.gallery.workspace import GalleryWorkspace
 from probescope.core.demo.sampler import DemoSampler
 from probescope.core.scoring.distributions import ClassScores

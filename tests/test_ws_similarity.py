@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from PySide6.QtCore import Qt
 
-from probescope.app.export import export_widget
+from probescope.app.figures.export import export_widget
 from probescope.app.similarity.workspace import SimilarityWorkspace
 from probescope.core.similarity.agreement import triplet_agreement
 from probescope.core.similarity.correlation import embedding_correlation

@@ -1,5 +1,5 @@
-"""The `probescope` command: every subcommand, the window's (`gui`, in probescope.app.launch) and the headless ones
-(probescope.cli), dispatched from one parser.
+"""The `probescope` command: every subcommand, the window's (`gui`, in probescope.app.window.launch) and the headless
+ones (probescope.cli), dispatched from one parser.
 
 Each subcommand lives in its own module with `add_arguments(parser)` and `run(args) -> int`. Command modules keep
 their module-level imports light (argparse, pathlib) and import numpy/torch/Qt inside `run`, so headless commands
@@ -25,7 +25,7 @@ from probescope.jobs.arguments import CommandLineError, OneLineParser
 
 # command name -> (module, one-line help)
 COMMANDS: dict[str, tuple[str, str]] = {
-    "gui": ("probescope.app.launch", "open the desktop application (the default)"),
+    "gui": ("probescope.app.window.launch", "open the desktop application (the default)"),
     "demo-data": ("probescope.cli.demo_data", "write the demo world's Broden-format probing dataset"),
     "info": ("probescope.cli.info", "show what a model or dataset spec resolves to"),
     "dissect": ("probescope.cli.dissect",

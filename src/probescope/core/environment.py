@@ -6,7 +6,7 @@ on Windows), which the variables override.
 - PROBESCOPE_MAX_PIXELS: the largest image decoded, in pixels (core/data/images.py says why).
 - PROBESCOPE_NO_SPLASH: set to anything, the window starts without its splash.
 - QT_QPA_PLATFORM: "offscreen" (tests, --screenshot) also means no splash.
-- OPENBLAS_NUM_THREADS: the user's own choice wins over the GUI process's default (app/launch.py).
+- OPENBLAS_NUM_THREADS: the user's own choice wins over the GUI process's default (app/window/launch.py).
 """
 
 from __future__ import annotations

@@ -14,8 +14,8 @@ from pathlib import Path
 from PySide6.QtCore import QObject, QTimer, Signal
 from PySide6.QtWidgets import QFileDialog, QWidget
 
+from probescope.app.compute.workers import WorkerPool
 from probescope.app.dissection.panels import BatchPanel
-from probescope.app.workers import WorkerPool
 from probescope.jobs.dissection.saved_layers import BatchView, job_state, overview_job, saved_layer_job
 from probescope.jobs.protocol import IO, Job, TaskError
 

@@ -9,8 +9,8 @@ from collections.abc import Callable, Sequence
 from PySide6.QtGui import QImage
 from PySide6.QtWidgets import QGridLayout, QPushButton, QVBoxLayout, QWidget
 
-from probescope.app.export import PAPER_PRESETS, Preset
-from probescope.app.panel_area import scrolled
+from probescope.app.figures.export import PAPER_PRESETS, Preset
+from probescope.app.window.panel_area import scrolled
 from probescope.core.dissection.results import Explanation
 from probescope.jobs.dissection import rows as r
 from probescope.jobs.dissection.layer_data import LayerData

@@ -27,8 +27,8 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from probescope.app.compute.workers import TaskHandle, WorkerPool
 from probescope.app.dissection.image_panel import seeded_ref
-from probescope.app.workers import TaskHandle, WorkerPool
 from probescope.core.featurevis.settings import MAX_STEPS, Direction, VisSettings, Visualization
 from probescope.jobs.dissection import rows as r
 from probescope.jobs.dissection.layer_data import LayerData

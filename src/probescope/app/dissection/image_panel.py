@@ -33,8 +33,8 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from probescope.app.compute.workers import WorkerPool
 from probescope.app.dissection.region_canvas import Region, RegionCanvas, grid_text, pixel_text
-from probescope.app.workers import WorkerPool
 from probescope.jobs.dissection import rows as r
 from probescope.jobs.dissection.layer_data import LayerData
 from probescope.jobs.per_image import DatasetRef, ImageView, image_view_job
@@ -351,7 +351,7 @@ def install_grid_menu(grid: QWidget, panel: ImagePanel, area, overlays: Callable
     from PySide6.QtGui import QAction
     from PySide6.QtWidgets import QMenu
 
-    from probescope.app.figure_menu import figure_menu
+    from probescope.app.figures.figure_menu import figure_menu
 
     grid.setContextMenuPolicy(Qt.ContextMenuPolicy.CustomContextMenu)
 

@@ -9,7 +9,7 @@ from dataclasses import replace
 
 from PySide6.QtCore import QObject
 
-from probescope.app.workers import TaskHandle
+from probescope.app.compute.workers import TaskHandle
 from probescope.core.dissection.settings import DissectionSettings
 from probescope.jobs.dissection.layer import hold_dataset
 from probescope.jobs.dissection.layer_data import LayerData, layer_data_job, settings_label

@@ -17,7 +17,7 @@ import pyqtgraph as pg
 from PySide6.QtCore import Signal
 from PySide6.QtWidgets import QComboBox, QHBoxLayout, QLabel, QPushButton, QVBoxLayout, QWidget
 
-from probescope.app.workers import WorkerPool
+from probescope.app.compute.workers import WorkerPool
 from probescope.core.ablation.results import AblationResult
 from probescope.jobs.ablation import ablate_job
 from probescope.jobs.dissection import rows as r

@@ -13,9 +13,9 @@ from collections.abc import Callable
 
 from PySide6.QtCore import QObject, QTimer, Signal
 
+from probescope.app.compute.workers import WorkerPool
 from probescope.app.dissection.overlays import ImageOverlay, image_labels, image_overlay, overlay_task, present_images
 from probescope.app.dissection.panels import UnitControls
-from probescope.app.workers import WorkerPool
 from probescope.core.dissection.formula import Formula
 from probescope.jobs.dissection.layer_data import LayerData
 from probescope.jobs.dissection.rows import explanation_of

@@ -11,8 +11,8 @@ from PySide6.QtWidgets import QMenu
 
 from probescope.app.dissection.card import fill_card
 from probescope.app.dissection.unit_view import show_trace
-from probescope.app.export import ExportTarget
-from probescope.app.figure_menu import figure_menu
+from probescope.app.figures.export import ExportTarget
+from probescope.app.figures.figure_menu import figure_menu
 from probescope.core.dissection.results import Explanation
 from probescope.jobs.dissection import rows as r
 from probescope.jobs.dissection.layer_data import LayerData

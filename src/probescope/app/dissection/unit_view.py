@@ -11,7 +11,7 @@ import numpy as np
 from PySide6.QtWidgets import QHBoxLayout, QLabel, QVBoxLayout, QWidget
 
 from probescope.app.dissection.panels import UnitControls
-from probescope.app.panel_area import scrolled
+from probescope.app.window.panel_area import scrolled
 from probescope.core.dissection.results import UnitResult
 from probescope.jobs.dissection import rows as r
 from probescope.jobs.dissection.layer_data import LayerData

@@ -35,9 +35,9 @@ from probescope.app.dissection.unit_images import UnitImages
 from probescope.app.dissection.unit_presenter import UnitPresenter
 from probescope.app.dissection.unit_view import UnitCharts, UnitView
 from probescope.app.dissection.view_state import DissectionState, later_part
-from probescope.app.export import ExportTarget, export_widget
-from probescope.app.panel_area import scrolled
-from probescope.app.workspace import Workspace
+from probescope.app.figures.export import ExportTarget, export_widget
+from probescope.app.window.panel_area import scrolled
+from probescope.app.window.workspace import Workspace
 from probescope.core.dissection.settings import WINDOW_SETTINGS, DissectionSettings
 from probescope.jobs.dissection import rows as r
 from probescope.jobs.dissection.layer_data import LayerData

@@ -14,8 +14,8 @@ import numpy as np
 from PySide6.QtCore import QObject
 from PySide6.QtGui import QImage
 
+from probescope.app.compute.workers import WorkerPool
 from probescope.app.gallery.thumbnails import image_task, thumbnail_task
-from probescope.app.workers import WorkerPool
 from probescope.core.demo.sampler import DemoSampler
 from probescope.jobs.protocol import IO
 from probescope.jobs.scoring_stream import random_access

@@ -7,9 +7,9 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 
+from probescope.app.compute.workers import WorkerPool
 from probescope.app.gallery.panels import ScorePanel
 from probescope.app.gallery.scores import GalleryScores
-from probescope.app.workers import WorkerPool
 from probescope.core.scoring.protocol import SplitScore, splittable
 from probescope.core.scoring.settings import WINDOW
 from probescope.jobs.protocol import IO, Job

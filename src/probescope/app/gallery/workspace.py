@@ -17,7 +17,7 @@ from pathlib import Path
 from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QFileDialog, QLabel, QVBoxLayout, QWidget
 
-from probescope.app.export import ExportTarget
+from probescope.app.figures.export import ExportTarget
 from probescope.app.gallery.classifier import ClassifierPicker
 from probescope.app.gallery.controls import GalleryControls
 from probescope.app.gallery.images import SampleImages
@@ -31,8 +31,8 @@ from probescope.app.gallery.scores import GalleryScores
 from probescope.app.gallery.split import SplitProtocol
 from probescope.app.gallery.state import MODEL, SAMPLES, GalleryState
 from probescope.app.gallery.views import SampleViews
-from probescope.app.panel_area import scrolled
-from probescope.app.workspace import Workspace
+from probescope.app.window.panel_area import scrolled
+from probescope.app.window.workspace import Workspace
 from probescope.core.demo.sampler import DemoSampler
 from probescope.core.scoring.examples import CLASS_NAMES as EXAMPLE_CLASSES
 from probescope.core.scoring.examples import worked_example

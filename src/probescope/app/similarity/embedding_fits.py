@@ -6,10 +6,10 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from probescope.app.compute.workers import WorkerPool
 from probescope.app.similarity.panels import EmbeddingPanel
 from probescope.app.similarity.state import SimilarityState
 from probescope.app.similarity.stimuli import stimulus_images
-from probescope.app.workers import WorkerPool
 from probescope.jobs.protocol import COMPUTE, IO, Job
 from probescope.jobs.similarity.embedding import Convergence, projection_2d
 from probescope.jobs.similarity.tasks import quick_embedding_job, refit_job

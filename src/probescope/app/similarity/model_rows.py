@@ -6,11 +6,11 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from probescope.app.compute.workers import WorkerPool
 from probescope.app.similarity.panels import ModelsPanel
 from probescope.app.similarity.state import SimilarityState
 from probescope.app.similarity.trial_view import TrialView
 from probescope.app.similarity.trials_panel import TrialsPanel
-from probescope.app.workers import WorkerPool
 from probescope.core.similarity.agreement import Agreement
 from probescope.jobs.protocol import COMPUTE, Job
 from probescope.jobs.similarity.tasks import features_job, scores_job

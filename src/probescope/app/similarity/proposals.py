@@ -6,12 +6,12 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import replace
 
+from probescope.app.compute.workers import WorkerPool
 from probescope.app.similarity.panels import ActivePanel, EmbeddingPanel
 from probescope.app.similarity.state import SimilarityState
 from probescope.app.similarity.stimuli import stimulus_images
 from probescope.app.similarity.trial_view import CELL, TrialView
 from probescope.app.similarity.trials_panel import TrialsPanel
-from probescope.app.workers import WorkerPool
 from probescope.core.similarity.settings import WINDOW_PROPOSAL
 from probescope.jobs.protocol import COMPUTE, IO, Job
 from probescope.jobs.similarity.tasks import propose_job

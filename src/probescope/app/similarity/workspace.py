@@ -18,8 +18,7 @@ import numpy as np
 from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QVBoxLayout, QWidget
 
-from probescope.app.export import ExportTarget
-from probescope.app.panel_area import scrolled
+from probescope.app.figures.export import ExportTarget
 from probescope.app.similarity.embedding_fits import EmbeddingFits
 from probescope.app.similarity.model_rows import ModelRows
 from probescope.app.similarity.panels import ActivePanel, EmbeddingPanel, ModelsPanel, QualityPanel
@@ -28,7 +27,8 @@ from probescope.app.similarity.state import SimilarityState
 from probescope.app.similarity.stimuli import stimulus_images
 from probescope.app.similarity.trial_view import CELL, TrialView
 from probescope.app.similarity.trials_panel import TrialsPanel
-from probescope.app.workspace import Workspace
+from probescope.app.window.panel_area import scrolled
+from probescope.app.window.workspace import Workspace
 from probescope.core.similarity.agreement import Agreement
 from probescope.core.similarity.settings import Filters
 from probescope.jobs.protocol import COMPUTE, IO, Job, TaskContext

@@ -8,7 +8,7 @@ from collections.abc import Callable
 from PySide6.QtCore import QPoint, Qt
 from PySide6.QtWidgets import QMenu, QWidget
 
-from probescope.app.export import PAPER_PRESETS, ExportTarget, Preset
+from probescope.app.figures.export import PAPER_PRESETS, ExportTarget, Preset
 from probescope.widgets.plot_frame import plots_in
 
 Request = Callable[[ExportTarget, Preset | None, bool], None]  # (view, preset or None for the dialog, copy)

@@ -13,10 +13,10 @@ from typing import ClassVar
 from PySide6.QtCore import Signal
 from PySide6.QtWidgets import QVBoxLayout, QWidget
 
-from probescope.app.export import ExportTarget
-from probescope.app.panel_area import PanelArea
-from probescope.app.state import AppState
-from probescope.app.workers import WorkerPool
+from probescope.app.compute.workers import WorkerPool
+from probescope.app.figures.export import ExportTarget
+from probescope.app.window.panel_area import PanelArea
+from probescope.app.window.state import AppState
 
 
 class Workspace(QWidget):

@@ -18,8 +18,8 @@ from PySide6.QtGui import QAction, QActionGroup, QKeySequence
 from PySide6.QtWidgets import QMainWindow, QMenu, QMessageBox
 
 from probescope import __version__
-from probescope.app.help import GuideWindow, ShortcutsDialog
-from probescope.app.settings import THEMES
+from probescope.app.window.help import GuideWindow, ShortcutsDialog
+from probescope.app.window.settings import THEMES
 from probescope.jobs.inputs import OpenRequest
 from probescope.widgets.command_palette import CommandPalette
 

@@ -23,9 +23,9 @@ from PySide6.QtCore import QBuffer, QByteArray, QEvent, QIODevice, QRect, QSize
 from PySide6.QtGui import QColor, QGuiApplication, QImage, QPainter, QPalette
 from PySide6.QtWidgets import QApplication, QWidget
 
-from probescope.app.export_layout import laid_out
-from probescope.app.export_vector import pdf_bytes, svg_bytes
-from probescope.app.theme import palette_for
+from probescope.app.figures.export_layout import laid_out
+from probescope.app.figures.export_vector import pdf_bytes, svg_bytes
+from probescope.app.window.theme import palette_for
 from probescope.core.atomic import write_bytes
 from probescope.core.errors import InputError
 

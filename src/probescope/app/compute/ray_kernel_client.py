@@ -21,7 +21,7 @@ from typing import Any
 
 from PySide6.QtCore import QObject
 
-from probescope.app.kernel_client import KernelSide
+from probescope.app.compute.kernel_client import KernelSide
 from probescope.jobs.kernel.process import KernelConfig
 from probescope.jobs.kernel.spec import KernelSpec, before_connecting, refusal
 

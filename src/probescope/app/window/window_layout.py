@@ -8,8 +8,8 @@ from collections.abc import Callable
 from PySide6.QtGui import QGuiApplication
 from PySide6.QtWidgets import QMainWindow
 
-from probescope.app.settings import Settings
-from probescope.app.workspace import Workspace
+from probescope.app.window.settings import Settings
+from probescope.app.window.workspace import Workspace
 
 
 class WindowLayout:

@@ -32,8 +32,8 @@ from typing import Any
 
 from PySide6.QtCore import QObject, QThread, QThreadPool, Signal
 
-from probescope.app.gui_collector import GuiThreadCollector
-from probescope.app.threads import lower_thread_priority, run_named
+from probescope.app.compute.gui_collector import GuiThreadCollector
+from probescope.app.compute.threads import lower_thread_priority, run_named
 from probescope.core.trust import NO_TRUST, Trust
 from probescope.jobs.kernel.spec import KernelSpec, as_spec
 from probescope.jobs.protocol import COMPUTE, IO, Job, Progress, Task, TaskContext, TaskError, describe_error
@@ -154,11 +154,11 @@ class WorkerPool(QObject):
         self.session = Session()  # what the pool's tasks have loaded (Jobs name their inputs; see jobs.session)
         self.kernel = None
         if spec.kind == "local":
-            from probescope.app.kernel_client import KernelClient
+            from probescope.app.compute.kernel_client import KernelClient
 
             self.kernel = KernelClient(kernel_config, parent=self)
         elif spec.is_remote:
-            from probescope.app.ray_kernel_client import RayKernelClient
+            from probescope.app.compute.ray_kernel_client import RayKernelClient
 
             self.kernel = RayKernelClient(spec, kernel_config, parent=self)
         if self.kernel is not None:

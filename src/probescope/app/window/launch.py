@@ -21,7 +21,7 @@ from probescope.jobs.arguments import BoundedArg, NumbersArg, add_trust_argument
 from probescope.jobs.kernel.spec import kernel_arg, kernel_from_args
 
 WORKSPACE_NAMES = ("dissection", "gallery", "similarity")
-PRESET_KEYS = ("column", "page", "screen")  # probescope.app.export.PRESETS (not imported here: it loads Qt)
+PRESET_KEYS = ("column", "page", "screen")  # probescope.app.figures.export.PRESETS (not imported here: it loads Qt)
 DEFAULT_SIZE = "1400x900"
 
 
@@ -132,22 +132,22 @@ def run(args: argparse.Namespace) -> int:
         from probescope.jobs.kernel import local
 
         local.start_early()
-    from probescope.app import splash
+    from probescope.app.window import splash
 
     launch = splash.start() if args.screenshot is None else None  # on screen while the window loads
-    from probescope.app.threads import keep_gui_responsive
+    from probescope.app.compute.threads import keep_gui_responsive
 
     if args.kernel == "thread":  # the computation shares this process: torch before Qt, its thread count once
         import torch
 
-        from probescope.app.workers import compute_threads
+        from probescope.app.compute.workers import compute_threads
 
         torch.set_num_threads(compute_threads())
     from PySide6.QtWidgets import QApplication
 
-    from probescope.app.main_window import MainWindow
-    from probescope.app.settings import Settings
-    from probescope.app.theme import apply_theme
+    from probescope.app.window.main_window import MainWindow
+    from probescope.app.window.settings import Settings
+    from probescope.app.window.theme import apply_theme
 
     app = QApplication.instance()
     if app is None:  # (an application made by the caller keeps its own message handler: a test's)
@@ -240,11 +240,11 @@ def _screenshot(app, args: argparse.Namespace, size: tuple[int, int], to_open: l
 
     from PySide6.QtCore import QEventLoop, QTimer
 
-    from probescope.app.export import export_preset, export_widget, format_of, preset_named
-    from probescope.app.main_window import MainWindow
-    from probescope.app.settings import Settings
-    from probescope.app.theme import apply_theme
-    from probescope.app.threads import keep_gui_responsive
+    from probescope.app.compute.threads import keep_gui_responsive
+    from probescope.app.figures.export import export_preset, export_widget, format_of, preset_named
+    from probescope.app.window.main_window import MainWindow
+    from probescope.app.window.settings import Settings
+    from probescope.app.window.theme import apply_theme
     from probescope.core.errors import InputError
 
     out = Path(args.screenshot)

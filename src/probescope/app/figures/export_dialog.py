@@ -21,8 +21,16 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from probescope.app.export import FORMATS, PRESETS, ExportTarget, Preset, export_preset, export_widget, figure_colours
-from probescope.app.settings import EXPORT_SCALE, EXPORT_WIDTH, ExportDefaults, Settings
+from probescope.app.figures.export import (
+    FORMATS,
+    PRESETS,
+    ExportTarget,
+    Preset,
+    export_preset,
+    export_widget,
+    figure_colours,
+)
+from probescope.app.window.settings import EXPORT_SCALE, EXPORT_WIDTH, ExportDefaults, Settings
 from probescope.core.errors import InputError
 from probescope.widgets.controls import spin_box
 

@@ -26,7 +26,7 @@ from typing import Any
 
 from PySide6.QtCore import QObject, QThread, QTimer, Signal
 
-from probescope.app.threads import run_named
+from probescope.app.compute.threads import run_named
 from probescope.core.trust import Trust
 from probescope.jobs.kernel import local
 from probescope.jobs.kernel.messages import ENDS, Kind, Ready, Submit, protocol_problem
@@ -113,6 +113,7 @@ class KernelSide(QObject):
         self._cause = ""  # why the kernel is going down, when this side knows before it is gone
         self._failed_starts = 0
         self._ready = False  # the kernel running now has started (a cancel's deadline counts from then)
+        self._refusing = False  # the kernel running now speaks another protocol: nothing it sends is read
         self._deadlines: list[int] = []  # tasks cancelled before it had
         self._started_at = 0.0
         self._closed = False
@@ -201,6 +202,7 @@ class KernelSide(QObject):
         # the GUI thread only pickles: a writer thread waits for the connection (full while a kernel starts)
         self._channel = Channel(conn, self.sent, self.received, local=self.LOCAL, writer=True, session=self.session)
         self._ready = False
+        self._refusing = False
         self._pid = None
         self._ended.clear()
         self._reader = _Reader(self._channel, self._ended, self)
@@ -236,6 +238,8 @@ class KernelSide(QObject):
 
     def _on_message(self, message: tuple) -> None:
         kind, task_id, payload = message
+        if self._refusing and kind != Kind.DIED:
+            return  # (what it sent before its kill, queued already: a result read by another protocol)
         if kind == Kind.READY:
             if self._refused(payload):
                 return
@@ -269,7 +273,7 @@ class KernelSide(QObject):
         start, so after STARTS of them the tasks fail with that line (`_died`)."""
         problem = protocol_problem(ready)
         if problem is not None:
-            self._cause = problem
+            self._cause, self._refusing = problem, True
             self._kill()
         return problem is not None
 

@@ -2,7 +2,7 @@
 half a second of `probescope` starting, while the main process imports torch (which must come before Qt there) and
 builds the window. It closes when the main process closes its end of the pipe: the window is up, or it died.
 
-    python -m probescope.app.splash      # prints 'shown' once on screen; quits when its stdin closes
+    python -m probescope.app.window.splash      # prints 'shown' once on screen; quits when its stdin closes
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ def start() -> subprocess.Popen | None:
     if not splash_wanted():
         return None
     try:
-        return subprocess.Popen([sys.executable, "-m", "probescope.app.splash"], stdin=subprocess.PIPE,
+        return subprocess.Popen([sys.executable, "-m", "probescope.app.window.splash"], stdin=subprocess.PIPE,
                                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     except OSError:
         return None

@@ -14,8 +14,8 @@ from dataclasses import astuple
 
 from PySide6.QtCore import QObject, QTimer
 
-from probescope.app.activity import Activity, ActivityRow
-from probescope.app.workers import TaskHandle, WorkerPool
+from probescope.app.compute.activity import Activity, ActivityRow
+from probescope.app.compute.workers import TaskHandle, WorkerPool
 from probescope.jobs.runner import in_group
 from probescope.widgets.task_panel import TaskPanel
 from probescope.widgets.task_progress import TaskProgress

@@ -35,7 +35,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from probescope.app.svg_geometry import compose_svg, flatten_scaled_strokes, font_families
+from probescope.app.figures.svg_geometry import compose_svg, flatten_scaled_strokes, font_families
 
 RASTER_CONTROLS = (QAbstractButton, QComboBox, QAbstractSlider, QAbstractSpinBox, QLineEdit, QHeaderView, QTabBar,
                    QProgressBar)

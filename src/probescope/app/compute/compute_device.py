@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from probescope.app.settings import Settings
-from probescope.app.state import AppState
+from probescope.app.window.settings import Settings
+from probescope.app.window.state import AppState
 from probescope.core.devices import device_problem
 
 

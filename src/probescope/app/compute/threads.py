@@ -1,6 +1,6 @@
 """The GUI process's threads and their share of the machine: interpreter settings that keep the GUI thread
-responsive, Qt threads that run Python under a name, and the decode pool's lower priority (probescope.app.workers
-runs the tasks on them).
+responsive, Qt threads that run Python under a name, and the decode pool's lower priority (the task pool,
+probescope.app.compute.workers, runs the tasks on them).
 """
 
 from __future__ import annotations

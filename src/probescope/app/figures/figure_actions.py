@@ -9,10 +9,17 @@ from pathlib import Path
 
 from PySide6.QtWidgets import QApplication, QFileDialog, QWidget
 
-from probescope.app.export import ExportTarget, Preset, copy_to_clipboard, export_preset, figure_colours, format_of
-from probescope.app.export_dialog import FILTERS, ExportDialog, default_folder, file_name
-from probescope.app.settings import Settings
-from probescope.app.workspace import Workspace
+from probescope.app.figures.export import (
+    ExportTarget,
+    Preset,
+    copy_to_clipboard,
+    export_preset,
+    figure_colours,
+    format_of,
+)
+from probescope.app.figures.export_dialog import FILTERS, ExportDialog, default_folder, file_name
+from probescope.app.window.settings import Settings
+from probescope.app.window.workspace import Workspace
 from probescope.core.errors import InputError
 
 

@@ -21,7 +21,7 @@ from typing import TypeVar
 
 from PySide6.QtCore import QByteArray, QSettings
 
-from probescope.app.export import FORMATS, PRESETS
+from probescope.app.figures.export import FORMATS, PRESETS
 from probescope.core.bounds import Bound
 from probescope.core.environment import settings_file
 from probescope.core.errors import InputError

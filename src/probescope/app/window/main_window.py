@@ -17,22 +17,22 @@ from PySide6.QtCore import Qt, QTimer, Signal
 from PySide6.QtGui import QCloseEvent, QDragEnterEvent, QDropEvent, QGuiApplication, QShowEvent
 from PySide6.QtWidgets import QApplication, QDockWidget, QMainWindow, QTabWidget, QVBoxLayout, QWidget
 
-from probescope.app.compute_device import ComputeDevice
-from probescope.app.figure_actions import FigureActions, target_of
-from probescope.app.figure_menu import install_figure_menu
-from probescope.app.layout_question import ask_layout
-from probescope.app.menus import Menus
-from probescope.app.open_dialogs import ask_request
-from probescope.app.settings import RecentItem, Settings
-from probescope.app.source_bar import SourceBar
-from probescope.app.state import AppState
-from probescope.app.task_monitor import TaskMonitor
-from probescope.app.theme import apply_theme
-from probescope.app.trust_gate import TrustGate
-from probescope.app.window_layout import WindowLayout
-from probescope.app.workers import TaskHandle, WorkerPool
-from probescope.app.workspace import Workspace
-from probescope.app.workspaces import WORKSPACES
+from probescope.app.compute.compute_device import ComputeDevice
+from probescope.app.compute.task_monitor import TaskMonitor
+from probescope.app.compute.workers import TaskHandle, WorkerPool
+from probescope.app.figures.figure_actions import FigureActions, target_of
+from probescope.app.figures.figure_menu import install_figure_menu
+from probescope.app.window.layout_question import ask_layout
+from probescope.app.window.menus import Menus
+from probescope.app.window.open_dialogs import ask_request
+from probescope.app.window.settings import RecentItem, Settings
+from probescope.app.window.source_bar import SourceBar
+from probescope.app.window.state import AppState
+from probescope.app.window.theme import apply_theme
+from probescope.app.window.trust_gate import TrustGate
+from probescope.app.window.window_layout import WindowLayout
+from probescope.app.window.workspace import Workspace
+from probescope.app.window.workspaces import WORKSPACES
 from probescope.core.errors import InputError
 from probescope.core.models.architecture_names import architecture_names
 from probescope.core.trust import NO_TRUST, Trust
