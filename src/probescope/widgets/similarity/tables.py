@@ -168,6 +168,7 @@ class TrialList(QTableView):
         # the query's name takes its width, never what is left of a narrow pane (one letter at 1280x800): the list
         # scrolls sideways
         self.horizontalHeader().setStretchLastSection(False)
+        self.horizontalHeader().moveSection(QUERY, 1)  # shown beside the number: in a narrow pane the figures scroll
         self.setTextElideMode(Qt.TextElideMode.ElideMiddle)
         declare_identifiers(self, [0, QUERY])  # the trial's number and its query's name
         self.setAlternatingRowColors(True)
