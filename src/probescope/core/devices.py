@@ -7,11 +7,10 @@ before any model is loaded, instead of torch's "Expected one of cpu, cuda, ..." 
 
 from __future__ import annotations
 
-import json
 import re
-import subprocess
-import sys
+from collections.abc import Callable
 
+from probescope.core.child import NoAnswer, child_json
 from probescope.core.errors import InputError
 
 KINDS = ("cpu", "cuda", "mps")
@@ -31,20 +30,19 @@ def available_devices() -> list[str]:
 
 
 def devices_of_a_child() -> list[str]:
-    """`available_devices()` asked of a child interpreter: the window's process never imports torch (hundreds of MB
-    and seconds on a busy machine), yet `probescope gui --device cuda:1` is refused before the window opens when
-    this machine lacks it. Only a device other than cpu is ever checked, so the child runs only then."""
+    """`available_devices()` asked of a child interpreter (core.child): the window's process never imports torch,
+    yet `probescope gui --device cuda:1` is refused before the window opens when this machine lacks it."""
     code = "import json; from probescope.core.devices import available_devices; print(json.dumps(available_devices()))"
     try:
-        done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
-        return list(json.loads(done.stdout.strip().splitlines()[-1]))
-    except (OSError, subprocess.SubprocessError, ValueError, IndexError):
+        return list(child_json(code, timeout=300))
+    except NoAnswer:
         return ["cpu"]  # (no interpreter to start: a frozen bundle) torch cannot be asked; cpu is always there
 
 
-def device_problem(text: object, *, here: bool = True, devices: list[str] | None = None) -> str | None:
-    """Why `text` is not a device (or, with `here`, not one of `devices`: this machine's unless given, e.g. the
-    compute kernel's), or None when it is."""
+def device_problem(text: object, *, here: bool = True, devices: list[str] | None = None,
+                   listed: Callable[[], list[str]] = available_devices) -> str | None:
+    """Why `text` is not a device (or, with `here`, not one of `devices`: this machine's, as `listed` gives them,
+    unless given, e.g. the compute kernel's), or None when it is."""
     if not isinstance(text, str):
         return f"a device is a name such as cpu or cuda:0, not {type(text).__name__} {text!r}"
     match = _DEVICE.fullmatch(text.strip())
@@ -53,7 +51,7 @@ def device_problem(text: object, *, here: bool = True, devices: list[str] | None
     if not here or match.group(1) == "cpu":
         return None
     where = "this machine" if devices is None else "the compute kernel's machine"
-    devices = available_devices() if devices is None else devices
+    devices = listed() if devices is None else devices  # (asked only for a device other than cpu)
     kind, index = match.group(1), match.group(2)
     wanted = f"{kind}:{index}" if kind == "cuda" and index is not None else kind
     if kind == "cuda" and index is None and any(d.startswith("cuda:") for d in devices):

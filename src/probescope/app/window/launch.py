@@ -120,10 +120,10 @@ def run(args: argparse.Namespace) -> int:
     trust = trust_from_args(args)
     kernel = kernel_from_args(args.kernel, args.kernel_insecure)  # a cluster it must not reach: refused here
     if args.device is not None and not kernel.is_remote:  # computed on this machine: its devices decide, now
-        from probescope.core.devices import device_problem, devices_of_a_child
+        from probescope.core.devices import available_devices, device_problem, devices_of_a_child
 
-        problem = device_problem(args.device, here=False) or device_problem(  # (torch stays out of the window)
-            args.device, devices=None if args.kernel == "thread" else devices_of_a_child())
+        problem = device_problem(args.device, listed=available_devices if args.kernel == "thread"
+                                 else devices_of_a_child)  # (torch stays out of the window's process)
         if problem is not None:
             raise InputError(f"argument --device: {problem}")
     if args.screenshot is not None:

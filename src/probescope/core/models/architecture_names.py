@@ -7,13 +7,12 @@ under the versions of those packages, read from their metadata; an upgrade lists
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 
 from probescope.core.atomic import write_json
 from probescope.core.cache import cache_dir
+from probescope.core.child import NoAnswer, child_json
 from probescope.core.errors import InputError
 
 LISTED_BY = ("torch", "torchvision", "timm", "open_clip_torch")  # the packages whose versions decide the names
@@ -46,12 +45,10 @@ def architecture_names(cache: Path | None = None) -> dict[str, tuple[str, ...]]:
                 return {kind: tuple(names) for kind, names in kept["names"].items()}
         except (OSError, ValueError, AttributeError, KeyError, TypeError):
             pass
-    done = subprocess.run([sys.executable, "-c", _CHILD], capture_output=True, text=True, timeout=600)
     try:
-        names = json.loads(done.stdout.strip().splitlines()[-1])
-    except (ValueError, IndexError):
-        raise InputError(f"could not list the model architectures ({done.stderr.strip().splitlines()[-1:]})") \
-            from None
+        names = child_json(_CHILD, timeout=600)
+    except NoAnswer as exc:
+        raise InputError(f"could not list the model architectures ({exc})") from None
     if path is not None:
         try:
             write_json(path, {"versions": versions, "names": names}, indent=None)
