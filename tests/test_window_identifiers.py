@@ -20,28 +20,15 @@ from PySide6.QtWidgets import (
     QStyleOptionViewItem,
     QTableView,
     QTreeView,
-    QWidget,
 )
 from pytestqt.exceptions import TimeoutError as WaitTimeout
-from windows import WAIT_MS, open_all, world_requests
+from windows import WAIT_MS, on_screen, open_all, widget_path, world_requests
 
 from probescope.widgets.identifiers import IDENTIFIER_COLUMNS
 
 pytestmark = pytest.mark.usefixtures("isolated_cache")
 
 SIZES = ((1440, 900), (1280, 800))
-
-
-def _on_screen(widget: QWidget) -> bool:
-    return widget.isVisible() and not widget.visibleRegion().isEmpty()
-
-
-def _name(widget: QWidget) -> str:
-    names = []
-    while widget is not None and len(names) < 4:
-        names.append(type(widget).__name__ + (f"#{widget.objectName()}" if widget.objectName() else ""))
-        widget = widget.parentWidget()
-    return " < ".join(names)
 
 
 def combo_cut(box: QComboBox) -> str | None:
@@ -51,7 +38,7 @@ def combo_cut(box: QComboBox) -> str | None:
     room = box.style().subControlRect(QStyle.ComplexControl.CC_ComboBox, option,
                                       QStyle.SubControl.SC_ComboBoxEditField, box).width()
     need = QFontMetrics(box.font()).horizontalAdvance(box.currentText())
-    return f"{_name(box)}: {box.currentText()!r} needs {need} px, has {room}" if need > room else None
+    return f"{widget_path(box, 4)}: {box.currentText()!r} needs {need} px, has {room}" if need > room else None
 
 
 def popup_cut(box: QComboBox) -> str | None:
@@ -66,7 +53,7 @@ def popup_cut(box: QComboBox) -> str | None:
                          default=(0, ""))
     finally:
         box.hidePopup()
-    return f"{_name(box)} list: {text!r} needs {need} px, has {room}" if need > room else None
+    return f"{widget_path(box, 4)} list: {text!r} needs {need} px, has {room}" if need > room else None
 
 
 def _rows(view: QAbstractItemView, parent: QModelIndex = QModelIndex()):  # noqa: B008
@@ -102,15 +89,15 @@ def cells_cut(view: QAbstractItemView) -> list[str]:
             need = QFontMetrics(option.font).horizontalAdvance(option.text)
             if need > room and not (middle and option.rect.width() >= view.viewport().width()):
                 header = model.headerData(column, Qt.Orientation.Horizontal)
-                found.append(f"{_name(view)} [{header}]: {option.text!r} needs {need} px, has {room}")
+                found.append(f"{widget_path(view, 4)} [{header}]: {option.text!r} needs {need} px, has {room}")
     return found
 
 
 def texts_cut(window) -> list[str]:
     """What the combo boxes and item views on screen cut."""
-    boxes = [combo_cut(box) for box in window.findChildren(QComboBox) if _on_screen(box)]
+    boxes = [combo_cut(box) for box in window.findChildren(QComboBox) if on_screen(box)]
     cells = [cut for view in window.findChildren(QAbstractItemView)
-             if isinstance(view, (QTableView, QTreeView)) and _on_screen(view) and view.model() is not None
+             if isinstance(view, (QTableView, QTreeView)) and on_screen(view) and view.model() is not None
              for cut in cells_cut(view)]
     return [cut for cut in boxes if cut] + cells
 
@@ -143,7 +130,7 @@ def cuts_in_every_workspace(qtbot, window) -> list[str]:
             ws.area.raise_panel(key)
             found.update(dict.fromkeys(f"{name}/{key}: {cut}" for cut in settled_cuts(qtbot, window)))
             for box in window.findChildren(QComboBox):
-                if _on_screen(box) and id(box) not in listed:
+                if on_screen(box) and id(box) not in listed:
                     listed.add(id(box))
                     cut = popup_cut(box)
                     if cut:

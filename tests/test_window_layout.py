@@ -10,15 +10,11 @@ import time
 
 import pytest
 from PySide6.QtWidgets import QApplication, QLayout, QMainWindow, QScrollArea, QSizePolicy, QWidget
-from windows import WAIT_MS, make_window, open_all, world_requests
+from windows import WAIT_MS, make_window, on_screen, open_all, widget_path, world_requests
 
 pytestmark = pytest.mark.usefixtures("isolated_cache")
 
 SIZES = ((1440, 900), (1280, 800))
-
-
-def _on_screen(widget: QWidget) -> bool:
-    return widget.isVisible() and not widget.visibleRegion().isEmpty()
 
 
 def _laid_out(layout: QLayout) -> list[QWidget]:
@@ -32,26 +28,18 @@ def _laid_out(layout: QLayout) -> list[QWidget]:
     return out
 
 
-def _where(widget: QWidget) -> str:
-    names = []
-    while widget is not None and len(names) < 5:
-        names.append(type(widget).__name__ + (f"#{widget.objectName()}" if widget.objectName() else ""))
-        widget = widget.parentWidget()
-    return " < ".join(names)
-
-
 def overlapping(window) -> list[str]:
     """Pairs of widgets of one layout that cover each other (docks are the main windows' business)."""
     found = []
     for parent in [window, *window.findChildren(QWidget)]:
-        if parent.layout() is None or isinstance(parent, QMainWindow) or not _on_screen(parent):
+        if parent.layout() is None or isinstance(parent, QMainWindow) or not on_screen(parent):
             continue
-        shown = [w for w in _laid_out(parent.layout()) if _on_screen(w)]
+        shown = [w for w in _laid_out(parent.layout()) if on_screen(w)]
         for k, a in enumerate(shown):
             for b in shown[k + 1:]:
                 common = a.geometry().intersected(b.geometry())
                 if common.width() > 1 and common.height() > 1:
-                    found.append(f"{_where(a)} on {type(b).__name__} {b.geometry().getRect()}")
+                    found.append(f"{widget_path(a)} on {type(b).__name__} {b.geometry().getRect()}")
     return found
 
 
@@ -60,7 +48,7 @@ def squeezed(window) -> list[str]:
     found = []
     for widget in window.findChildren(QWidget):
         parent = widget.parentWidget()
-        if parent is None or parent.layout() is None or isinstance(parent, QMainWindow) or not _on_screen(widget) \
+        if parent is None or parent.layout() is None or isinstance(parent, QMainWindow) or not on_screen(widget) \
                 or widget not in _laid_out(parent.layout()):
             continue
         policy, hint = widget.sizePolicy(), widget.minimumSizeHint()
@@ -69,7 +57,7 @@ def squeezed(window) -> list[str]:
         need_h = widget.minimumHeight() or (0 if policy.verticalPolicy() == QSizePolicy.Policy.Ignored
                                             else hint.height())
         if widget.width() + 1 < need_w or widget.height() + 1 < need_h:
-            found.append(f"{_where(widget)}: {widget.width()}x{widget.height()} < {need_w}x{need_h}")
+            found.append(f"{widget_path(widget)}: {widget.width()}x{widget.height()} < {need_w}x{need_h}")
     return found
 
 
@@ -84,17 +72,17 @@ def plots_squashed(window) -> list[str]:
 
     found = []
     for plot in window.findChildren(FigurePlot):
-        if not _on_screen(plot):
+        if not on_screen(plot):
             continue
         vb = plot.getViewBox()
         if min(vb.width(), vb.height()) < MIN_DATA_AREA:
-            found.append(f"{_where(plot)}: data area {vb.width():.0f}x{vb.height():.0f}")
+            found.append(f"{widget_path(plot)}: data area {vb.width():.0f}x{vb.height():.0f}")
         grid = plot.getPlotItem().layout  # title, axes, legend, colour bar: inside the plot, not past its edge
         for row in range(grid.rowCount()):
             for column in range(grid.columnCount()):
                 item = grid.itemAt(row, column)
                 if item is not None and item.isVisible() and item.sceneBoundingRect().right() > plot.width() + 1:
-                    found.append(f"{_where(plot)}: {type(item).__name__} ends at "
+                    found.append(f"{widget_path(plot)}: {type(item).__name__} ends at "
                                  f"{item.sceneBoundingRect().right():.0f} > {plot.width()}")
     return found
 
@@ -104,9 +92,9 @@ FIXED_FIGURES = ("TrialSheet",)  # laid out at the size it is exported at: it sc
 
 def cut_sideways(window) -> list[str]:
     """Scrolling panels whose content is wider than they are (the trial grid lost its right-hand column)."""
-    return [f"{_where(area.widget())}: {area.widget().minimumSizeHint().width()} > {area.viewport().width()}"
+    return [f"{widget_path(area.widget())}: {area.widget().minimumSizeHint().width()} > {area.viewport().width()}"
             for area in window.findChildren(QScrollArea)
-            if _on_screen(area) and area.widget() is not None and area.horizontalScrollBar().maximum() > 0
+            if on_screen(area) and area.widget() is not None and area.horizontalScrollBar().maximum() > 0
             and type(area.widget()).__name__ not in FIXED_FIGURES]
 
 
@@ -200,7 +188,7 @@ def test_a_layout_saved_at_another_size_still_fits_the_window(qtbot, settings_pa
         first.set_workspace(ws.name)
         area = ws.area
         qtbot.waitUntil(lambda area=area: area.default_state is not None, timeout=WAIT_MS)
-        wide = [dock for dock in area.panels.values() if _on_screen(dock)]
+        wide = [dock for dock in area.panels.values() if on_screen(dock)]
         area.resizeDocks(wide, [900] * len(wide), Qt.Orientation.Horizontal)
     _settle(first)
     first.close()

@@ -9,6 +9,20 @@ from probescope.jobs.inputs import Loaded, OpenRequest, hold_model
 WAIT_MS = 60_000
 
 
+def on_screen(widget) -> bool:
+    """Shown and not wholly covered or scrolled out of sight."""
+    return widget.isVisible() and not widget.visibleRegion().isEmpty()
+
+
+def widget_path(widget, depth: int = 5) -> str:
+    """'Type#name < its parent < ...', `depth` widgets up: how a test names the widget it found wanting."""
+    names = []
+    while widget is not None and len(names) < depth:
+        names.append(type(widget).__name__ + (f"#{widget.objectName()}" if widget.objectName() else ""))
+        widget = widget.parentWidget()
+    return " < ".join(names)
+
+
 def make_window(qtbot, settings_path, kernel: str = "thread") -> MainWindow:
     window = MainWindow(Settings(settings_path), device="cpu", kernel=kernel)
     qtbot.addWidget(window)
