@@ -63,7 +63,7 @@ def run_once(n: int) -> dict[str, float]:
     from probescope.core.demo.sampler import DemoSampler
     from probescope.core.scoring.realism import sample_neighbours
     from probescope.jobs.inputs import Loaded, OpenRequest, hold_model
-    from probescope.jobs.sample_neighbours import neighbours_job
+    from probescope.jobs.scoring.neighbours import neighbours_job
 
     app = QApplication.instance() or QApplication([sys.argv[0]])
     worker = {"cpu": 0.0, "jobs": 0}

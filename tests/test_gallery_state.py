@@ -10,7 +10,7 @@ import numpy as np
 
 from probescope.app.gallery.state import KNOBS, MODEL, SAMPLES, GalleryState, Offer
 from probescope.jobs.inputs import ModelInfo, OpenRequest
-from probescope.jobs.scoring_stream import ClassifierChoice, ClassifierInfo, DemoRun
+from probescope.jobs.scoring.stream import ClassifierChoice, ClassifierInfo, DemoRun
 
 
 def classifier(name: str = "demo", comparable: bool = False) -> ClassifierInfo:

@@ -301,7 +301,7 @@ def test_the_copy_tests_calibration_is_computed_once_per_reference():
     from probescope.core.scoring.reference import ReferenceSet
     from probescope.core.scoring.settings import ScoreSettings
     from probescope.jobs.protocol import TaskContext
-    from probescope.jobs.scoring import copy_calibration
+    from probescope.jobs.scoring.workflow import copy_calibration
 
     rng = np.random.default_rng(7)
     real = rng.normal(size=(600, 5)).astype(np.float32)

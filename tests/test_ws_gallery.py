@@ -250,7 +250,7 @@ def test_exports(qtbot, gallery, demo_model, tmp_path):
 
 
 def test_gallery_scores_against_brute_force():
-    from probescope.app.gallery.scores import GalleryScores
+    from probescope.jobs.scoring.samples import GalleryScores
 
     rng = np.random.default_rng(3)
     logits = rng.normal(size=(300, 6)) * 3

@@ -24,7 +24,7 @@ from probescope.app.gallery.workspace import GalleryWorkspace
 from probescope.core.demo.sampler import DemoSampler
 from probescope.core.scoring.live_scores import Readout
 from probescope.jobs.inputs import Loaded
-from probescope.jobs.scoring_stream import CLASSIFIER
+from probescope.jobs.scoring.stream import CLASSIFIER
 
 WAIT_MS = 120_000
 N = 16  # demo samples: the ViT runs on the CPU (~10 images a second), with the 30 real images

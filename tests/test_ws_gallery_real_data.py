@@ -18,7 +18,7 @@ from probescope.core.scoring.kernel import mmd2_unbiased
 from probescope.core.scoring.precision_recall import precision_recall
 from probescope.core.scoring.settings import WINDOW
 from probescope.jobs.inputs import Loaded
-from probescope.jobs.scoring_reference import NONE, ReferenceChoice
+from probescope.jobs.scoring.reference import NONE, ReferenceChoice
 
 WAIT_MS = 60_000
 N = 40

@@ -24,7 +24,7 @@ from probescope.core.scoring.settings import WINDOW
 from probescope.core.scoring.sources import ArraySource
 from probescope.jobs.inputs import Loaded
 from probescope.jobs.protocol import Job, TaskContext
-from probescope.jobs.sample_neighbours import copying_cells, neighbours_job
+from probescope.jobs.scoring.neighbours import copying_cells, neighbours_job
 
 WAIT_MS = 60_000
 N = 40
@@ -168,7 +168,7 @@ def test_realism_neighbours_sort_and_a_planted_copy_in_the_window(qtbot, make_wo
 def test_numbers_of_another_reference_are_never_shown(qtbot, make_workspace, demo_model, real_dataset):
     """A new reference replaces the scores' LiveScores: the per-sample numbers go with it, and come back computed
     against the new one."""
-    from probescope.jobs.scoring_reference import NONE, ReferenceChoice
+    from probescope.jobs.scoring.reference import NONE, ReferenceChoice
 
     ws, pool, state = make_workspace(GalleryWorkspace, (1500, 950))
     state.set(Loaded("dataset", "real", "real", real_dataset))

@@ -242,7 +242,7 @@ def run(args: argparse.Namespace) -> int:
     import json
 
     from probescope.core.scoring.distributions import ClassScores
-    from probescope.jobs.scoring import ScoreAsk, score_images, score_rows
+    from probescope.jobs.scoring.workflow import ScoreAsk, score_images, score_rows
 
     _check_flags(args)
     settings = settings_from_args(args)

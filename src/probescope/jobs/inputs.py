@@ -16,6 +16,7 @@ from typing import Any
 from probescope.core.errors import InputError
 from probescope.jobs.kernel.pickling import cross_by_name
 from probescope.jobs.protocol import COMPUTE, IO, Job, Partial, Progress, TaskContext
+from probescope.jobs.scoring.held import hold_generator
 from probescope.jobs.session import Session
 
 KINDS = ("model", "dataset", "samples", "judgments")
@@ -217,8 +218,6 @@ def _load_samples(request: OpenRequest, ctx: TaskContext, device: str) -> Iterat
         source = DemoSampler(DEMO_SAMPLES)
         label = "demo sampler (N set in the Gallery)"  # its length is the Gallery's N, which the user changes
     elif request.generator:
-        from probescope.jobs.scoring_stream import hold_generator
-
         source = hold_generator(ctx, request, device)
         label = f"{request.label} (generator, {source.length} samples)"
     else:

@@ -14,7 +14,7 @@ from PySide6.QtWidgets import QFileDialog
 
 from probescope.app.gallery.state import MODEL
 from probescope.jobs.protocol import COMPUTE, Job, TaskError
-from probescope.jobs.scoring_stream import CLASSIFIER, ClassifierChoice, ClassifierInfo, load_classifier
+from probescope.jobs.scoring.stream import CLASSIFIER, ClassifierChoice, ClassifierInfo, load_classifier
 
 if TYPE_CHECKING:
     from probescope.app.gallery.workspace import GalleryWorkspace

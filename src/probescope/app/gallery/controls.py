@@ -15,12 +15,12 @@ from PySide6.QtWidgets import (
     QToolBar,
 )
 
-from probescope.app.gallery.scores import FILTER_KEYS, SORT_KEYS
 from probescope.core.demo.sampler import DemoSampler
 from probescope.core.demo.world import SCENES
 from probescope.core.scoring.examples import DESCRIPTIONS
 from probescope.core.scoring.settings import WINDOW
 from probescope.jobs.inputs import DEMO_SAMPLES
+from probescope.jobs.scoring.samples import FILTER_KEYS, SORT_KEYS
 from probescope.widgets.command_palette import matches
 from probescope.widgets.controls import spin_box
 from probescope.widgets.identifiers import whole_items

@@ -18,7 +18,7 @@ from probescope.app.compute.workers import WorkerPool
 from probescope.app.gallery.thumbnails import image_task, thumbnail_task
 from probescope.core.demo.sampler import DemoSampler
 from probescope.jobs.protocol import IO
-from probescope.jobs.scoring_stream import random_access
+from probescope.jobs.scoring.stream import random_access
 
 
 class SampleImages(QObject):

@@ -15,8 +15,8 @@ from PySide6.QtCore import Qt
 from PySide6.QtGui import QFont, QImage, QPalette, QPixmap
 from PySide6.QtWidgets import QFrame, QLabel, QPushButton, QSizePolicy, QVBoxLayout, QWidget
 
-from probescope.app.gallery.scores import Decomposition
 from probescope.core.scoring.protocol import SplitScore
+from probescope.jobs.scoring.samples import Decomposition
 from probescope.widgets.plots_bars import ClassBars
 from probescope.widgets.plots_curve import CurvePlot
 

@@ -28,8 +28,8 @@ from probescope.app.gallery.state import SAMPLES
 from probescope.core.scoring.coverage import ClassCoverage
 from probescope.core.scoring.extrapolate import InfiniteNFit
 from probescope.core.scoring.live_scores import LIVE_KID_REFERENCE, LIVE_KID_SAMPLES, Readout
-from probescope.jobs.scoring_reference import DATASET, NONE, ReferenceChoice
-from probescope.jobs.scoring_stream import CLASSIFIER, ClassifierInfo
+from probescope.jobs.scoring.reference import DATASET, NONE, ReferenceChoice
+from probescope.jobs.scoring.stream import CLASSIFIER, ClassifierInfo
 from probescope.widgets.controls import menu_button
 from probescope.widgets.dissection.table import UnitTable  # a sortable table keyed by its first cell (here: class)
 from probescope.widgets.gallery.inverse_n import InverseNPlot

@@ -19,8 +19,8 @@ from PySide6.QtCore import QObject, QTimer, Signal
 from probescope.app.gallery.real_data_panel import RealDataPanel, headline
 from probescope.core.scoring.live_scores import LiveScores, Readout
 from probescope.jobs.protocol import COMPUTE, IO, Job, TaskError
-from probescope.jobs.scoring_reference import DATASET, NONE, ReferenceChoice, load_reference_scores, read_scores
-from probescope.jobs.scoring_stream import ClassifierInfo
+from probescope.jobs.scoring.reference import DATASET, NONE, ReferenceChoice, load_reference_scores, read_scores
+from probescope.jobs.scoring.stream import ClassifierInfo
 
 SLOW_EVERY_S = 2.0  # slow readings while streaming: at most this often, and at most a fifth of the time
 LIVE_PRC_WORK = 2e10  # N (N + M) d up to which precision/recall is read while streaming (about a second)

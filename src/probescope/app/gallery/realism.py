@@ -34,8 +34,8 @@ from probescope.core.scoring.copying import MIN_CELL_SAMPLES
 from probescope.core.scoring.realism import SampleNeighbours
 from probescope.core.scoring.settings import WINDOW
 from probescope.jobs.protocol import COMPUTE, IO, Job, TaskError
-from probescope.jobs.sample_neighbours import copying_job, held_out_job, neighbours_job, reference_reader
-from probescope.jobs.scoring_reference import DATASET, NONE
+from probescope.jobs.scoring.neighbours import copying_job, held_out_job, neighbours_job, reference_reader
+from probescope.jobs.scoring.reference import DATASET, NONE
 from probescope.widgets.gallery.grid import GalleryGrid
 
 STREAMING_BATCH = 256  # while streaming, the neighbours of this many new samples at a time (each job re-reads the

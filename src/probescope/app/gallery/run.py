@@ -15,7 +15,8 @@ from PySide6.QtCore import QObject, QTimer
 
 from probescope.core.demo.sampler import DemoSampler
 from probescope.jobs.protocol import COMPUTE, TaskError
-from probescope.jobs.scoring_stream import DemoRun, HeldGenerator, hold_samples, stream_job
+from probescope.jobs.scoring.held import HeldGenerator, hold_samples
+from probescope.jobs.scoring.stream import DemoRun, stream_job
 from probescope.widgets.images import to_qimage
 
 if TYPE_CHECKING:

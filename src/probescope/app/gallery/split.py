@@ -9,11 +9,11 @@ from collections.abc import Callable
 
 from probescope.app.compute.workers import WorkerPool
 from probescope.app.gallery.panels import ScorePanel
-from probescope.app.gallery.scores import GalleryScores
 from probescope.core.scoring.protocol import SplitScore, splittable
 from probescope.core.scoring.settings import WINDOW
 from probescope.jobs.protocol import IO, Job
-from probescope.jobs.scoring_stream import split_score
+from probescope.jobs.scoring.samples import GalleryScores
+from probescope.jobs.scoring.stream import split_score
 
 SPLIT_EVERY_S = 0.5
 

@@ -9,8 +9,8 @@ from dataclasses import dataclass, field
 
 from psygnal import evented
 
-from probescope.app.gallery.scores import GalleryScores
-from probescope.jobs.scoring_stream import CLASSIFIER, ClassifierInfo, DemoRun
+from probescope.jobs.scoring.samples import GalleryScores
+from probescope.jobs.scoring.stream import CLASSIFIER, ClassifierInfo, DemoRun
 
 SAMPLES = "samples"  # the source of the opened samples (the others are the worked examples A-D)
 KNOBS, MODEL = "knobs", "model"  # what the score panel may offer: a run with the knobs, the loaded model

@@ -9,7 +9,7 @@ import numpy as np
 from PySide6.QtGui import QImage
 
 from probescope.jobs.protocol import Partial, TaskContext
-from probescope.jobs.scoring_stream import fit_thumbnail
+from probescope.jobs.scoring.stream import fit_thumbnail
 from probescope.widgets.images import to_qimage
 
 

@@ -13,7 +13,7 @@ from PySide6.QtWidgets import QLabel
 from probescope.app.gallery.controls import GalleryControls
 from probescope.app.gallery.images import SampleImages
 from probescope.app.gallery.panels import DetailPanel, class_name
-from probescope.app.gallery.scores import SORT_KEYS, GalleryScores
+from probescope.jobs.scoring.samples import SORT_KEYS, GalleryScores
 from probescope.widgets.gallery.grid import ContactSheet, GalleryGrid
 from probescope.widgets.image_detail import ImageDetail
 

@@ -27,7 +27,6 @@ from probescope.app.gallery.real_data_scores import RealDataScores
 from probescope.app.gallery.realism import SampleRealism
 from probescope.app.gallery.realism_panel import CopyingPanel, NeighboursPanel
 from probescope.app.gallery.run import ScoringRun
-from probescope.app.gallery.scores import GalleryScores
 from probescope.app.gallery.split import SplitProtocol
 from probescope.app.gallery.state import MODEL, SAMPLES, GalleryState
 from probescope.app.gallery.views import SampleViews
@@ -36,7 +35,8 @@ from probescope.app.window.workspace import Workspace
 from probescope.core.demo.sampler import DemoSampler
 from probescope.core.scoring.examples import CLASS_NAMES as EXAMPLE_CLASSES
 from probescope.core.scoring.examples import worked_example
-from probescope.jobs.scoring_stream import ClassifierInfo
+from probescope.jobs.scoring.samples import GalleryScores
+from probescope.jobs.scoring.stream import ClassifierInfo
 from probescope.widgets.gallery.grid import ContactSheet, GalleryGrid
 from probescope.widgets.image_detail import ImageDetail
 

@@ -18,7 +18,7 @@ from probescope.core.scoring.realism import SampleNeighbours, sample_neighbours
 from probescope.core.scoring.reference import ReferenceSet
 from probescope.core.scoring.settings import WINDOW, ScoreSettings
 from probescope.jobs.protocol import TaskContext
-from probescope.jobs.scoring_stream import ClassifierChoice, classifier_of
+from probescope.jobs.scoring.stream import ClassifierChoice, classifier_of
 
 
 def neighbours_job(ctx: TaskContext, *, generated: np.ndarray, reference: ReferenceSet, k: int,
@@ -28,7 +28,7 @@ def neighbours_job(ctx: TaskContext, *, generated: np.ndarray, reference: Refere
     samples of `before` (the result so far, joined here so the window's GUI thread only shows it), with the
     reference's k-NN radii read from (or added to) its cache; the copy test is calibrated on `held_out` (with
     features) or on a part of the reference set aside (`settings`' share, seed and alpha)."""
-    from probescope.jobs.scoring import copy_calibration
+    from probescope.jobs.scoring.workflow import copy_calibration
 
     ctx.progress(0.0, "reference radii")
     radii = reference.radii_of((k,), progress=ctx.progress, cancel=ctx.cancelled)

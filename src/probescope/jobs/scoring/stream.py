@@ -17,21 +17,18 @@ import itertools
 import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, replace
-from pathlib import Path
 
 import numpy as np
 
 from probescope.core.data.images import read_rgb
 from probescope.core.demo.sampler import DemoSampler
-from probescope.core.errors import InputError
 from probescope.core.scoring.feature_spec import CLASSIFIER
 from probescope.core.scoring.settings import WINDOW, ScoreSettings
 from probescope.core.scoring.sources import ArraySource, BatchTask, ImageFolderSource, SampleSource
-from probescope.core.trust import Trust
-from probescope.jobs.inputs import ModelInfo, OpenRequest, model_of
+from probescope.jobs.inputs import ModelInfo, model_of
 from probescope.jobs.protocol import Job, Partial, Progress, TaskContext
-from probescope.jobs.scoring import score_batches
-from probescope.jobs.session import Session
+from probescope.jobs.scoring.held import HeldGenerator, samples_of
+from probescope.jobs.scoring.workflow import score_batches
 
 THUMB = 96  # thumbnail size in pixels (the longer side)
 KEPT_THUMB = 48  # thumbnails kept in memory for sources without random access
@@ -135,59 +132,6 @@ class ResumedSource(StreamSource):
         tasks = itertools.islice(self.inner.batch_tasks(batch_size), self.start // batch_size, None)
         for i, task in enumerate(tasks):
             yield self._with_thumbnails(self.start + i * batch_size, task)
-
-
-def hold_samples(session: Session, spec: str, source: SampleSource) -> str:
-    """`source` (the samples opened as `spec`) held in `session` for the jobs that name it; returns the name."""
-    session.hold("samples", spec, source)
-    return spec
-
-
-@dataclass
-class HeldGenerator(SampleSource):
-    """A generator as the window knows it: its name and length. The generator (code, run by torch) is held in the
-    session of the process that opened it (the compute kernel's), under its request's spec, and is opened again
-    from the request, with the running task's trust, where it is not held (a restarted kernel)."""
-
-    request: OpenRequest
-    device: str
-    name: str = ""
-    length: int | None = None
-
-
-def _open_generator(request: OpenRequest, device: str, trust: Trust) -> SampleSource:
-    from probescope.core.scoring.sources import TorchScriptGeneratorSource
-
-    z_dim, n, num_classes = request.generator
-    return TorchScriptGeneratorSource(request.spec, z_dim, n, num_classes=num_classes, device=device, trust=trust)
-
-
-def hold_generator(ctx: TaskContext, request: OpenRequest, device: str) -> HeldGenerator:
-    """Open the generator of `request` in this process's session (the one a newer open of the same file
-    replaces) and describe it for the window."""
-    source = _open_generator(request, device, ctx.trust)
-    hold_samples(ctx.session, request.spec, source)
-    return HeldGenerator(request, device, source.name, source.length)
-
-
-def samples_of(ctx: TaskContext, samples: str | HeldGenerator) -> SampleSource:
-    """The opened samples (`samples`: their spec, or a generator's description), from the session of the process
-    running the job; a folder, an array file or a generator not held there (the compute kernel's, or one
-    restarted) is opened again from its path (a generator from its request, with the task's trust)."""
-    from probescope.core.scoring.sources import open_source
-
-    if isinstance(samples, HeldGenerator):
-        request = samples.request
-        return ctx.session.get("samples", request.spec,
-                               lambda: _open_generator(request, samples.device, ctx.trust))
-    spec = samples
-
-    def opened_again() -> SampleSource:
-        if Path(spec).is_dir() or Path(spec).suffix in (".npy", ".npz"):
-            return open_source(spec)
-        raise InputError(f"the samples {spec} are no longer open here: open them again")
-
-    return ctx.session.get("samples", spec, opened_again)
 
 
 @dataclass(frozen=True)

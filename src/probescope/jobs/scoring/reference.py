@@ -18,7 +18,7 @@ from probescope.core.errors import InputError
 from probescope.core.scoring.live_scores import LiveScores, Readout
 from probescope.core.scoring.reference import ReferenceSet
 from probescope.jobs.protocol import Progress, TaskContext
-from probescope.jobs.scoring_stream import ClassifierChoice
+from probescope.jobs.scoring.stream import ClassifierChoice
 
 DATASET = "dataset"  # the loaded probing dataset's images (the demo world's by default: FID offline)
 NONE = "none"
@@ -47,7 +47,7 @@ def load_reference_scores(ctx: TaskContext, choice: ReferenceChoice, dataset, cl
     classifier over the reference images when they are not cached yet. `dataset` is the loaded probing dataset
     (a BrodenDataset: its folder and index), whose images are the reference with the choice DATASET."""
     from probescope.core.scoring.reference import BrodenImageSource, load_reference
-    from probescope.jobs.scoring_stream import classifier_of
+    from probescope.jobs.scoring.stream import classifier_of
 
     model = classifier_of(ctx, classifier)
     class_names = model.class_names
