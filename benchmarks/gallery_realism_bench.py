@@ -94,7 +94,7 @@ def run_once(n: int) -> dict[str, float]:
     state.set(Loaded("model", "demo", model.name, info))
     start = time.perf_counter()
     state.set(Loaded("samples", "demo", "demo", DemoSampler(n)))
-    wait_for(lambda: ws.scores.n == n and not ws.streaming and ws.realism.done == n)
+    wait_for(lambda: ws.scores.n == n and not ws.streaming and ws.gallery.realism.done == n)
     wall = time.perf_counter() - start
     c = ws.controls
     sort = Clock()
@@ -111,7 +111,7 @@ def run_once(n: int) -> dict[str, float]:
     naive_start = time.thread_time()
     sample_neighbours(features, reference.features, live.prc_k)  # the radii computed too, as a first result would
     naive = time.thread_time() - naive_start
-    copies = ws.realism.result.copies
+    copies = ws.gallery.realism.result.copies
     pool.shutdown()
     ws.close()
     per = 1000 / n

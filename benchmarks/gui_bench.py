@@ -468,10 +468,10 @@ def measure_gallery_scroll(n_items: int, frames: int = 150) -> dict[str, float]:
     from PySide6.QtWidgets import QApplication
 
     from probescope.app.compute.workers import WorkerPool
-    from probescope.jobs.scoring.samples import GalleryScores
     from probescope.app.gallery.thumbnails import thumbnail_task
     from probescope.core.demo.sampler import DemoSampler
     from probescope.jobs.protocol import IO
+    from probescope.jobs.scoring.samples import GalleryScores
     from probescope.jobs.scoring.stream import fit_thumbnail
     from probescope.widgets.gallery.grid import GalleryGrid
     from probescope.widgets.images import to_qimage

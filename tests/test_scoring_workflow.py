@@ -1,4 +1,4 @@
-"""Scoring a sample set is one workflow (probescope.jobs.scoring.workflow): the command line, a notebook and the gallery's
+"""Scoring a sample set is one workflow (jobs.scoring.workflow): the command line, a notebook and the gallery's
 stream call the same functions, with every setting from `ScoreSettings`; the gallery's jobs travel (they pickle) and
 run in a session of their own."""
 
@@ -18,8 +18,8 @@ from probescope.core.demo.sampler import DemoSampler
 from probescope.core.scoring.settings import WINDOW, ScoreSettings
 from probescope.jobs.inputs import OpenRequest, hold_model
 from probescope.jobs.protocol import Partial, Progress, TaskContext
-from probescope.jobs.scoring.workflow import ScoreAsk, score_images
 from probescope.jobs.scoring.stream import MODEL, ClassifierChoice, DemoRun, classifier_of, load_classifier, stream_job
+from probescope.jobs.scoring.workflow import ScoreAsk, score_images
 from probescope.jobs.session import Session
 
 PACKAGE = Path(__file__).resolve().parents[1] / "src" / "probescope"

@@ -48,13 +48,13 @@ def test_realism_neighbours_sort_and_a_planted_copy_in_the_window(qtbot, make_wo
     state.set(loaded_model(pool, demo_model))
     assert ws.realism.copying.statistic.text() == ""
     state.set(Loaded("samples", "planted", "planted", ArraySource(np.stack(images), "planted")))
-    qtbot.waitUntil(lambda: ws.scores.n == N and not ws.streaming and ws.realism.done == N, timeout=WAIT_MS)
+    qtbot.waitUntil(lambda: ws.scores.n == N and not ws.streaming and ws.gallery.realism.done == N, timeout=WAIT_MS)
 
     features = embedded(demo_model, images)
     real = embedded(demo_model, [real_dataset.load_image(j) for j in range(real_dataset.n_images)])
     np.testing.assert_array_equal(ws.real.live.features, features)
     expected = sample_neighbours(features, real, 3)
-    shown = ws.realism.result
+    shown = ws.gallery.realism.result
     np.testing.assert_allclose(shown.realism, expected.realism, rtol=1e-9)
     np.testing.assert_array_equal(shown.nearest, expected.nearest)
     np.testing.assert_allclose(shown.distances, expected.distances, rtol=1e-9)
@@ -77,14 +77,14 @@ def test_realism_neighbours_sort_and_a_planted_copy_in_the_window(qtbot, make_wo
     few = np.stack([s.image for s in world.render_batch(3, 30)])
     np.save(tmp_path / "few.npy", few)
     ws.realism.copying.held_out_chosen.emit(str(tmp_path / "few.npy"))
-    qtbot.waitUntil(lambda: ws.realism.copying_result is not None, timeout=WAIT_MS)
-    qtbot.waitUntil(lambda: ws.realism.done == N, timeout=WAIT_MS)
-    assert ws.realism.result.copy is None and ws.realism.calibrated_on is None
+    qtbot.waitUntil(lambda: ws.gallery.realism.copying_result is not None, timeout=WAIT_MS)
+    qtbot.waitUntil(lambda: ws.gallery.realism.done == N, timeout=WAIT_MS)
+    assert ws.gallery.realism.result.copy is None and ws.gallery.realism.calibrated_on is None
     assert "(30 images) are fewer than that" in ws.realism.copying.copies.text()
     held_features = embedded(demo_model, list(few))
     ct = data_copying(real, held_features, features, copying_cells(N, len(real)))
     assert np.isfinite(ct.statistic)
-    n, _, result = ws.realism.copying_result
+    n, _, result = ws.gallery.realism.copying_result
     assert n == N and result.statistic == pytest.approx(ct.statistic, rel=1e-6)
     assert f"C_T = {ct.statistic:.2f}" in ws.realism.copying.statistic.text()
     assert "C_T is about N(0, 1)" in ws.realism.copying.reading.text()
@@ -95,12 +95,12 @@ def test_realism_neighbours_sort_and_a_planted_copy_in_the_window(qtbot, make_wo
     held_path = tmp_path / "held.npy"
     np.save(held_path, held_images)
     ws.realism.copying.held_out_chosen.emit(str(held_path))
-    qtbot.waitUntil(lambda: ws.realism.result is not None and ws.realism.result.copy is not None
-                    and ws.realism.done == N, timeout=WAIT_MS)
+    qtbot.waitUntil(lambda: ws.gallery.realism.result is not None and ws.gallery.realism.result.copy is not None
+                    and ws.gallery.realism.done == N, timeout=WAIT_MS)
     held = embedded(demo_model, list(held_images))
     expected = sample_neighbours(features, real, 3, calibration=calibrate(real, held, alpha=WINDOW.copy_alpha))
-    shown = ws.realism.result
-    assert ws.realism.calibrated_on is ws.realism._held_out_set() and "held.npy" in shown.copy.held_out
+    shown = ws.gallery.realism.result
+    assert ws.gallery.realism.calibrated_on is ws.gallery.realism.held_out_set() and "held.npy" in shown.copy.held_out
     np.testing.assert_allclose(shown.realism, expected.realism, rtol=1e-9)
     np.testing.assert_array_equal(shown.possible_copy, expected.possible_copy)
     np.testing.assert_allclose(shown.copy.p_value, expected.copy.p_value, rtol=1e-12)
@@ -108,7 +108,7 @@ def test_realism_neighbours_sort_and_a_planted_copy_in_the_window(qtbot, make_wo
     assert expected.copies < N // 4  # the honest samples are not all flagged
     # the window's job travels by name (it can run in the compute kernel): pickled, it gives the same numbers
     job = pickle.loads(pickle.dumps(Job(neighbours_job, {"generated": features, "reference": ws.real.live.reference,
-                                                         "k": 3, "held_out": ws.realism.calibrated_on},
+                                                         "k": 3, "held_out": ws.gallery.realism.calibrated_on},
                                         compute=False)))
     again = job(TaskContext())
     np.testing.assert_array_equal(again.nearest, shown.nearest)
@@ -151,18 +151,19 @@ def test_realism_neighbours_sort_and_a_planted_copy_in_the_window(qtbot, make_wo
     assert "no sign of copying" in copies  # one copy in 40 samples: within what honest samples give
 
     # C_T against them on the same features; chosen again: read again (from the cache), C_T and the flags anew
-    qtbot.waitUntil(lambda: ws.realism.copying_result is not None, timeout=WAIT_MS)
+    qtbot.waitUntil(lambda: ws.gallery.realism.copying_result is not None, timeout=WAIT_MS)
     ct = data_copying(real, held, features, copying_cells(N, len(real)))
-    assert ws.realism.copying_result[2].statistic == pytest.approx(ct.statistic, rel=1e-6)
-    first, calibrated = ws.realism.copying_result, ws.realism.calibrated_on
+    assert ws.gallery.realism.copying_result[2].statistic == pytest.approx(ct.statistic, rel=1e-6)
+    first, calibrated = ws.gallery.realism.copying_result, ws.gallery.realism.calibrated_on
     ws.realism.copying.held_out_chosen.emit(str(held_path))
-    assert ws.realism.result is None and ws.realism.calibrated_on is None  # never the old set's flags
+    assert ws.gallery.realism.result is None and ws.gallery.realism.calibrated_on is None  # never the old set's flags
     assert "copy?" not in ws.realism.copying.copies.text() and not ws.grid.thumbnails.flagged(PLANTED_AT)
-    qtbot.waitUntil(lambda: ws.realism.copying_result is not None and ws.realism.copying_result is not first
-                    and ws.realism.done == N and ws.realism.result.copy is not None, timeout=WAIT_MS)
-    assert ws.realism.copying_result[2].statistic == first[2].statistic
-    assert ws.realism.calibrated_on is not calibrated
-    np.testing.assert_array_equal(ws.realism.result.possible_copy, expected.possible_copy)
+    numbers = ws.gallery.realism
+    qtbot.waitUntil(lambda: numbers.copying_result is not None and numbers.copying_result is not first
+                    and numbers.done == N and numbers.result.copy is not None, timeout=WAIT_MS)
+    assert ws.gallery.realism.copying_result[2].statistic == first[2].statistic
+    assert ws.gallery.realism.calibrated_on is not calibrated
+    np.testing.assert_array_equal(ws.gallery.realism.result.possible_copy, expected.possible_copy)
 
 
 def test_numbers_of_another_reference_are_never_shown(qtbot, make_workspace, demo_model, real_dataset):
@@ -174,11 +175,11 @@ def test_numbers_of_another_reference_are_never_shown(qtbot, make_workspace, dem
     state.set(Loaded("dataset", "real", "real", real_dataset))
     state.set(loaded_model(pool, demo_model))
     state.set(Loaded("samples", "demo", "demo", DemoSampler(N)))
-    qtbot.waitUntil(lambda: ws.scores.n == N and not ws.streaming and ws.realism.done == N, timeout=WAIT_MS)
+    qtbot.waitUntil(lambda: ws.scores.n == N and not ws.streaming and ws.gallery.realism.done == N, timeout=WAIT_MS)
     ws.grid.select_image(0)
     ws.real_panel.choose(ReferenceChoice(NONE))
     qtbot.waitUntil(lambda: ws.real.live is not None and not ws.real.has_reference, timeout=WAIT_MS)
-    assert ws.realism.result is None and np.isnan(ws.scores.values("realism")).all()
+    assert ws.gallery.realism.result is None and np.isnan(ws.scores.values("realism")).all()
     assert "no reference chosen" in ws.realism.neighbours.summary.text()
     assert not ws.grid.thumbnails.flagged(0) and ws.realism.copying.statistic.text() == ""
 
@@ -187,7 +188,7 @@ def test_a_cancelled_computation_says_so_and_is_asked_for_again(qtbot, make_work
                                                                 monkeypatch):
     """Cancel (the Tasks panel's button) stops the job between blocks; the panel says it was cancelled instead of
     'computing…' for ever, the cancel holds while nothing changes, and a new run asks for the numbers again."""
-    import probescope.app.gallery.realism as realism_module
+    import probescope.jobs.scoring.live_realism as realism_module
 
     started = []
 
@@ -209,12 +210,12 @@ def test_a_cancelled_computation_says_so_and_is_asked_for_again(qtbot, make_work
     pool.cancel(key)
     qtbot.waitUntil(lambda: not pool.is_running(key), timeout=WAIT_MS)
     ws.grid.select_image(1)
-    assert "cancelled" in ws.realism.neighbours.summary.text() and ws.realism.result is None
+    assert "cancelled" in ws.realism.neighbours.summary.text() and ws.gallery.realism.result is None
     ws.update_views()
     assert not pool.is_running(key)
     monkeypatch.undo()
     ws.run.reset(start=True)
-    qtbot.waitUntil(lambda: ws.realism.done == N and not ws.streaming, timeout=WAIT_MS)
+    qtbot.waitUntil(lambda: ws.gallery.realism.done == N and not ws.streaming, timeout=WAIT_MS)
     ws.grid.select_image(1)
     assert ws.realism.neighbours.shown == 1
 

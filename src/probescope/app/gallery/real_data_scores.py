@@ -1,29 +1,23 @@
-"""The gallery's scores against real data, kept in the GUI thread and read in workers.
+"""The Gallery's scores against real data as the Real data panel shows them: the reference loaded (in the compute
+kernel, through the classifier of the scores), the batches' features and logits taken into one `LiveScores`, and
+the readings `jobs.scoring.live.LiveReadings` says are due run in the I/O pool.
 
-Each streamed batch's features and logits go into one `LiveScores`; its O(batch x d^2) Gaussian sums are folded
-in by the readings, in workers, and taken back from them (`LiveScores.adopt`). Reading is two kinds of
-worker task on a snapshot: a quick one (IS, FID, KID) asked for whenever N moved and the last one came back, so it
-redraws as often as the machine allows (every batch at the demo's 128-d features), and a slow one (the infinite-N
-fits, class coverage, and precision/recall, density/coverage and CMMD, O(N^2 d)) asked for at most every few
-seconds while streaming and once more when the stream stops. A reference that changes mid-run is scored against
-the samples kept so far (the stream pauses meanwhile), so no image is classified twice.
+A reference that changes mid-run is scored against the samples kept so far (the stream pauses meanwhile), so no
+image is classified twice.
 """
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable
 
 from PySide6.QtCore import QObject, QTimer, Signal
 
 from probescope.app.gallery.real_data_panel import RealDataPanel, headline
-from probescope.core.scoring.live_scores import LiveScores, Readout
+from probescope.core.scoring.live_scores import LiveScores
 from probescope.jobs.protocol import COMPUTE, IO, Job, TaskError
-from probescope.jobs.scoring.reference import DATASET, NONE, ReferenceChoice, load_reference_scores, read_scores
+from probescope.jobs.scoring.live import Due, LiveReadings
+from probescope.jobs.scoring.reference import DATASET, NONE, ReferenceChoice, load_reference_scores
 from probescope.jobs.scoring.stream import ClassifierInfo
-
-SLOW_EVERY_S = 2.0  # slow readings while streaming: at most this often, and at most a fifth of the time
-LIVE_PRC_WORK = 2e10  # N (N + M) d up to which precision/recall is read while streaming (about a second)
 
 
 class RealDataScores(QObject):
@@ -32,25 +26,30 @@ class RealDataScores(QObject):
 
     installed = Signal()
 
-    def __init__(self, pool, task_key: Callable[[str], str], panel: RealDataPanel,
+    def __init__(self, pool, task_key: Callable[[str], str], panel: RealDataPanel, readings: LiveReadings,
                  pause: Callable[[], bool], resume: Callable[[], None], on_headline: Callable[[str], None]):
         super().__init__(panel)
-        self.pool, self.task_key, self.panel = pool, task_key, panel
+        self.pool, self.task_key, self.panel, self.readings = pool, task_key, panel, readings
         self._pause, self._resume, self._on_headline = pause, resume, on_headline
         self.choice = ReferenceChoice(DATASET)
         self.classifier: ClassifierInfo | None = None
         self.dataset = None
         self.reference = None
-        self.live: LiveScores | None = None
-        self.fast: Readout | None = None
-        self.slow: Readout | None = None
-        self.fid_path: list[tuple[int, float]] = []
         self.streaming = False
         self._loaded_for: tuple | None = None  # (choice, classifier, dataset) the reference belongs to
-        self._generation = 0
-        self._slow_time = 0.0
-        self._slow_cost = 0.0
         panel.reference_chosen.connect(self.choose)
+
+    @property
+    def live(self) -> LiveScores | None:
+        return self.readings.live
+
+    @property
+    def fast(self):
+        return self.readings.fast
+
+    @property
+    def slow(self):
+        return self.readings.slow
 
     # -- inputs ---------------------------------------------------------------------------------------------------
     @property
@@ -136,12 +135,14 @@ class RealDataScores(QObject):
         self._install(LiveScores(reference, class_names=self.classifier.class_names, clip=self.classifier.clip)
                       if self.has_features else None)
 
-    def _install(self, live: LiveScores | None) -> None:
-        self._generation += 1
+    def _install(self, live: LiveScores | None, kept: tuple | None = None) -> None:
+        """Readings of `live` from now on (those set aside as `kept`, when given)."""
         self.pool.cancel(self.task_key("scores:real-fast"), superseded=True)
         self.pool.cancel(self.task_key("scores:real-slow"), superseded=True)
-        self.live, self.fast, self.slow, self.fid_path = live, None, None, []
-        self._slow_time = self._slow_cost = 0.0
+        if kept is None:
+            self.readings.install(live)
+        else:
+            self.readings.bring_back(kept)
         self._show_fast()
         self._show_slow()
         self.update(self.streaming)
@@ -159,18 +160,15 @@ class RealDataScores(QObject):
     def set_aside(self) -> tuple:
         """Put the scores away while the gallery shows something else (a worked example); `bring_back` restores
         them as they were."""
-        kept = (self.live, self.fast, self.slow, self.fid_path)
-        self._install(None)
+        kept = self.readings.set_aside()
+        self._install(None)  # (the panel shows none)
         self.panel.show_status("A worked example is shown: p(y|x) given, no images to compare with real data. "
                                "Choose Opened samples to see these scores again.")
         return kept
 
     def bring_back(self, kept: tuple) -> None:
-        self._install(kept[0])
-        self.fast, self.slow, self.fid_path = kept[1:]
+        self._install(kept[0], kept)
         self._show_reference()
-        self._show_fast()
-        self._show_slow()
 
     def dataset_changed(self, dataset) -> None:
         """A new probing dataset: when its images are the reference, the scores so far are read against it."""
@@ -184,68 +182,38 @@ class RealDataScores(QObject):
             self.live.add(features, logits)
 
     def update(self, streaming: bool) -> None:
-        """Ask for new readings when N moved and the previous reading is back (slow ones throttled)."""
+        """Run the readings due (N moved and the previous reading is back; slow ones throttled)."""
         self.streaming = streaming
-        live = self.live
-        if live is None or live.n == 0 or self.pool.is_shut_down:
+        if self.pool.is_shut_down:
             return
-        if (self.fast is None or self.fast.n != live.n) and not self.pool.is_running(self.task_key("scores:real-fast")):
-            self._read(live, slow=False)
-        slow_due = not streaming or time.monotonic() - self._slow_time >= max(SLOW_EVERY_S, 5 * self._slow_cost)
-        if (self.slow is None or self.slow.n != live.n) and slow_due \
-                and not self.pool.is_running(self.task_key("scores:real-slow")):
-            self._read(live, slow=True)
+        for due in self.readings.due(streaming, lambda key: self.pool.is_running(self.task_key(f"scores:{key}"))):
+            self._read(due)
 
-    def _read(self, live: LiveScores, slow: bool) -> None:
-        generation, started = self._generation, time.monotonic()
-        frozen = live.snapshot()
-        reference = live.reference
-        prc = slow and (not self.streaming or reference is None or reference.features is None
-                        or live.n * (live.n + len(reference.features)) * reference.features.shape[1] <= LIVE_PRC_WORK)
-
-        def done(readout: Readout) -> None:
-            if generation != self._generation:
+    def _read(self, due: Due) -> None:
+        def done(readout) -> None:
+            if not due.take(readout):
                 return
-            live.adopt(frozen)  # (the batches it folded in the worker are not folded again here)
-            if slow:
-                self.slow, self._slow_cost = readout, time.monotonic() - started
+            if due.key == "real-slow":
                 self._show_slow()
-            else:
-                self.fast = readout
-                if "FID" in readout.values:
-                    self.fid_path.append((readout.n, readout.values["FID"]))
             self._show_fast()
             QTimer.singleShot(0, lambda: self.update(self.streaming))  # N may have moved meanwhile
 
-        if slow:
-            self._slow_time = started
-        job = Job(read_scores, dict(frozen=frozen, fits=slow, prc=prc), compute=False)
-        self.pool.submit(job, name="scores against real data", executor=IO, on_result=done,
-                         key=self.task_key(f"scores:real-{'slow' if slow else 'fast'}"))
+        self.pool.submit(due.job, name=due.name, executor=IO, on_result=done, key=self.task_key(f"scores:{due.key}"))
 
     @property
     def has_reference(self) -> bool:
-        return self.live is not None and self.live.reference is not None
+        return self.readings.has_reference
 
     def _show_fast(self) -> None:
         """The table of scores and the headline (with precision/recall once read at the same N)."""
         self.panel.show_readout(self.fast, self.slow, self.has_reference)
-        fast, slow = self.fast, self.slow
-        both = _merged(fast, slow) if fast is not None and slow is not None and slow.n == fast.n else fast
         label = self.classifier.feature_label if self.classifier is not None else "FID"
-        self._on_headline(headline(both, self.has_reference, label))
+        self._on_headline(headline(self.readings.headline(), self.has_reference, label))
 
     def _show_slow(self) -> None:
         """The 1/N fits with the live paths, and coverage."""
-        live_is = self.live.history["IS"] if self.live is not None else []
-        self.panel.show_fits(self.slow, {"FID": self.fid_path, "IS": live_is})
+        self.panel.show_fits(self.slow, self.readings.paths())
         slow = self.slow
         why = ("no reference" if not self.has_reference else
                (slow.missing.get("coverage", "") if slow is not None else "waiting for samples"))
         self.panel.show_coverage(slow.coverage if slow is not None else None, why)
-
-
-def _merged(fast: Readout, slow: Readout) -> Readout:
-    """The fast readout with the slow one's precision/recall, density/coverage and CMMD (both at the same N)."""
-    return Readout(fast.n, {**slow.values, **fast.values}, {**slow.missing, **fast.missing}, slow.fid_inf,
-                   slow.is_inf, slow.coverage)

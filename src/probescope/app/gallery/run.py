@@ -52,7 +52,7 @@ class ScoringRun(QObject):
         self._pending.clear()
         self._ended = False
         self.state.scores.reset()
-        ws.splits.reset()
+        self.state.split.reset()
         ws.images.forget()  # pending reads and the split protocol belonged to the old scores
         ws.grid.thumbnails.clear()
         ws.detail.clear()

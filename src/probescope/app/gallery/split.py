@@ -1,60 +1,38 @@
-"""The Inception Score's split protocol beside the live score: torch-fidelity's (10 splits, a fixed shuffle seed:
-the ScoreSettings defaults), recomputed in the I/O pool from the probability rows kept so far, at most every
-SPLIT_EVERY_S while streaming."""
+"""The Inception Score's split protocol beside the live score, as the score panel shows it: `jobs.scoring.live`'s
+`LiveSplit` says when it is due, and it runs in the I/O pool."""
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable
 
 from probescope.app.compute.workers import WorkerPool
 from probescope.app.gallery.panels import ScorePanel
-from probescope.core.scoring.protocol import SplitScore, splittable
-from probescope.core.scoring.settings import WINDOW
-from probescope.jobs.protocol import IO, Job
+from probescope.jobs.protocol import IO
+from probescope.jobs.scoring.live import LiveSplit
 from probescope.jobs.scoring.samples import GalleryScores
-from probescope.jobs.scoring.stream import split_score
-
-SPLIT_EVERY_S = 0.5
 
 
 class SplitProtocol:
-    """The split protocol of the scores shown; `result` is the last one computed (None below the splits' size)."""
+    """Shows `split`'s result in `panel` and runs its jobs in `pool` under `key`."""
 
-    def __init__(self, pool: WorkerPool, key: str, panel: ScorePanel, classifier_label: Callable[[], str]):
-        self.pool, self.key, self.panel, self.classifier_label = pool, key, panel, classifier_label
-        self.result: SplitScore | None = None
-        self.n = 0  # how many images `result` covers
-        self._time = 0.0
-
-    def reset(self) -> None:
-        self.result, self.n = None, 0
-
-    def kept(self) -> tuple[SplitScore | None, int]:
-        return self.result, self.n
-
-    def restore(self, kept: tuple[SplitScore | None, int]) -> None:
-        """Back to a result set aside by `kept()` (a worked example was shown meanwhile)."""
-        self.result, self.n = kept
+    def __init__(self, pool: WorkerPool, key: str, panel: ScorePanel, classifier_label: Callable[[], str],
+                 split: LiveSplit):
+        self.pool, self.key, self.panel, self.classifier_label, self.split = pool, key, panel, classifier_label, split
 
     def update(self, scores: GalleryScores, final: bool) -> None:
         """Recompute when N changed (throttled while streaming, `final` = not streaming). Until the result for this
         N comes, the last one is said to be of the first images of the N scored (issue 45: mid-stream it read
         N=1,184 beside the score's N = 1,196, as if of another set)."""
-        n, splits = scores.n, WINDOW.splits
-        if not splittable(n, splits):
-            self.result = None
-            self.panel.show_split(None, self.classifier_label(), splits, n)
+        split, n = self.split, scores.n
+        due = None if self.pool.is_shut_down else split.due(scores, final)
+        splits = split.settings.splits
+        self.panel.show_split(split.result, self.classifier_label(), splits, n,
+                              pending=split.splittable(n) and split.result is None)
+        if due is None:
             return
-        self.panel.show_split(self.result, self.classifier_label(), splits, n, pending=self.result is None)
-        if n == self.n or self.pool.is_shut_down or (not final and time.monotonic() - self._time < SPLIT_EVERY_S):
-            return
-        self.n, self._time = n, time.monotonic()
-        rows = scores.live.probabilities()  # rows never change once written: safe to read in a worker
 
-        def done(split: SplitScore) -> None:
-            self.result = split
-            self.panel.show_split(split, self.classifier_label(), splits, scores.n)  # (N may have grown since)
+        def done(result) -> None:
+            if due.take(result):
+                self.panel.show_split(split.result, self.classifier_label(), splits, scores.n)  # (N may have grown)
 
-        job = Job(split_score, dict(rows=rows, settings=WINDOW), compute=False)
-        self.pool.submit(job, name="split protocol", key=self.key, executor=IO, on_result=done)
+        self.pool.submit(due.job, name=due.name, key=self.key, executor=IO, on_result=done)

@@ -9,6 +9,8 @@ from dataclasses import dataclass, field
 
 from psygnal import evented
 
+from probescope.jobs.scoring.live import LiveReadings, LiveSplit
+from probescope.jobs.scoring.live_realism import LiveRealism
 from probescope.jobs.scoring.samples import GalleryScores
 from probescope.jobs.scoring.stream import CLASSIFIER, ClassifierInfo, DemoRun
 
@@ -28,12 +30,18 @@ class Offer:
 @evented
 @dataclass
 class GalleryState:
-    """The gallery's state. `kept` holds the opened samples' scores (scores, split, class names, real-data scores)
+    """The gallery's state. `scores` are the per-image scores, `split` their split protocol, `readings` the
+    readings against real data and `realism` each sample's against real images (jobs.scoring.live and
+    live_realism: what is due and what came back). `kept` holds the opened
+    samples' scores (scores, split, class names, real-data scores)
     while a worked example is shown; `run` the demo sampler's run scored now (None for other samples); `features`
     the feature network spec every distance is measured in (core.scoring.features; CLASSIFIER: the classifier's
     own), the one in effect: it changes once a classifier with those features has loaded."""
 
     scores: GalleryScores = field(default_factory=GalleryScores)
+    split: LiveSplit = field(default_factory=LiveSplit)
+    readings: LiveReadings = field(default_factory=LiveReadings)
+    realism: LiveRealism = field(default_factory=LiveRealism)
     source: str = SAMPLES
     classifier: ClassifierInfo | None = None
     features: str = CLASSIFIER

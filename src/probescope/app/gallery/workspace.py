@@ -68,18 +68,19 @@ class GalleryWorkspace(Workspace):
         self.real_panel = RealDataPanel()
         self.run = ScoringRun(self)
         self.classifiers = ClassifierPicker(self)
-        self.real = RealDataScores(pool, self.task_key, self.real_panel, self.run.pause_for_reference,
+        self.real = RealDataScores(pool, self.task_key, self.real_panel, self.gallery.readings,
+                                   self.run.pause_for_reference,
                                    self.run.start, self.score_panel.show_distances)
         self.large = ImageDetail(self)
         self.views = SampleViews(lambda: (self.scores, self.class_names), self.controls, self.images, self.grid,
                                  self.sheet, self.caption, self.detail, self.large)
-        self.realism = SampleRealism(pool, self.task_key, self.real, self.grid, NeighboursPanel(), CopyingPanel(),
-                                     lambda: self.scores, self.views.order_changed)
+        self.realism = SampleRealism(pool, self.task_key, self.real, self.gallery.realism, self.grid,
+                                     NeighboursPanel(), CopyingPanel(), lambda: self.scores, self.views.order_changed)
         self.detail.layout().insertWidget(self.detail.layout().count() - 1, self.realism.neighbours)
         real_layout = self.real_panel.layout()  # the copy test under the scores and their caveat
         real_layout.insertWidget(real_layout.indexOf(self.real_panel.caveat) + 1, self.realism.copying)
         self.splits = SplitProtocol(pool, self.task_key("scores:split"), self.score_panel,
-                                    self.gallery.classifier_label)
+                                    self.gallery.classifier_label, self.gallery.split)
         self._build_layout()
         self._connect()
 
@@ -160,7 +161,7 @@ class GalleryWorkspace(Workspace):
     @property
     def split(self):
         """The split protocol's last result (None below its size)."""
-        return self.splits.result
+        return self.gallery.split.result
 
     # -- inputs -----------------------------------------------------------------------------------------------------
     @property
@@ -193,7 +194,7 @@ class GalleryWorkspace(Workspace):
             g.source = SAMPLES
             if g.kept is not None:  # back from a worked example: the scored set as it was
                 g.scores, split, g.class_names, real = g.kept
-                self.splits.restore(split)
+                self.gallery.split.restore(split)
                 g.kept = None
                 self.real.bring_back(real)
                 if g.classifier is not None:
@@ -208,7 +209,7 @@ class GalleryWorkspace(Workspace):
             return
         self.run.stop()
         if g.kept is None:
-            g.kept = (g.scores, self.splits.kept(), g.class_names, self.real.set_aside())
+            g.kept = (g.scores, self.gallery.split.kept(), g.class_names, self.real.set_aside())
             g.scores = GalleryScores()
         g.source = key
         self.run.clear()
