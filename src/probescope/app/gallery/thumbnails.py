@@ -1,5 +1,5 @@
 """The gallery's pictures as Qt images, made in the I/O pool: thumbnails of the visible cells read or rendered
-again (a streamed batch brings its own, `jobs.scoring_stream`), and the selected image at full size."""
+again (a streamed batch brings its own, `jobs.scoring.stream`), and the selected image at full size."""
 
 from __future__ import annotations
 

@@ -2,11 +2,12 @@
 beside IS, FID, KID, precision/recall and class coverage against real images (`RealDataScores`).
 
 The opened samples (the demo sampler by default) stream through the classifier in the compute thread, a few images
-per batch (`ScoringRun`, a job of `jobs.scoring_stream`); the GUI thread adds each batch to `GalleryScores` (held in
+per batch (`ScoringRun`, a job of `jobs.scoring.stream`); the GUI thread adds each batch to `GalleryScores` (held in
 the Qt-free `GalleryState`, whose events the widgets follow) and, at most every 40 ms, redraws the live IS, the
-decomposition H(p(y)) - mean H(p(y|x)) = I(X;Y) = log IS, the marginal and IS against N. The split protocol
-(torch-fidelity's) is recomputed in the I/O pool from the rows kept so far. The grid paints only visible cells;
-thumbnails are rendered or decoded in the I/O pool for visible rows only.
+decomposition H(p(y)) - mean H(p(y|x)) = I(X;Y) = log IS, the marginal and IS against N. What is computed next
+from the scores (the split protocol, the readings against real data, each sample's realism) is decided by the state's
+Qt-free `jobs.scoring.live` objects and run in the I/O pool. The grid paints only visible cells; thumbnails are
+rendered or decoded in the I/O pool for visible rows only. The workspace's helpers get the parts they use, not it.
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ from probescope.app.gallery.real_data_panel import RealDataPanel
 from probescope.app.gallery.real_data_scores import RealDataScores
 from probescope.app.gallery.realism import SampleRealism
 from probescope.app.gallery.realism_panel import CopyingPanel, NeighboursPanel
-from probescope.app.gallery.run import ScoringRun
+from probescope.app.gallery.run import RunParts, ScoringRun
 from probescope.app.gallery.split import SplitProtocol
 from probescope.app.gallery.state import MODEL, SAMPLES, GalleryState
 from probescope.app.gallery.views import SampleViews
@@ -66,11 +67,18 @@ class GalleryWorkspace(Workspace):
         self.score_panel = ScorePanel()
         self.detail = DetailPanel()
         self.real_panel = RealDataPanel()
-        self.run = ScoringRun(self)
-        self.classifiers = ClassifierPicker(self)
         self.real = RealDataScores(pool, self.task_key, self.real_panel, self.gallery.readings,
-                                   self.run.pause_for_reference,
-                                   self.run.start, self.score_panel.show_distances)
+                                   lambda: self.run.pause_for_reference(), lambda: self.run.start(),
+                                   self.score_panel.show_distances)
+        parts = RunParts(self.controls, self.score_panel, self.detail, self.grid.thumbnails, self.images, self.real,
+                         lambda: None if self.state is None else self.state.get("samples"), self.reference_dataset,
+                         lambda classifier: self.classifiers.use(classifier), self.update_views,
+                         self.mark_initial_work_done)
+        self.run = ScoringRun(pool, self.task_key("stream"), self.gallery, parts, self)
+        self.classifiers = ClassifierPicker(pool, self.task_key("classifier"), self.gallery,
+                                            self.controls.classifier_box, self.score_panel, self.run,
+                                            lambda: self.state.model, lambda: self.ready() and self.refresh(),
+                                            self.real_panel.drop_features, self)
         self.large = ImageDetail(self)
         self.views = SampleViews(lambda: (self.scores, self.class_names), self.controls, self.images, self.grid,
                                  self.sheet, self.caption, self.detail, self.large)
