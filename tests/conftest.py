@@ -11,6 +11,16 @@ os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 import pytest  # noqa: E402
 import torch  # noqa: E402,F401  (torch before Qt, as the app does)
 
+if int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1")) > 1:
+    # Each xdist worker takes its share of the cores for torch's threads, as the app's compute thread does
+    # (runner.compute_threads), and so do the processes it starts (a command line, a script; the kernel sets its own):
+    # two workers with torch's default of a thread per core oversubscribe a 2-core machine, and OpenMP's waiting
+    # threads spin on the core the other worker needs (test_architectures.py and test_ablation.py side by side: 207 s
+    # at two threads a worker, 62 s at one).
+    _share = max(1, (os.cpu_count() or 1) // int(os.environ["PYTEST_XDIST_WORKER_COUNT"]))
+    os.environ.setdefault("OMP_NUM_THREADS", str(_share))
+    torch.set_num_threads(_share)
+
 
 @pytest.fixture(autouse=True)
 def _no_threads_left_behind(request):

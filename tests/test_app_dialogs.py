@@ -5,7 +5,7 @@ from __future__ import annotations
 from probescope.app.figures.export import ExportTarget
 from probescope.app.figures.export_dialog import ExportDialog
 from probescope.app.window.open_dialogs import OpenJudgmentsDialog, OpenModelDialog, OpenSamplesDialog
-from probescope.app.window.settings import Settings
+from probescope.app.window.settings import EXPORT_DEFAULTS, Settings
 from probescope.jobs.inputs import OpenRequest
 
 
@@ -90,7 +90,7 @@ def test_export_dialog_names_follows_the_suffix_and_remembers(qtbot, settings_pa
     dialog.follow_theme.setChecked(True)
     dialog.path.setText(str(tmp_path / "figs" / "table.svg"))
     assert dialog.save() == tmp_path / "figs" / "table.svg"  # folders are created; the suffix decides
-    defaults = settings.export_defaults()
+    defaults = settings.get(EXPORT_DEFAULTS)
     assert (defaults.folder, defaults.format, defaults.preset, defaults.follow_theme) == (
         str(tmp_path / "figs"), "svg", "page", True)
 

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 import pytest
 
-from probescope.app.window.settings import ExportDefaults, RecentItem, Settings
+from probescope.app.window.settings import DEVICE, EXPORT_DEFAULTS, THEME, ExportDefaults, RecentItem, Settings
 from probescope.app.window.state import AppState, Loaded, default_layer
 from probescope.core.models.info import LayerInfo
 from probescope.core.models.layout import Layout
@@ -53,20 +53,20 @@ def test_default_layer_rules():
 def test_settings_round_trip_and_isolation(settings_path):
     settings = Settings(settings_path)
     assert settings.path == str(settings_path)
-    assert settings.theme() == "system" and settings.device() == "cpu" and settings.recent.items() == []
+    assert settings.get(THEME) == "system" and settings.get(DEVICE) == "cpu" and settings.recent.items() == []
     for k in range(12):
         settings.recent.add(RecentItem("dataset", OpenRequest("dataset", f"/d{k}").to_json(), f"d{k}"))
     settings.recent.add(RecentItem("dataset", OpenRequest("dataset", "/d5").to_json(), "d5"))  # moves to the top
-    settings.set_export_defaults(ExportDefaults("svg", None, 3.0, True, "/tmp"))
-    settings.set_theme("dark")
+    settings.set(EXPORT_DEFAULTS, ExportDefaults("svg", None, 3.0, True, "/tmp"))
+    settings.set(THEME, "dark")
     with pytest.raises(ValueError):
-        settings.set_theme("purple")
+        settings.set(THEME, "purple")
     settings.sync()
     again = Settings(settings_path)
     labels = [item.label for item in again.recent.items("dataset")]
     assert labels[0] == "d5" and len(labels) == 10 and "d0" not in labels
-    assert again.export_defaults() == ExportDefaults("svg", None, 3.0, True, "/tmp")
-    assert again.theme() == "dark"
+    assert again.get(EXPORT_DEFAULTS) == ExportDefaults("svg", None, 3.0, True, "/tmp")
+    assert again.get(THEME) == "dark"
     assert OpenRequest.from_json(again.recent.items()[0].spec) == OpenRequest("dataset", "/d5")
 
 

@@ -12,6 +12,7 @@ from PySide6.QtCore import QMimeData, QPointF, Qt, QUrl
 from PySide6.QtGui import QDropEvent, QImage
 from windows import WAIT_MS, make_window, open_all, world_requests
 
+from probescope.app.window.settings import DEVICE, EXPORT_DEFAULTS, THEME
 from probescope.core.errors import InputError
 from probescope.jobs import inputs
 from probescope.jobs.inputs import OpenRequest, classify_path
@@ -88,7 +89,7 @@ def test_every_open_action_works_on_real_files(qtbot, window, small_world):
     # a device switch reloads the model there and is remembered
     with qtbot.waitSignal(window.opened, timeout=WAIT_MS) as blocker:
         window.compute.choose("cpu")
-    assert blocker.args[0].kind == "model" and window.settings.device() == "cpu"
+    assert blocker.args[0].kind == "model" and window.settings.get(DEVICE) == "cpu"
 
 
 def _bad_files(tmp_path):
@@ -196,7 +197,7 @@ def test_settings_survive_a_restart(qtbot, settings_path, small_world):
     try:
         assert (second.width(), second.height()) == (710, 507)
         assert second.current_workspace().name == "similarity"
-        assert second.settings.theme() == "dark"
+        assert second.settings.get(THEME) == "dark"
         recent = second.settings.recent.items("dataset")
         assert recent and OpenRequest.from_json(recent[0].spec).spec == str(small_world["dataset"])
         assert second.menus.recent.isEnabled()
@@ -227,7 +228,7 @@ def test_export_dialog_writes_files_that_open(qtbot, window, small_world, tmp_pa
     assert png.width() == 2 * window.width()
     assert QSvgRenderer(str(tmp_path / "figure.svg")).isValid()
     assert (tmp_path / "figure.pdf").read_bytes().startswith(b"%PDF")
-    assert window.settings.export_defaults().format == "pdf"
+    assert window.settings.get(EXPORT_DEFAULTS).format == "pdf"
 
 
 def test_keyboard_workspaces_items_and_command_palette(qtbot, window, small_world):

@@ -69,6 +69,23 @@ def test_each_contract_catches_a_probe_import(probe_tree, package, target, contr
     assert f"probescope.{package}.probe_of_the_contracts" in out.stdout
 
 
+
+def test_no_import_cycles():
+    """No module imports itself through others, counting the imports inside functions (they run too) but not those
+    under `if TYPE_CHECKING:` (annotations, never run): a cycle is broken by moving what both sides share to a
+    module they both import, or a function to the module that owns its data, not by hiding an import in a function.
+    Each cycle found is printed as a chain of modules."""
+    import grimp
+
+    graph = grimp.build_graph("probescope", exclude_type_checking_imports=True, cache_dir=None)
+    cycles: dict[frozenset[str], str] = {}
+    for importer in sorted(graph.modules):
+        for imported in sorted(graph.find_modules_directly_imported_by(importer)):
+            if graph.chain_exists(importer=imported, imported=importer):
+                chain = (importer, *graph.find_shortest_chain(importer=imported, imported=importer))
+                cycles.setdefault(frozenset(chain), " -> ".join(chain))
+    assert not cycles, "import cycles:\n" + "\n".join(sorted(cycles.values()))
+
 def test_importing_all_of_core_loads_no_qt():
     """Transitive check: import every core module in a fresh interpreter and look at sys.modules."""
     modules = sorted(

@@ -143,11 +143,11 @@ def test_unit_masks_match_full_upsampling(varied, chunk_bytes, monkeypatch):
         for q in (0.005, 0.05, 0.3, 0.6, 0.9):
             t = float(np.quantile(m.astype(np.float64).ravel(), 1 - q))
             expected = region_weights(store, np.flatnonzero(brute_unit_mask(m, t, ds)))
-            assert (unit_mask_regions(m, t, store) == expected).all(), q
+            assert (unit_mask_regions(m, t, store, "cpu") == expected).all(), q
     # threshold equal to an image's maximum or minimum: that image must still be upsampled
     for t in (float(maps[3].max()), float(maps[3].min())):
         expected = region_weights(store, np.flatnonzero(brute_unit_mask(maps, t, ds)))
-        assert (unit_mask_regions(maps, t, store) == expected).all()
+        assert (unit_mask_regions(maps, t, store, "cpu") == expected).all()
 
 
 @pytest.mark.parametrize("value", [0.0, -0.25, 3.0])
@@ -167,7 +167,7 @@ def test_a_dead_unit_masks_every_pixel(value, monkeypatch):
     if value == 0.0:
         assert (expected == store.region_pixels).all()
         monkeypatch.setattr(unitmasks, "upsample", lambda *args: pytest.fail("upsampled"))
-    assert (unit_mask_regions(maps, t, store) == expected).all()
+    assert (unit_mask_regions(maps, t, store, "cpu") == expected).all()
 
 
 def brute_scores(mask: np.ndarray, g: np.ndarray, img: np.ndarray, n: int) -> tuple[float, float]:

@@ -151,7 +151,7 @@ def test_zero_overlap_concept_is_a_candidate_at_full_width():
     assert (limited.label, limited.iou) == ("A", 0.5)
 
 
-def unit_searches(ds, act, settings: DissectionSettings, **options):
+def unit_searches(ds, act, settings: DissectionSettings, prune: bool = True):
     """A BeamSearch per unit, grown to max_length atoms."""
     store = LabelStore.build(ds)
     counts = DatasetCounts(store)
@@ -159,8 +159,8 @@ def unit_searches(ds, act, settings: DissectionSettings, **options):
     thresholds = unit_thresholds(act, settings.quantile)
     out = []
     for u in range(act.shape[1]):
-        inside = unit_mask_regions(act[:, u], float(thresholds[u]), store)
-        search = BeamSearch(UnitScorer(counts, inside, concepts), settings.beam_size, settings.beam_limit, **options)
+        inside = unit_mask_regions(act[:, u], float(thresholds[u]), store, settings.device)
+        search = BeamSearch(UnitScorer(counts, inside, concepts), settings, prune)
         if not search.empty:
             search.beam(settings.max_length - 1)
         out.append(search)
@@ -172,9 +172,9 @@ def test_pruning_never_changes_the_beams(dedupe):
     pruned_members = 0
     for seed in (10, 11, 12):
         ds, act = synthetic_problem(seed, n_units=8)
-        settings = DissectionSettings(quantile=0.02, beam_limit=0, min_samples=3, max_length=4)
-        pruned = unit_searches(ds, act, settings, dedupe=dedupe)
-        plain = unit_searches(ds, act, settings, dedupe=dedupe, prune=False)
+        settings = DissectionSettings(quantile=0.02, beam_limit=0, beam_dedupe=dedupe, min_samples=3, max_length=4)
+        pruned = unit_searches(ds, act, settings)
+        plain = unit_searches(ds, act, settings, prune=False)
         for a, b in zip(pruned, plain):
             assert a.computed == b.computed
             assert b.pruned == 0 and a.expanded + a.pruned == b.expanded
@@ -189,8 +189,8 @@ def test_mask_dedupe_never_ranks_below_the_original_beams():
     for seed in range(20, 26):
         ds, act = synthetic_problem(seed, n_units=8)
         settings = DissectionSettings(quantile=0.02, beam_limit=0, min_samples=3, max_length=3)
-        for a, b in zip(unit_searches(ds, act, settings, dedupe="mask"),
-                        unit_searches(ds, act, settings, dedupe="none")):
+        for a, b in zip(unit_searches(ds, act, replace(settings, beam_dedupe="mask")),
+                        unit_searches(ds, act, replace(settings, beam_dedupe="none"))):
             for k, (beam_a, beam_b) in enumerate(zip(a.computed, b.computed)):
                 assert beam_a[0].iou >= beam_b[0].iou, (seed, k)
 
@@ -225,7 +225,7 @@ def test_optimal_search_equals_brute_force(seed, max_length, scope):
     counts = DatasetCounts(store)
     scope_ = counts.category_scope if scope == "category" else None
     thresholds = unit_thresholds(act, settings.quantile)
-    inside = unit_mask_regions(act[:, 0], float(thresholds[0]), store)
+    inside = unit_mask_regions(act[:, 0], float(thresholds[0]), store, settings.device)
     alone = optimal_explanation(UnitScorer(counts, inside, store.concepts(2), scope_), max_length)
     e = result.units[0].explanations["optimal"]
     assert alone.best == Scored(e.formula, e.iou, e.da)

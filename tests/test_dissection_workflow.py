@@ -21,7 +21,9 @@ from probescope.core.dissection.settings import WINDOW_SETTINGS, DissectionSetti
 from probescope.jobs.dissection.layer import (
     ActivationFile,
     DatasetSpec,
+    LayerRequest,
     LayerRun,
+    ModelLayer,
     dissect_layer,
     hold_dataset,
     labels_of,
@@ -50,9 +52,9 @@ def test_a_notebook_call_writes_the_bytes_of_the_command_line(broden, tmp_path):
     assert main(["dissect", "--dataset", str(broden / "data"), "--activations", str(broden / "act.npy"),
                  "--out", str(tmp_path / "cli"), "--min-samples", "2", "--search", "iou,da-stop",
                  "--sweep-length", "2", "--jobs", "1"]) == 0
-    done = run(dissect_layer(TaskContext(), dataset=DatasetSpec(broden / "data"),
-                             activations=ActivationFile(broden / "act.npy"), settings=settings,
-                             out=tmp_path / "notebook"))
+    done = run(dissect_layer(TaskContext(), LayerRequest(DatasetSpec(broden / "data"),
+                                                         ActivationFile(broden / "act.npy"), settings,
+                                                         out=tmp_path / "notebook")))
     assert isinstance(done, LayerRun) and done.result.complete and len(done.result.units) == 5
     for name in ("dissection.json", "tally.csv"):
         assert (tmp_path / "notebook" / name).read_bytes() == (tmp_path / "cli" / name).read_bytes()
@@ -62,13 +64,13 @@ def test_the_layer_arrives_block_by_block_and_resumes(broden, tmp_path, monkeypa
     from probescope.core.dissection import saved
 
     monkeypatch.setattr(saved, "FIRST_BLOCK", 2)  # blocks of 2, then 4 units: partial results before the end
-    kwargs = dict(dataset=DatasetSpec(broden / "data"), activations=ActivationFile(broden / "act.npy"),
-                  settings=DissectionSettings(min_samples=2, jobs=1), out=tmp_path / "out")
-    parts = [item.value for item in dissect_layer(TaskContext(), **kwargs) if isinstance(item, Partial)]
+    request = LayerRequest(DatasetSpec(broden / "data"), ActivationFile(broden / "act.npy"),
+                           DissectionSettings(min_samples=2, jobs=1), out=tmp_path / "out")
+    parts = [item.value for item in dissect_layer(TaskContext(), request) if isinstance(item, Partial)]
     assert parts[0].result is None  # the inputs are ready before any unit is dissected
     assert [len(p.result.units) for p in parts[1:]] == [2, 5]
     lines: list[str] = []
-    again = run(dissect_layer(TaskContext(), **kwargs, log=lines.append))
+    again = run(dissect_layer(TaskContext(), request, log=lines.append))
     assert again.result.units.keys() == parts[-1].result.units.keys()
     assert lines == ["complete: all 5 units already done, nothing to resume (--restart dissects again)"]
 
@@ -89,9 +91,9 @@ def test_the_session_holds_the_dataset_and_its_labels(broden):
 
 def test_the_windows_dissection_is_a_job_whose_arguments_travel():
     info = ModelInfo(OpenRequest("model", "demo"), "cpu", "demo", None, "layer4", True, "key")
-    job = Job(layer_data_job, {"model": info, "model_label": "demo", "layer": "layer4",
-                               "dataset": DatasetSpec(Path("/data/broden")), "settings": WINDOW_SETTINGS,
-                               "shape": (128, 7, 7), "first_unit": 3})
+    request = LayerRequest(DatasetSpec(Path("/data/broden")), ModelLayer(info, "layer4", (128, 7, 7)), WINDOW_SETTINGS,
+                           first_unit=3, spare_cores=1)
+    job = Job(layer_data_job, {"request": request, "model_label": "demo"})
     travelled = pickle.loads(pickle.dumps(job))
     assert travelled.function is layer_data_job and travelled.kwargs == job.kwargs
     assert job.name == "probescope.jobs.dissection.layer_data.layer_data_job"

@@ -17,8 +17,9 @@ import torch
 
 from probescope.core.errors import InputError
 from probescope.core.models import checkpoint
-from probescope.core.models.checkpoint import is_torchscript, read_torch_file
-from probescope.core.models.exported import is_exported_program, load_program
+from probescope.core.models.archives import is_exported_program, is_torchscript
+from probescope.core.models.checkpoint import read_torch_file
+from probescope.core.models.exported import load_program
 from probescope.core.trust import NO_TRUST, UntrustedFile, read_trusted
 from probescope.main import main
 

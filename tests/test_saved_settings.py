@@ -9,6 +9,7 @@ import pytest
 import torch
 from PySide6.QtCore import QByteArray, QSettings
 
+from probescope.app.window import settings as saved
 from probescope.app.window.settings import ExportDefaults, Settings
 from probescope.main import main
 
@@ -19,20 +20,20 @@ RECENT_OF_UNKNOWN_KIND = '[{"kind": "weights", "spec": "{\\"kind\\": \\"weights\
 
 # setting: (how it is read, its default, a value of the wrong type, values this machine cannot honour)
 SETTINGS = {
-    "compute/device": (lambda s: s.device(), "cpu", ["cuda", "0"], ["quantum:9", MISSING_GPU]),
-    "appearance/theme": (lambda s: s.theme(), "system", ["dark", "light"], ["neon"]),
-    "window/workspace": (lambda s: s.last_workspace(WORKSPACES), None, ["a", "b"], ["nowhere"]),
-    "window/geometry": (lambda s: s.geometry(), None, "a window", []),  # bytes Qt cannot restore: the window test
-    "layout/dissection": (lambda s: s.panel_layout("dissection"), None, ["a", "b"], []),
+    "compute/device": (lambda s: s.get(saved.DEVICE), "cpu", ["cuda", "0"], ["quantum:9", MISSING_GPU]),
+    "appearance/theme": (lambda s: s.get(saved.THEME), "system", ["dark", "light"], ["neon"]),
+    "window/workspace": (lambda s: s.get(saved.LAST_WORKSPACE, known=WORKSPACES), None, ["a", "b"], ["nowhere"]),
+    "window/geometry": (lambda s: s.get(saved.GEOMETRY), None, "a window", []),  # bytes Qt cannot restore: see below
+    "layout/dissection": (lambda s: s.get(saved.PANEL_LAYOUT, "dissection"), None, ["a", "b"], []),
     "recent/items": (lambda s: s.recent.items(), [], '{"kind": "model"}',
                      [RECENT_OF_UNKNOWN_KIND, '[{"kind": "model", "spec": "not json", "label": "x"}]']),
     "trust/files": (lambda s: s.trusted.files(), [], '"all of them"',
                     ['[{"sha256": "not-a-hash", "path": "/m.pt", "kind": "pickle"}]']),
-    "export/defaults": (lambda s: s.export_defaults(), ExportDefaults(), "[2400]",
+    "export/defaults": (lambda s: s.get(saved.EXPORT_DEFAULTS), ExportDefaults(), "[2400]",
                         ['{"width": 1000000000}', '{"scale": -1}', '{"format": "gif"}',
                          '{"folder": "/no/such/folder/here"}', '{"margin_free": "yes"}',
                          '{"preset": "poster"}', '{"follow_theme": 1}']),
-    "dialogs/open_model": (lambda s: s.dialog_choices("open_model"), {}, '"resnet18"', ['{"file": 7}']),
+    "dialogs/open_model": (lambda s: s.get(saved.DIALOG_CHOICES, "open_model"), {}, '"resnet18"', ['{"file": 7}']),
 }
 
 
@@ -63,33 +64,28 @@ def test_an_unusable_saved_value_gives_way_to_the_default_with_one_note(settings
 
 
 def test_every_saved_setting_is_in_the_table(settings_path):
-    """Every key Settings writes has its row above, and check_all reads each of them."""
-    import inspect
-    import re
-
-    import probescope.app.window.settings as module
-
-    written = set(re.findall(r'setValue\(f?"([^"]+)"', inspect.getsource(module)))
-    examples = {"layout/{workspace}": "layout/dissection", "dialogs/{dialog}": "dialogs/open_model"}
-    assert {examples.get(key, key) for key in written} == set(SETTINGS)
+    """Every setting Settings declares has its row above, and check_all reads each of them."""
+    examples = {"layout/{}": "layout/dissection", "dialogs/{}": "dialogs/open_model"}
+    assert {examples.get(s.key, s.key) for s in saved.SETTINGS} == set(SETTINGS)
     settings = Settings(settings_path)
     for key, (_read, _default, wrong, _unusable) in SETTINGS.items():
         QSettings(str(settings_path), QSettings.Format.IniFormat).setValue(key, wrong)
     notes = Settings(settings_path).check_all(WORKSPACES)
     assert {n.split(" = ")[0].removeprefix("saved setting ").split(" ")[0] for n in notes} == set(SETTINGS)
-    assert settings.device() == "cpu"
+    assert settings.get(saved.DEVICE) == "cpu"
 
 
 def test_good_values_pass_without_a_note(settings_path):
     settings = Settings(settings_path)
-    settings.set_device("cpu")
-    settings.set_theme("dark")
-    settings.set_last_workspace("gallery")
-    settings.set_export_defaults(ExportDefaults("svg", 1200, 3.0, True, str(settings_path.parent)))
+    settings.set(saved.DEVICE, "cpu")
+    settings.set(saved.THEME, "dark")
+    settings.set(saved.LAST_WORKSPACE, "gallery")
+    settings.set(saved.EXPORT_DEFAULTS, ExportDefaults("svg", 1200, 3.0, True, str(settings_path.parent)))
     settings.sync()
     again = Settings(settings_path)
     assert again.check_all(WORKSPACES) == []
-    assert again.device() == "cpu" and again.theme() == "dark" and again.last_workspace(WORKSPACES) == "gallery"
+    assert again.get(saved.DEVICE) == "cpu" and again.get(saved.THEME) == "dark"
+    assert again.get(saved.LAST_WORKSPACE, known=WORKSPACES) == "gallery"
 
 
 def _bad_file(path) -> None:

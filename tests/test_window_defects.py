@@ -102,7 +102,8 @@ def test_the_dissection_runs_where_the_model_is(qtbot, loaded, monkeypatch):
 
     ws = loaded.workspaces["dissection"]
     asked = []
-    monkeypatch.setattr(module, "layer_data_job", lambda ctx, **kw: asked.append(kw["settings"].device) or iter(()))
+    monkeypatch.setattr(module, "layer_data_job",
+                        lambda ctx, **kw: asked.append(kw["request"].settings.device) or iter(()))
     model = ws._inputs[0]
     ws._inputs = (replace(model, value=replace(model.value, device="cuda:1")), *ws._inputs[1:])
     ws.run_settings(ws.settings)
@@ -337,10 +338,11 @@ def test_small_things(qtbot, loaded, tmp_path):
 def test_more_small_things(qtbot, loaded, monkeypatch):
     # the Open Model dialog offers what was chosen last time
     from probescope.app.window.open_dialogs import OpenModelDialog
+    from probescope.app.window.settings import DIALOG_CHOICES
 
-    loaded.settings.set_dialog_choices("open_model", {"kind": "places365", "arch": "resnet18", "file": "/w/r.pth"})
+    loaded.settings.set(DIALOG_CHOICES, {"kind": "places365", "arch": "resnet18", "file": "/w/r.pth"}, "open_model")
     dialog = OpenModelDialog({"torchvision": ("alexnet", "resnet18")}, loaded)
-    dialog.restore(loaded.settings.dialog_choices("open_model"))
+    dialog.restore(loaded.settings.get(DIALOG_CHOICES, "open_model"))
     assert (dialog.kind.currentData(), dialog.arch.currentText(), dialog.file.text()) == (
         "places365", "resnet18", "/w/r.pth")
     assert dialog.request().spec == "places365:resnet18:/w/r.pth"

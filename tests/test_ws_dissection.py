@@ -346,7 +346,7 @@ def test_a_partly_dissected_layer_is_on_screen_before_the_next_block(env, monkey
     from probescope.core.cache import cache_dir
     from probescope.core.dissection import saved as saved_module
     from probescope.core.dissection.results import DissectionResult
-    from probescope.jobs.dissection.layer import DatasetSpec
+    from probescope.jobs.dissection.layer import DatasetSpec, LayerRequest, ModelLayer
     from probescope.jobs.dissection.layer_data import layer_data_job
     from probescope.jobs.protocol import Partial, TaskContext
 
@@ -360,8 +360,8 @@ def test_a_partly_dissected_layer_is_on_screen_before_the_next_block(env, monkey
     stopped.save(path)
     monkeypatch.setattr(saved_module, "add_units", lambda *a, **k: pytest.fail("dissected before showing"))
     model = state.get("model")
-    steps = layer_data_job(TaskContext(), model=model.value, model_label=model.label, layer=d.layer,
-                           dataset=DatasetSpec.of(d.dataset), settings=d.settings)
+    request = LayerRequest(DatasetSpec.of(d.dataset), ModelLayer(model.value, d.layer), d.settings)
+    steps = layer_data_job(TaskContext(), request=request, model_label=model.label)
     first = next(item for item in steps if isinstance(item, Partial))
     assert sorted(first.value.result.units) == keep and not first.value.result.complete
 

@@ -1,9 +1,10 @@
 """The `probescope` command: every subcommand, the window's (`gui`, in probescope.app.window.launch) and the headless
 ones (probescope.cli), dispatched from one parser.
 
-Each subcommand lives in its own module with `add_arguments(parser)` and `run(args) -> int`. Command modules keep
-their module-level imports light (argparse, pathlib) and import numpy/torch/Qt inside `run`, so headless commands
-never import Qt and `--help` is instant. Bad input raises `InputError`: one line on stderr, exit code 2.
+Each subcommand lives in its own module with `add_arguments(parser)` and `run(args) -> int`. `--help` imports every
+command's module, so their tops import neither torch nor Qt: those come inside `run` (each import says why), so
+headless commands never import Qt and `--help` starts without torch. Bad input raises `InputError`: one line on
+stderr, exit code 2.
 """
 
 from __future__ import annotations

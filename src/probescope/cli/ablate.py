@@ -8,9 +8,15 @@ model and dataset identity and which path ran: the network's tail on the cached 
 from __future__ import annotations
 
 import argparse
+import sys
 from pathlib import Path
 
+from probescope.cli.progress import stderr_progress
 from probescope.core import bounds
+from probescope.core.cache import cache_dir
+from probescope.core.dissection.correlation import read_label_map
+from probescope.core.dissection.inputs import model_identity, open_dataset
+from probescope.core.errors import InputError
 from probescope.jobs.arguments import (
     BoundedArg,
     RangesArg,
@@ -58,15 +64,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    import sys
-
-    from probescope.cli.progress import stderr_progress
-    from probescope.core.cache import cache_dir
+    # (torch: `probescope --help` imports this module; torch takes 1.5 s)
     from probescope.core.data.activations import extract_activations
-    from probescope.core.dissection.correlation import read_label_map
-    from probescope.core.dissection.inputs import model_identity, open_dataset
-    from probescope.core.errors import InputError
     from probescope.core.models.loading import load_model
+
+    # (lazy: `probescope --help` imports this module; jobs.ablation adds 10 ms to it)
     from probescope.jobs.ablation import ablate, ablation_groups, layer_ablation, read_dissection, true_classes
 
     progress = stderr_progress()

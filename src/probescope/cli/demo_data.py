@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import argparse
 
+from probescope.cli.progress import end_progress_line, stderr_progress
 from probescope.core import bounds
+from probescope.core.data.broden import BrodenDataset
+from probescope.core.demo.dataset import DEFAULT_N, write_demo_dataset
 from probescope.jobs.arguments import BoundedArg
 
 
@@ -16,10 +19,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from probescope.cli.progress import end_progress_line, stderr_progress
-    from probescope.core.data.broden import BrodenDataset
-    from probescope.core.demo.dataset import DEFAULT_N, write_demo_dataset
-
     root = write_demo_dataset(args.dir, args.images or DEFAULT_N, args.seed, stderr_progress())
     end_progress_line()
     ds = BrodenDataset.open(root)

@@ -9,18 +9,30 @@ same command again resumes, skipping finished units. One run at a time writes OU
 from __future__ import annotations
 
 import argparse
+import sys
 from pathlib import Path
 
-from probescope.core.bounds import UNIT
+from probescope.cli.progress import end_progress_line, stderr_progress
+from probescope.cli.settings import add_setting_arguments, setting_values
+from probescope.core.bounds import UNIT, check_fits
+from probescope.core.dissection.settings import DissectionSettings
 from probescope.jobs.arguments import (
-    BoundedArg,
     RangesArg,
     add_model_shape_arguments,
     add_trust_arguments,
     device_arg,
     trust_from_args,
 )
-from probescope.jobs.dissection.layer import layer_units  # noqa: F401  (cli.ablate reads --units the same way)
+from probescope.jobs.dissection.layer import (
+    ActivationFile,
+    DatasetSpec,
+    LayerRequest,
+    ModelLayer,
+    dissect_layer,
+    layer_units,  # noqa: F401  (cli.ablate reads --units the same way)
+)
+from probescope.jobs.dissection.layer import run as run_task
+from probescope.jobs.protocol import TaskContext
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -48,42 +60,21 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def add_settings_arguments(parser: argparse.ArgumentParser) -> None:
     """One option per DissectionSettings field, its default and help read from the dataclass (`searches` is
     --search)."""
-    from dataclasses import fields
-
-    from probescope.core.dissection.settings import DissectionSettings
-
-    group = parser.add_argument_group("dissection settings")
-    for f in fields(DissectionSettings):
-        flag = "--search" if f.name == "searches" else "--" + f.name.replace("_", "-")
-        default = ",".join(f.default) if f.name == "searches" else f.default
-        kind = BoundedArg(f.metadata["bound"]) if "bound" in f.metadata else type(default)
-        kind = device_arg if f.name == "device" else kind
-        group.add_argument(flag, dest=f.name, type=kind, default=default,
-                           help=f"{f.metadata['help']} (default: %(default)s)")
+    add_setting_arguments(parser.add_argument_group("dissection settings"), DissectionSettings,
+                          flags={"searches": "--search"}, types={"device": device_arg},
+                          defaults={"searches": ",".join(DissectionSettings().searches)},
+                          shown=" (default: %(default)s)")
 
 
 def settings_from_args(args: argparse.Namespace):
     """The DissectionSettings the command line asked for."""
-    from dataclasses import fields
-
-    from probescope.core.bounds import check_fits
-    from probescope.core.dissection.settings import DissectionSettings
-
-    settings = DissectionSettings.from_mapping({f.name: getattr(args, f.name) for f in fields(DissectionSettings)},
-                                               "command line")
+    settings = DissectionSettings.from_mapping(setting_values(args, DissectionSettings), "command line")
     check_fits(settings.cache_bytes, f"--cache-mb {settings.cache_mb}")
     return settings
 
 
 def run(args: argparse.Namespace) -> int:
     """Parse, dissect (`jobs.dissection.layer.dissect_layer`), say what was written."""
-    import sys
-
-    from probescope.cli.progress import end_progress_line, stderr_progress
-    from probescope.jobs.dissection.layer import ActivationFile, DatasetSpec, ModelLayer, dissect_layer
-    from probescope.jobs.dissection.layer import run as run_task
-    from probescope.jobs.protocol import TaskContext
-
     progress = stderr_progress()
 
     def log(line: str) -> None:
@@ -93,14 +84,12 @@ def run(args: argparse.Namespace) -> int:
     def show(step) -> None:
         progress(step.fraction or 0.0, step.message)
 
-    settings = settings_from_args(args)
     source = (ActivationFile(args.activations, args.layout) if args.activations is not None
               else ModelLayer(args.model, args.layer, input_size=args.input_size, layout=args.layout))
-    task = dissect_layer(TaskContext(show, trust_from_args(args)),
-                         dataset=DatasetSpec(args.dataset, args.index, args.source or ""), activations=source,
-                         settings=settings, units=args.units, out=args.out, restart=args.restart,
-                         predictions=args.predictions, class_names=args.class_names, label_map=args.label_map,
-                         log=log)
+    request = LayerRequest(DatasetSpec(args.dataset, args.index, args.source or ""), source, settings_from_args(args),
+                           units=args.units, out=args.out, restart=args.restart, predictions=args.predictions,
+                           class_names=args.class_names, label_map=args.label_map)
+    task = dissect_layer(TaskContext(show, trust_from_args(args)), request, log=log)
     done = run_task(task, show)
     log(f"wrote {args.out / 'tally.csv'} ({len(done.result.units)} units)")
     return 0

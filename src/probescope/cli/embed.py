@@ -8,16 +8,20 @@ consecutive-fit correlation (with --init). Saves the ensemble as an .npz for `si
 from __future__ import annotations
 
 import argparse
+import json
 from pathlib import Path
 
+from probescope.cli.progress import end_progress_line, stderr_progress
+from probescope.cli.settings import add_setting_arguments, settings_from
+from probescope.cli.similarity import add_judgment_arguments, describe_source, load_filtered
+from probescope.core import bounds
+from probescope.core.similarity.ensemble import Ensemble
+from probescope.core.similarity.settings import EmbeddingSettings
 from probescope.jobs.arguments import device_arg
+from probescope.jobs.outputs import check_outputs
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    from probescope.cli.settings import add_setting_arguments
-    from probescope.cli.similarity import add_judgment_arguments
-    from probescope.core.similarity.settings import EmbeddingSettings
-
     add_judgment_arguments(parser)
     parser.add_argument("--out", type=Path, default=Path("embedding.npz"), metavar="EMB.npz")
     parser.add_argument("--init", type=Path, metavar="PREV.npz",
@@ -28,16 +32,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    import json
-
-    from probescope.cli.progress import end_progress_line, stderr_progress
-    from probescope.cli.settings import settings_from
-    from probescope.cli.similarity import describe_source, load_filtered
-    from probescope.core import bounds
-    from probescope.core.similarity.ensemble import Ensemble
+    # (lazy: `probescope --help` imports this module; the judgments' readers and the fit add 40 ms to it)
     from probescope.core.similarity.readers import load_judgments
-    from probescope.core.similarity.settings import EmbeddingSettings
-    from probescope.jobs.outputs import check_outputs
     from probescope.jobs.similarity.embedding import embed
 
     check_outputs([("--out", args.out)], [("--judgments", args.judgments), ("--catalog", args.catalog),

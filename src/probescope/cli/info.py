@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import argparse
+from collections import Counter
 from pathlib import Path
 
+from probescope.core.data.broden import BrodenDataset
+from probescope.core.data.preprocess import parse_preprocess
 from probescope.jobs.arguments import add_model_shape_arguments, add_trust_arguments, trust_from_args
 
 
@@ -43,10 +46,6 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _dataset_info(root: Path, index: str) -> None:
-    from collections import Counter
-
-    from probescope.core.data.broden import BrodenDataset
-
     ds = BrodenDataset.open(root, index)
     counts = Counter(label.category for label in ds.labels.values())
     print(f"{'dataset':<16} {ds.root} ({ds.index_path.name})")
@@ -63,7 +62,7 @@ def _dataset_info(root: Path, index: str) -> None:
 
 
 def _model_info(args: argparse.Namespace) -> None:
-    from probescope.core.data.preprocess import parse_preprocess
+    # (torch: `probescope --help` imports this module; torch takes 1.5 s)
     from probescope.core.models.layers import list_layers
     from probescope.core.models.loading import load_model
 

@@ -7,16 +7,20 @@ can be read back by every command. Queries that already served often are drawn l
 from __future__ import annotations
 
 import argparse
+import json
+import time
 from pathlib import Path
 
+from probescope.cli.progress import end_progress_line, stderr_progress
+from probescope.cli.settings import add_setting_arguments, settings_from
+from probescope.cli.similarity import add_judgment_arguments, load_filtered
+from probescope.core.similarity.ensemble import Ensemble
+from probescope.core.similarity.settings import ProposeSettings
 from probescope.jobs.arguments import device_arg
+from probescope.jobs.outputs import check_outputs
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    from probescope.cli.settings import add_setting_arguments
-    from probescope.cli.similarity import add_judgment_arguments
-    from probescope.core.similarity.settings import ProposeSettings
-
     add_judgment_arguments(parser)
     parser.add_argument("--embedding", type=Path, required=True, metavar="EMB.npz")
     parser.add_argument("--out", type=Path, required=True, metavar="NEXT.csv")
@@ -25,15 +29,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    import json
-    import time
-
-    from probescope.cli.progress import end_progress_line, stderr_progress
-    from probescope.cli.settings import settings_from
-    from probescope.cli.similarity import load_filtered
-    from probescope.core.similarity.ensemble import Ensemble
-    from probescope.core.similarity.settings import ProposeSettings
-    from probescope.jobs.outputs import check_outputs
+    # (lazy: `probescope --help` imports this module; the proposal's workflow adds 17 ms to it)
     from probescope.jobs.similarity.propose import check_proposal, propose, random_baseline, save_proposal
 
     check_outputs([("--out", args.out)], [("--judgments", args.judgments), ("--catalog", args.catalog),

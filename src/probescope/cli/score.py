@@ -15,19 +15,40 @@ Examples:
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 from dataclasses import replace
+from pathlib import Path
 
+import numpy as np
+
+from probescope.cli.progress import end_progress_line, stderr_progress
+from probescope.cli.settings import add_setting_arguments, settings_from
 from probescope.core import bounds
-from probescope.core.scoring.settings import ScoreSettings, setting_field
-from probescope.core.scoring.sources import DEFAULT_EXTENSIONS
+from probescope.core.data.images import set_max_pixels
+from probescope.core.demo.sampler import DemoSampler
+from probescope.core.demo.world import SCENES
+from probescope.core.errors import InputError
+from probescope.core.files import NUMPY_FILE_ERRORS, readable_file, zip_problem
+from probescope.core.scoring import examples
+from probescope.core.scoring.distributions import ClassScores
+from probescope.core.scoring.feature_spec import check_spec
+from probescope.core.scoring.kernel import check_kid_protocol
+from probescope.core.scoring.settings import ScoreSettings
+from probescope.core.scoring.sources import (
+    DEFAULT_EXTENSIONS,
+    TorchScriptGeneratorSource,
+    open_source,
+    parse_extensions,
+)
 from probescope.jobs.arguments import BoundedArg, NumbersArg, add_trust_arguments, device_arg, trust_from_args
+from probescope.jobs.inputs import DEMO_SAMPLES
+from probescope.jobs.outputs import check_outputs
+from probescope.jobs.protocol import Progress, TaskContext
+from probescope.jobs.scoring.workflow import ScoreAsk, score_images, score_rows
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    from probescope.core.demo.world import SCENES
-    from probescope.jobs.inputs import DEMO_SAMPLES
-
     src = parser.add_mutually_exclusive_group(required=True)
     src.add_argument("--probs", metavar="P.npy", help="class probabilities (N, n): rows must sum to 1")
     src.add_argument("--logits", metavar="L.npy", help="classifier logits (N, n)")
@@ -44,15 +65,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="for images: 'demo' (default), 'inception-tf:<weights file>' (comparable with published IS), "
         "'inception-tv:<weights file>' (torchvision ImageNet, not comparable), or any model spec",
     )
-    _setting(parser, "splits")
-    _setting(parser, "seed")
-    parser.add_argument("--no-shuffle", action="store_true", help=setting_field("shuffle").metadata["help"])
-    _setting(parser, "resize", metavar="N")
+    _settings(parser, "splits", "seed", "shuffle", "resize")  # (shuffle: --no-shuffle)
     parser.add_argument("--max-pixels", type=BoundedArg(bounds.PIXELS), metavar="N",
                         help="refuse images larger than N pixels before decoding them (default 50000000, or "
                         "$PROBESCOPE_MAX_PIXELS)")
-    _setting(parser, "batch_size")
-    _setting(parser, "workers")
+    _settings(parser, "batch_size", "workers")
     parser.add_argument("--device", default=None, type=device_arg,
                         help="cpu or cuda[:k] for the classifier and a generator (default cpu); refused with --probs, "
                         "--logits and --example, which run no network")
@@ -64,9 +81,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--save-logits", metavar="OUT.npy", help="also save the classifier's logits")
     real = parser.add_argument_group(
         "distances to real images (need --images or --generator; each depends on the features, --features)")
-    _setting(real, "features", metavar="SPEC")
-    _setting(real, "feature_resize")
-    _setting(real, "precision")
+    _settings(real, "features", "feature_resize", "precision")
     real.add_argument("--fid", nargs="?", const="demo", metavar="REF",
                       help="FID against REF: a folder of real images, a uint8 .npy/.npz, a Broden dataset folder, a "
                       "pytorch-fid mu/sigma .npz, or 'demo' (the demo world's images; the default without REF). "
@@ -86,8 +101,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     real.add_argument("--fid-inf", action="store_true",
                       help="also FID and IS extrapolated to infinite N (Chong & Forsyth 2020); IS_inf alone without "
                       "--fid")
-    for name in ("kid_subsets", "kid_subset_size", "prc_k", "dc_k", "inf_points", "inf_smallest"):
-        _setting(real, name)
+    _settings(real, "kid_subsets", "kid_subset_size", "prc_k", "dc_k", "inf_points", "inf_smallest")
     real.add_argument("--save-stats", metavar="OUT.npz", help="save the generated set's mu/sigma (pytorch-fid format)")
     real.add_argument("--per-image", metavar="OUT.csv",
                       help="write one row per sample, in input order: kl (its KL to the marginal, nats), and against "
@@ -100,9 +114,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                       help="held-out real images (from the same distribution, never trained on; any reference kind "
                       "with images): they calibrate the copy test, and give the data-copying test C_T of Meehan et "
                       "al. 2020 with the --fid reference as the generator's training set")
-    _setting(real, "copy_alpha", metavar="ALPHA")
-    _setting(real, "held_out_share", metavar="SHARE")
-    _setting(real, "copy_cells")
+    _settings(real, "copy_alpha", "held_out_share", "copy_cells")
     demo = parser.add_argument_group("demo sampler (--images demo)")
     demo.add_argument("--n", type=BoundedArg(bounds.SAMPLES), default=DEMO_SAMPLES,
                       help="number of images (also for --generator; default %(default)s)")
@@ -122,30 +134,20 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_trust_arguments(parser)
 
 
-def _setting(group, name: str, **extra) -> None:
-    """The option of ScoreSettings field `name`: its default, Bound or choices and help read from the dataclass."""
-    f = setting_field(name)
-    if "bound" in f.metadata:
-        extra["type"] = BoundedArg(f.metadata["bound"])
-    elif "choices" in f.metadata:
-        extra["choices"] = f.metadata["choices"]
-    group.add_argument("--" + name.replace("_", "-"), default=f.default, help=f.metadata["help"], **extra)
+METAVARS = {"resize": "N", "features": "SPEC", "copy_alpha": "ALPHA", "held_out_share": "SHARE"}
+
+
+def _settings(group, *names: str) -> None:
+    """The options of ScoreSettings fields `names` (cli.settings; their help says the default where it matters)."""
+    add_setting_arguments(group, ScoreSettings, names, metavars=METAVARS, shown="")
 
 
 def settings_from_args(args: argparse.Namespace) -> ScoreSettings:
     """The ScoreSettings the command line asked for."""
-    from dataclasses import fields
-
-    values = {f.name: getattr(args, f.name) for f in fields(ScoreSettings) if f.name != "shuffle"}
-    return ScoreSettings(shuffle=not args.no_shuffle, **values)
+    return settings_from(args, ScoreSettings)
 
 
 def _load_matrix(path_text: str, kind: str):
-    import numpy as np
-
-    from probescope.core.errors import InputError
-    from probescope.core.files import NUMPY_FILE_ERRORS, readable_file, zip_problem
-
     path = readable_file(path_text)
     problem = zip_problem(path)
     if problem:
@@ -165,8 +167,6 @@ def _load_matrix(path_text: str, kind: str):
 
 
 def _image_source(args: argparse.Namespace, extensions: tuple[str, ...], trust):
-    from probescope.core.scoring.sources import TorchScriptGeneratorSource, open_source
-
     if args.generator:
         low, high = args.output_range
         return TorchScriptGeneratorSource(
@@ -180,9 +180,6 @@ def _image_source(args: argparse.Namespace, extensions: tuple[str, ...], trust):
             trust=trust,
         )
     if args.images == "demo":
-        from probescope.core.demo.sampler import DemoSampler
-        from probescope.core.demo.world import SCENES
-
         diversity = len(SCENES) if args.diversity is None else args.diversity
         return DemoSampler(args.n, diversity, args.fidelity, seed=args.sample_seed)
     return open_source(args.images, extensions)
@@ -190,8 +187,6 @@ def _image_source(args: argparse.Namespace, extensions: tuple[str, ...], trust):
 
 def _check_flags(args: argparse.Namespace) -> None:
     """Refuse flag combinations that would do nothing, before anything is loaded."""
-    from probescope.core.errors import InputError
-
     runs_network = bool(args.images or args.generator)
     if args.device is not None and not runs_network:
         raise InputError(f"--device {args.device} does nothing with --probs, --logits or --example (no network runs)")
@@ -205,7 +200,6 @@ def _check_flags(args: argparse.Namespace) -> None:
     if args.held_out and args.fid and _same_input(args.held_out, args.fid):
         raise InputError(f"--held-out {args.held_out} names the --fid reference itself: held-out images must be real "
                          "images not in the reference (never trained on)")
-    from probescope.core.scoring.feature_spec import check_spec
 
     check_spec(args.features)
     if args.cmmd and not args.features.startswith("openclip:"):
@@ -216,8 +210,6 @@ def _check_flags(args: argparse.Namespace) -> None:
 
 def _same_input(a: str, b: str) -> bool:
     """Two reference specs naming the same images: the same word ('demo') or the same path."""
-    from pathlib import Path
-
     return a == b or (Path(a).exists() and Path(b).exists() and Path(a).resolve() == Path(b).resolve())
 
 
@@ -228,7 +220,6 @@ INPUT_OPTIONS = ("probs", "logits", "images", "generator", "fid", "held_out", "c
 
 def _check_outputs(args: argparse.Namespace) -> None:
     """Refuse an output that is one of the inputs, or inside an input folder, before anything is read or written."""
-    from probescope.jobs.outputs import check_outputs
 
     def option(name: str) -> str:
         return "--" + name.replace("_", "-")
@@ -239,19 +230,12 @@ def _check_outputs(args: argparse.Namespace) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    import json
-
-    from probescope.core.scoring.distributions import ClassScores
-    from probescope.jobs.scoring.workflow import ScoreAsk, score_images, score_rows
-
     _check_flags(args)
     settings = settings_from_args(args)
     ask = ScoreAsk(fid=args.fid, held_out=args.held_out, kid=args.kid, prc=args.prc, fid_inf=args.fid_inf,
                    density_coverage=args.density_coverage, vendi=args.vendi, cmmd=args.cmmd, bits=args.bits,
                    save_logits=args.save_logits, save_stats=args.save_stats, per_image=args.per_image)
     if args.example:
-        from probescope.core.scoring import examples
-
         scores = ClassScores(examples.worked_example(args.example), "probs", f"example {args.example}")
         header = {"source": f"worked example, generator {args.example} ({examples.DESCRIPTIONS[args.example]})"}
         result = _run_job(score_rows, scores=scores, settings=settings, ask=ask, class_names=examples.CLASS_NAMES,
@@ -261,10 +245,9 @@ def run(args: argparse.Namespace) -> int:
         scores = ClassScores(_load_matrix(path, kind), kind, path)
         result = _run_job(score_rows, scores=scores, settings=settings, ask=ask, header={"source": f"{kind} {path}"})
     else:
-        from probescope.core.data.images import set_max_pixels
+        # (torch: `probescope --help` imports this module; torch takes 1.5 s)
         from probescope.core.scoring.classifiers import load_classifier
         from probescope.core.scoring.features import attach_features
-        from probescope.core.scoring.sources import parse_extensions
 
         if args.max_pixels is not None:
             set_max_pixels(args.max_pixels)
@@ -272,8 +255,6 @@ def run(args: argparse.Namespace) -> int:
         ask = replace(ask, extensions=parse_extensions(args.extensions))
         source = _image_source(args, ask.extensions, trust)
         if args.kid:
-            from probescope.core.scoring.kernel import check_kid_protocol
-
             check_kid_protocol(source.length, None, args.kid_subsets, args.kid_subset_size)  # before any network runs
         classifier = attach_features(load_classifier(args.classifier, args.device or "cpu", trust, args.resize),
                                      settings, trust)
@@ -288,9 +269,6 @@ def run(args: argparse.Namespace) -> int:
 
 def _run_job(function, **kwargs):
     """Run a jobs function here: its stages as lines of their own on stderr, its progress as one live line."""
-    from probescope.cli.progress import end_progress_line, stderr_progress
-    from probescope.jobs.protocol import Progress, TaskContext
-
     line = [stderr_progress()]
 
     def show(progress: Progress) -> None:

@@ -9,16 +9,20 @@ the embedding's expected similarity.
 from __future__ import annotations
 
 import argparse
+import json
 from pathlib import Path
 
-from probescope.jobs.arguments import add_model_shape_arguments, add_trust_arguments, device_arg
+from probescope.cli.progress import end_progress_line, stderr_progress
+from probescope.cli.settings import add_filter_arguments, add_setting_arguments, filters_from, settings_from
+from probescope.core.data.preprocess import parse_preprocess
+from probescope.core.errors import InputError
+from probescope.core.similarity.ensemble import Ensemble
+from probescope.core.similarity.settings import AgreementSettings, Filters
+from probescope.jobs.arguments import add_model_shape_arguments, add_trust_arguments, device_arg, trust_from_args
 
 
 def add_judgment_arguments(parser: argparse.ArgumentParser) -> None:
     """Options shared by similarity, embed and propose: where the judgments are and which filters apply."""
-    from probescope.cli.settings import add_filter_arguments
-    from probescope.core.similarity.settings import Filters
-
     parser.add_argument("--judgments", required=True, metavar="PATH",
                         help="psiz .hdf5, release .zip or folder, trials .csv, or 'demo' (simulated demo-world data)")
     parser.add_argument("--catalog", type=Path, metavar="FILE", help="stimulus catalog (.hdf5, .csv, stimuli.txt)")
@@ -30,9 +34,6 @@ def add_judgment_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    from probescope.cli.settings import add_setting_arguments
-    from probescope.core.similarity.settings import AgreementSettings
-
     add_judgment_arguments(parser)
     parser.add_argument("--features", type=Path, metavar="F.npy", help="row i = features of stimulus i")
     parser.add_argument("--model", metavar="SPEC", help="model spec, with --layer: features from its activations")
@@ -51,8 +52,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def load_filtered(args: argparse.Namespace):
     """Judgments per the shared options, after quality control: (source, trials, report); InputError saying which
     filters dropped what when no trial is left."""
-    from probescope.cli.settings import filters_from
-    from probescope.core.similarity.settings import Filters
+    # (lazy: `probescope --help` imports this module; the judgments' readers add 30 ms to it)
     from probescope.jobs.similarity.trials import open_filtered
 
     return open_filtered(args.judgments, args.catalog, args.images, args.index_base, filters_from(args, Filters))
@@ -72,12 +72,7 @@ def describe_source(source, report) -> list[str]:
 
 
 def run(args: argparse.Namespace) -> int:
-    import json
-
-    from probescope.cli.settings import settings_from
-    from probescope.core.errors import InputError
-    from probescope.core.similarity.ensemble import Ensemble
-    from probescope.core.similarity.settings import AgreementSettings
+    # (lazy: `probescope --help` imports this module; the scores' workflow adds 32 ms to it)
     from probescope.jobs.similarity.scores import distances_of, similarity_report, stimulus_features
 
     settings = settings_from(args, AgreementSettings)
@@ -92,10 +87,6 @@ def run(args: argparse.Namespace) -> int:
     if args.features is not None:
         features, feature_name = stimulus_features(j, features=args.features)
     else:
-        from probescope.cli.progress import end_progress_line, stderr_progress
-        from probescope.core.data.preprocess import parse_preprocess
-        from probescope.jobs.arguments import trust_from_args
-
         features, feature_name = stimulus_features(
             j, model=args.model, layer=args.layer, pool=settings.pool, device=args.device,
             trust=trust_from_args(args), preprocess=parse_preprocess(args.preprocess) if args.preprocess else None,

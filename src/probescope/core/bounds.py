@@ -125,7 +125,7 @@ def available_memory() -> int | None:
         except (ValueError, OSError, AttributeError):
             pass
     try:
-        import resource
+        import resource  # (POSIX only: Windows has none)
 
         soft, _hard = resource.getrlimit(resource.RLIMIT_AS)
         if soft != resource.RLIM_INFINITY:

@@ -19,7 +19,7 @@ _DEVICE = re.compile(r"(cpu|cuda|mps)(?::(\d{1,4}))?")
 
 def available_devices() -> list[str]:
     """The devices this machine can compute on: cpu, each CUDA GPU torch sees, mps on Apple silicon."""
-    import torch
+    import torch  # (torch: the window and `probescope --help` import this module, never torch)
 
     devices = ["cpu"]
     if torch.cuda.is_available():

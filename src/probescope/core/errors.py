@@ -31,3 +31,10 @@ def _restore(cls: type[InputError], args: tuple, state: dict) -> InputError:
 class Note(UserWarning):
     """Something probescope noticed and worked around (e.g. a damaged cache it rebuilds): front ends show it as one
     line, and the work goes on."""
+
+
+def first_line(exc: BaseException) -> str:
+    """An exception as a message quotes it: its type and the first line of its text, cut at 160 characters (a
+    library's own message may span a page)."""
+    text = str(exc).strip().splitlines()
+    return f"{type(exc).__name__}: {text[0][:160]}" if text else type(exc).__name__

@@ -15,7 +15,10 @@ from pathlib import Path
 
 import numpy as np
 
+from probescope.core.ablation.groups import concept_units, each_unit, hand_picked, specialised_units, top_units
 from probescope.core.ablation.results import AblationResult
+from probescope.core.dissection.correlation import scene_truth
+from probescope.core.dissection.results import DissectionResult
 from probescope.core.errors import InputError
 from probescope.core.tasks import CancelCheck, ProgressCallback
 from probescope.jobs.inputs import ModelInfo, model_of
@@ -24,8 +27,6 @@ from probescope.jobs.protocol import Progress, TaskContext
 
 def read_dissection(path: Path, model, layer: str):
     """The DissectionResult at `path` (a dissection.json or its folder), checked to be of this model's layer."""
-    from probescope.core.dissection.results import DissectionResult
-
     path = path / "dissection.json" if path.is_dir() else path
     result = DissectionResult.load(path)
     if result.model.get("layer") not in (None, layer):
@@ -39,8 +40,6 @@ def ablation_groups(n_units: int, *, units=None, each: bool = False, concepts: S
                     specialised: bool = False, dissection=None, min_iou: float = 0.0) -> list:
     """The UnitGroups to ablate: `units` (IntRanges) together, every unit alone, the specialised units together,
     or one group per concept of the units whose explanation names it (the last two read `dissection`)."""
-    from probescope.core.ablation.groups import concept_units, each_unit, hand_picked, specialised_units
-
     if units is not None:
         return [hand_picked(units.values("--units", "unit", high=n_units - 1,
                                          because=f"the layer has {n_units} units"))]
@@ -59,8 +58,8 @@ def true_classes(labels, class_names: Sequence[str], label_map: dict | None = No
                  label_map_source: Path | None = None) -> np.ndarray:
     """Per image the model class its scene label names (-1: none), from `labels` (the dataset or its LabelStore),
     through `label_map` when given; InputError when no image has one (nothing to measure)."""
+    # (torch: the window's process imports this module for its Jobs, never torch)
     from probescope.core.ablation.ablate import labelled_images
-    from probescope.core.dissection.correlation import scene_truth
 
     truth = scene_truth(labels, class_names, label_map, overrides_source=label_map_source)
     labelled_images(truth)
@@ -71,6 +70,7 @@ def layer_ablation(model, layer: str, activations: np.ndarray, dataset, truth: n
                    class_names: Sequence[str], *, mode: str = "zero", path: str = "auto", batch_size: int = 64,
                    model_info: dict | None = None, dataset_info: dict | None = None):
     """The LayerAblation of `layer` (a LoadedModel's) over `dataset`, `truth` each image's class (`true_classes`)."""
+    # (torch: the window's process imports this module for its Jobs, never torch)
     from probescope.core.ablation.ablate import LayerAblation
 
     return LayerAblation(model, layer, activations, dataset, truth, list(class_names), mode=mode, path=path,
@@ -81,8 +81,6 @@ def ablate(ablation, groups: list, *, top: int = 0, progress: ProgressCallback |
            cancel: CancelCheck | None = None) -> AblationResult:
     """The AblationResult of `groups`; with `top` K, joined by one group per class: the K units whose removal
     (in `groups`, each alone) hurts it most."""
-    from probescope.core.ablation.groups import top_units
-
     result = ablation.run(groups, progress, cancel)
     if top:
         picked = [top_units(result, name, top) for name in result.classes

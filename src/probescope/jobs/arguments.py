@@ -6,8 +6,11 @@ from __future__ import annotations
 
 import argparse
 
-from probescope.core.bounds import Bound, IntRanges
+from probescope.core.bounds import IMAGE_SIDE, Bound, IntRanges
+from probescope.core.devices import device_problem
 from probescope.core.errors import InputError
+from probescope.core.models.layout import LAYOUT_HELP, Layout
+from probescope.core.trust import Trust
 
 
 def add_trust_arguments(parser: argparse.ArgumentParser) -> None:
@@ -21,8 +24,6 @@ def add_trust_arguments(parser: argparse.ArgumentParser) -> None:
 
 def trust_from_args(args: argparse.Namespace):
     """The Trust the command line gave (probescope.core.trust)."""
-    from probescope.core.trust import Trust
-
     return Trust.of_files(list(args.trust), everything=args.trust_code)
 
 
@@ -77,8 +78,6 @@ class RangesArg:
 
 def layout_arg(text: str):
     """argparse type of --layout: nchw, nhwc, tokens:P:HxW or flat (probescope.core.models.layout)."""
-    from probescope.core.models.layout import Layout
-
     try:
         return Layout.parse(text)
     except InputError as exc:
@@ -90,8 +89,6 @@ class InputSizeArg(NumbersArg):
     columns) either way."""
 
     def __init__(self) -> None:
-        from probescope.core.bounds import IMAGE_SIDE
-
         super().__init__((IMAGE_SIDE, IMAGE_SIDE), "x", "224 or 224x320", optional=1)
 
     def __call__(self, text: str) -> tuple:
@@ -102,8 +99,6 @@ class InputSizeArg(NumbersArg):
 def add_model_shape_arguments(parser: argparse.ArgumentParser, *, layout: bool = True) -> None:
     """--input-size (the size a timm or DINOv2 model is built for) and --layout (how the layer's output is laid out,
     where the model does not say)."""
-    from probescope.core.models.layout import LAYOUT_HELP
-
     parser.add_argument("--input-size", type=InputSizeArg(), metavar="N|HxW",
                         help="the input size a timm or DINOv2 model is built for (e.g. 224x320); elsewhere the size "
                         "its layers are probed at")
@@ -119,8 +114,6 @@ class CommandLineError(Exception):
 def device_name_arg(text: str) -> str:
     """argparse type of a --device whose machine is decided later (the window's compute kernel may be elsewhere):
     a device's name, refused in one line when it is not one."""
-    from probescope.core.devices import device_problem
-
     problem = device_problem(text, here=False)
     if problem is not None:
         raise argparse.ArgumentTypeError(problem)
@@ -130,8 +123,6 @@ def device_name_arg(text: str) -> str:
 def device_arg(text: str) -> str:
     """argparse type of --device: a device of this machine (probescope.core.devices decides), refused in one line
     before anything loads."""
-    from probescope.core.devices import device_problem
-
     problem = device_problem(text)
     if problem is not None:
         raise argparse.ArgumentTypeError(problem)

@@ -14,9 +14,13 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from probescope.core.cache import cache_dir
+from probescope.core.data.broden import BrodenDataset
 from probescope.core.dissection.formula import Formula
 from probescope.core.dissection.image_view import ImageSegmentation, segment_image
+from probescope.core.dissection.label_cache import label_store
 from probescope.core.dissection.results import DissectionResult
+from probescope.core.featurevis.directions import concept_direction
 from probescope.core.featurevis.settings import Direction, VisSettings, Visualization
 from probescope.jobs.inputs import ModelInfo, model_of
 from probescope.jobs.protocol import Progress, TaskContext
@@ -39,16 +43,11 @@ class DatasetRef:
 
 def dataset_of(ctx: TaskContext, ref: DatasetRef):
     """The BrodenDataset `ref` names, opened once per process."""
-    from probescope.core.data.broden import BrodenDataset
-
     return ctx.session.get("dataset", ref, lambda: BrodenDataset.open(ref.root, ref.index))
 
 
 def labels_of(ctx: TaskContext, ref: DatasetRef):
     """The dataset's LabelStore, from the label cache, once per process."""
-    from probescope.core.cache import cache_dir
-    from probescope.core.dissection.label_cache import label_store
-
     return ctx.session.get("labels", ref, lambda: label_store(dataset_of(ctx, ref), cache_dir(),
                                                               progress=ctx.progress, cancel=ctx.cancelled))
 
@@ -112,7 +111,7 @@ def drawing_job(ctx: TaskContext, *, model: ModelInfo, layer: str, direction: Di
                 only_cached: bool = False) -> Visualization | None:
     """`visualize` of `direction` with the cache folder; `only_cached`: None unless it was made before (a quick
     look that never starts an optimisation)."""
-    from probescope.core.cache import cache_dir
+    # (torch: the window's process imports this module for its Jobs, never torch)
     from probescope.core.featurevis.render import cached_visualization, visualize
 
     loaded = model_of(ctx, model)
@@ -125,9 +124,8 @@ def drawing_job(ctx: TaskContext, *, model: ModelInfo, layer: str, direction: Di
 def concept_drawing_job(ctx: TaskContext, *, model: ModelInfo, layer: str, dataset: DatasetRef, formula: Formula,
                         name: str, settings: VisSettings) -> Iterator[Progress]:
     """What the concept's direction (its mean activation vector over the dataset, `concept_direction`) draws."""
-    from probescope.core.cache import cache_dir
+    # (torch: the window's process imports this module for its Jobs, never torch)
     from probescope.core.data.activations import extract_layers
-    from probescope.core.featurevis.directions import concept_direction
     from probescope.core.featurevis.render import visualize
 
     loaded = model_of(ctx, model)

@@ -18,14 +18,12 @@ import traceback
 import weakref
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from probescope.core.errors import InputError
 from probescope.core.tasks import Cancelled
 from probescope.core.trust import NO_TRUST, Trust, UntrustedFile
-
-if TYPE_CHECKING:
-    from probescope.jobs.session import Session
+from probescope.jobs.session import Session
 
 COMPUTE = "compute"  # the one thread that owns the model and the GPU (torch work is serialised there)
 IO = "io"  # the small pool that reads and decodes files and builds images
@@ -96,8 +94,6 @@ class TaskContext:
         """What this process has loaded (models, datasets, layers), shared by the tasks it runs; a task run on its
         own gets a session of its own."""
         if self._session is None:
-            from probescope.jobs.session import Session
-
             self._session = Session()
         return self._session
 

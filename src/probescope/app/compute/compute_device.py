@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from probescope.app.window.settings import Settings
+from probescope.app.window.settings import DEVICE, Settings
 from probescope.app.window.state import AppState
 from probescope.core.devices import device_problem
 
@@ -21,7 +21,7 @@ class ComputeDevice:
 
     def choose(self, device: str) -> None:
         self._state.device = device
-        self._settings.set_device(device)
+        self._settings.set(DEVICE, device)
         self._reopen()
 
     def check(self, devices: list[str]) -> None:

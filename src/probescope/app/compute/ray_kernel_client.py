@@ -32,7 +32,7 @@ REASON_CHARS = 160  # of Ray's own words on why an actor died, in the notice
 
 
 def _ray() -> Any:
-    import ray
+    import ray  # (ray: the cluster extra, optional; only a Ray kernel's window imports it)
 
     return ray
 
@@ -116,7 +116,7 @@ class _ActorConnection:
                 self.connected_here = True
             if self.spec.gpus and ray.cluster_resources().get("GPU", 0) < self.spec.gpus:
                 raise EOFError(f"found no GPU on the Ray cluster at {self.spec.address} (--device cuda asks for one)")
-            from probescope.jobs.kernel.ray_actor import RayKernel
+            from probescope.jobs.kernel.ray_actor import RayKernel  # (ray: importing the actor's module imports ray)
 
             actor = RayKernel.options(num_gpus=self.spec.gpus, max_restarts=0).remote(self.config)
         except EOFError:

@@ -6,6 +6,7 @@ probescope.app.compute.workers, runs the tasks on them).
 from __future__ import annotations
 
 import contextlib
+import gc
 import os
 import sys
 import threading
@@ -28,9 +29,6 @@ def keep_gui_responsive() -> None:
       it again while a worker runs Python: measured longest GUI stall during a Python-bound worker task 31-53 ms at
       5 ms, 4-8 ms at 1 ms.
     """
-    import gc
-    import sys
-
     gc.freeze()  # no collect first: it found nothing to free at this point (0 objects) and took 114 ms
     sys.setswitchinterval(GUI_SWITCH_INTERVAL_S)
 

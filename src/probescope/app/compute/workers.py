@@ -33,7 +33,10 @@ from typing import Any
 from PySide6.QtCore import QObject, QThread, QThreadPool, Signal
 
 from probescope.app.compute.gui_collector import GuiThreadCollector
+from probescope.app.compute.kernel_client import KernelClient
+from probescope.app.compute.ray_kernel_client import RayKernelClient
 from probescope.app.compute.threads import lower_thread_priority, run_named
+from probescope.core.devices import available_devices
 from probescope.core.trust import NO_TRUST, Trust
 from probescope.jobs.kernel.spec import KernelSpec, as_spec
 from probescope.jobs.protocol import COMPUTE, IO, Job, Progress, Task, TaskContext, TaskError, describe_error
@@ -154,12 +157,8 @@ class WorkerPool(QObject):
         self.session = Session()  # what the pool's tasks have loaded (Jobs name their inputs; see jobs.session)
         self.kernel = None
         if spec.kind == "local":
-            from probescope.app.compute.kernel_client import KernelClient
-
             self.kernel = KernelClient(kernel_config, parent=self)
         elif spec.is_remote:
-            from probescope.app.compute.ray_kernel_client import RayKernelClient
-
             self.kernel = RayKernelClient(spec, kernel_config, parent=self)
         if self.kernel is not None:
             self.kernel.session = self.session  # a dataset comes back from the kernel as the one opened here
@@ -182,8 +181,6 @@ class WorkerPool(QObject):
         """The compute devices of the machine where compute Jobs run: this one's, or the kernel's once it has
         started (None until then: the window's process does not import torch to ask)."""
         if self.kernel is None:
-            from probescope.core.devices import available_devices
-
             return available_devices()
         return self.kernel.devices
 
@@ -276,7 +273,7 @@ class WorkerPool(QObject):
         if self.kernel is not None:  # what runs here then needs no torch (Jobs that do go to the kernel)
             self._queue.serve(self._run)
             return
-        import torch
+        import torch  # (torch: only a pool without a kernel computes in the window's process)
 
         with torch.inference_mode():
             self._queue.serve(self._run)

@@ -16,18 +16,29 @@ from PySide6.QtWidgets import QFileDialog, QWidget
 
 from probescope.app.compute.workers import WorkerPool
 from probescope.app.dissection.panels import BatchPanel
+from probescope.app.window.state import AppState
+from probescope.jobs.dissection.layer import hold_dataset
 from probescope.jobs.dissection.saved_layers import BatchView, job_state, overview_job, saved_layer_job
 from probescope.jobs.protocol import IO, Job, TaskError
 
 POLL_MS = 3000  # how often a running batch's status is read again while its panel is shown
 
 
-class BatchBrowser(QObject):
-    """`opening(job)` when a job starts opening, `opened(LayerData)` when it can be shown, `failed(job, message)`,
-    `nothing_merged()` when a first read finds no merged layer yet."""
+def reusable_inputs(state: AppState | None, session) -> tuple:
+    """(the loaded model's ModelInfo, the loaded dataset's spec, held in `session` for the jobs, each None when not
+    loaded; the window's compute device `AppState.device`, where a recorded model is loaded)."""
+    model = state.model if state is not None else None
+    dataset = state.dataset if state is not None else None
+    spec = hold_dataset(session, dataset) if dataset is not None else None
+    return model, spec, state.device
 
-    opening = Signal(object)
-    opened = Signal(object)
+
+class BatchBrowser(QObject):
+    """`opening(job, origin)` when a job starts opening (`origin`: 'batch FOLDER'), `opened(job, LayerData)` when it
+    can be shown, `failed(job, message)`, `nothing_merged()` when a first read finds no merged layer yet."""
+
+    opening = Signal(object, str)
+    opened = Signal(object, object)
     failed = Signal(object, str)
     nothing_merged = Signal()
 
@@ -115,7 +126,7 @@ class BatchBrowser(QObject):
         self.panel.select_job(number)
         origin = f"batch {view.overview.folder.name}"
         model, dataset, device = self._inputs()
-        self.opening.emit(job)
+        self.opening.emit(job, origin)
 
         def failed(error: TaskError) -> None:
             self.job = None
@@ -125,7 +136,7 @@ class BatchBrowser(QObject):
         self.pool.submit(Job(saved_layer_job, {"job": job, "origin": origin, "model": model, "dataset": dataset,
                                                "device": device}),
                          name=f"open {job.model}/{job.layer}", key=self._key("layer"),
-                         on_result=self.opened.emit, on_error=failed)
+                         on_result=lambda d: self.opened.emit(job, d), on_error=failed)
 
     def leave(self) -> None:
         """Back to the loaded model's layer: no job is shown."""

@@ -18,7 +18,7 @@ from collections.abc import Callable
 
 import numpy as np
 from PySide6.QtCore import QPoint, Qt, Signal
-from PySide6.QtGui import QColor
+from PySide6.QtGui import QAction, QColor
 from PySide6.QtWidgets import (
     QComboBox,
     QDoubleSpinBox,
@@ -26,6 +26,7 @@ from PySide6.QtWidgets import (
     QHeaderView,
     QLabel,
     QLineEdit,
+    QMenu,
     QPushButton,
     QTableWidget,
     QTableWidgetItem,
@@ -35,6 +36,7 @@ from PySide6.QtWidgets import (
 
 from probescope.app.compute.workers import WorkerPool
 from probescope.app.dissection.region_canvas import Region, RegionCanvas, grid_text, pixel_text
+from probescope.app.figures.figure_menu import figure_menu
 from probescope.jobs.dissection import rows as r
 from probescope.jobs.dissection.layer_data import LayerData
 from probescope.jobs.per_image import DatasetRef, ImageView, image_view_job
@@ -348,11 +350,6 @@ def install_grid_menu(grid: QWidget, panel: ImagePanel, area, overlays: Callable
                       figure: Callable[[], object]) -> None:
     """The unit grid's right click: "Show the layer's view of this image" (the Image panel raised) above the grid's
     figure menu."""
-    from PySide6.QtGui import QAction
-    from PySide6.QtWidgets import QMenu
-
-    from probescope.app.figures.figure_menu import figure_menu
-
     grid.setContextMenuPolicy(Qt.ContextMenuPolicy.CustomContextMenu)
 
     def show(position: QPoint) -> None:

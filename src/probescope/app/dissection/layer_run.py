@@ -1,161 +1,161 @@
-"""The Dissection workspace's layer runs: dissecting the loaded model's layer with some settings (a `Job` in the
-worker pool: `jobs.dissection.layer_data.layer_data_job`), the results kept per settings to switch between, the
-result on screen coming back when a run is cancelled, and a batch job's saved result opened in place of a run.
+"""The Dissection workspace's layer runs: dissecting the loaded model's layer with some settings (one `LayerRequest`,
+built here whole and sent as a `Job` to the worker pool: `jobs.dissection.layer_data.layer_data_job`), the results
+kept per settings to switch between, the result on screen coming back when a run is cancelled, and a batch job's
+saved result opened in place of a run.
+
+The settings come from the Settings panel's form (a Run) or are those of the result on screen (new inputs, dissected
+as it was); they go one way, into the request and the view state's record. The form is written back only when the
+user returns to a result (`RunsPanel.restore`): a kept result chosen, or a cancelled run's result before it.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import replace
 
-from PySide6.QtCore import QObject
+from PySide6.QtCore import QObject, Signal
+from PySide6.QtWidgets import QLabel
 
-from probescope.app.compute.workers import TaskHandle
+from probescope.app.compute.workers import TaskHandle, WorkerPool
+from probescope.app.dissection.panels import RunsPanel
+from probescope.app.dissection.view_state import DissectionState
 from probescope.core.dissection.settings import DissectionSettings
-from probescope.jobs.dissection.layer import hold_dataset
+from probescope.jobs.dissection.layer import LayerRequest, ModelLayer, hold_dataset
 from probescope.jobs.dissection.layer_data import LayerData, layer_data_job, settings_label
 from probescope.jobs.protocol import Job, TaskError
 
 
 class LayerRunner(QObject):
-    """Runs for the workspace `ws` (its Settings panel, header and view state)."""
+    """Runs in `pool` under the task key `key`, for the view state `state` (its inputs, settings record and kept
+    results); `runs` (the Settings panel) and `header` (the unit table's header line) say how they go. `show(d)` puts
+    a result on screen, `first_results()` says the first results are there (or will not come), `settled()` asks the
+    workspace whether its initial work is done, `iou_min()` is the interpretable IoU the header's summary counts with.
+    `started()` when a run of the loaded model's layer starts (a batch job's result is no longer the one shown).
+    `done`: the result on screen is the whole of the initial work."""
 
-    def __init__(self, ws):
-        super().__init__(ws)
-        self.ws = ws
-        self.kept: dict[str, LayerData] = {}  # results per settings for the current inputs
-        self.done = False  # the result on screen is the whole of the initial work
+    started = Signal()
+
+    def __init__(self, pool: WorkerPool, key: str, state: DissectionState, runs: RunsPanel, header: QLabel, *,
+                 show: Callable[[LayerData], None], first_results: Callable[[], None], settled: Callable[[], None],
+                 iou_min: Callable[[], float], parent: QObject | None = None):
+        super().__init__(parent)
+        self.pool, self.key, self.state, self.runs, self.header = pool, key, state, runs, header
+        self._show, self._first_results, self._settled, self._iou_min = show, first_results, settled, iou_min
+        self.done = False
         self._run: TaskHandle | None = None  # the dissection running for the inputs on screen
         self._before: LayerData | None = None  # the complete result on screen when it started: back on cancel
-        ws.pool.finished.connect(self._finished)
+        pool.finished.connect(self._finished)
 
     def run(self, settings: DissectionSettings) -> None:
         """Dissect the layer with `settings` (at once from the cache when done before)."""
-        ws, state = self.ws, self.ws.current
-        loaded, layer, dataset = ws._inputs
-        ws.browser.leave()
+        state, header = self.state, self.header
+        loaded, layer, dataset = state.inputs
+        self.started.emit()
         settings = replace(settings, device=str(loaded.value.device))  # where the model is: the app's device
-        state.settings = settings
-        ws.runs.show_settings(settings)
+        state.settings = settings  # (the record of what runs; the form that asked keeps what it shows)
         self.done = False
         self._before = state.data if state.data is not None and state.data.result.complete else None
         refining = state.refining(dataset)
         if refining:
-            ws.header.setText(state.header(state.data, ws.iou_min(), (0, state.data.result.n_units)))
+            header.setText(state.header(state.data, self._iou_min(), (0, state.data.result.n_units)))
         else:
-            ws.header.setText(f"<b>Units of {layer}</b> of {loaded.label} (computing…)")
-        ws.runs.set_running(True, "dissecting " + settings_label(settings))
+            header.setText(f"<b>Units of {layer}</b> of {loaded.label} (computing…)")
+        self.runs.set_running(True, "dissecting " + settings_label(settings))
         first = state.unit if state.unit >= 0 else None  # the unit in view comes first, and stays selected
 
         def shown(d: LayerData) -> None:
             if refining and not d.result.complete:  # the first part's units stay until the whole's are all done
-                ws.header.setText(state.header(state.data, ws.iou_min(), (len(d.result.units), d.result.n_units)))
+                header.setText(state.header(state.data, self._iou_min(), (len(d.result.units), d.result.n_units)))
                 return
-            ws.show_layer(d)
+            self._show(d)
             if d.result.units:
-                ws.mark_first_results()
+                self._first_results()
 
         def finished(d: LayerData) -> None:
             self.done = not state.of_first_part(d)  # a first part's result is not the initial work's end
-            self.kept[d.key] = d
+            state.keep(d)
             shown(d)
             part = f" (first {d.dataset.n_images:,} images)" if state.of_first_part(d) else ""
-            ws.runs.set_running(False, f"done: {len(d.result.units)} units{part}")
+            self.runs.set_running(False, f"done: {len(d.result.units)} units{part}")
             self._list_kept(d.key)
-            ws.check_initial()
+            self._settled()
 
         def failed(error: TaskError) -> None:
-            ws.mark_first_results()  # (none will come: the other workspaces' work starts)
-            ws.runs.set_running(False, error.message)
+            self._first_results()  # (none will come: the other workspaces' work starts)
+            self.runs.set_running(False, error.message)
             what = f"on the first {state.data.dataset.n_images:,} images (all of them: " if refining else "("
-            ws.header.setText(f"<b>Units of {layer}</b> {what}failed: see the message above)")
+            header.setText(f"<b>Units of {layer}</b> {what}failed: see the message above)")
 
         shape = next((info.units for info in loaded.layers if info.name == layer), None)
-        job = Job(layer_data_job, {"model": loaded.value, "model_label": loaded.label, "layer": layer, "shape": shape,
-                                   "dataset": hold_dataset(ws.pool.session, dataset), "settings": settings,
-                                   "first_unit": first})
-        self._run = ws.pool.submit(job, name=f"dissect {layer}", key=ws.task_key("layer"), on_partial=shown,
-                                   on_result=finished, on_error=failed)
+        request = LayerRequest(hold_dataset(self.pool.session, dataset), ModelLayer(loaded.value, layer, shape),
+                               settings, first_unit=first, spare_cores=1)  # (automatic jobs leave the window a core)
+        self._run = self.pool.submit(Job(layer_data_job, {"request": request, "model_label": loaded.label}),
+                                     name=f"dissect {layer}", key=self.key, on_partial=shown, on_result=finished,
+                                     on_error=failed)
 
     def _list_kept(self, current: str) -> None:
-        self.ws.runs.set_runs([(k, settings_label(v.settings)) for k, v in self.kept.items()], current)
+        self.runs.set_runs([(k, settings_label(v.settings)) for k, v in self.state.kept.items()], current)
 
     def _finished(self, handle: TaskHandle) -> None:
         """The dissection on screen was cancelled (Settings, the status bar or the Tasks panel; not replaced by a
-        newer run): the complete result shown before it comes back with its settings, or, when there was none,
-        what it finished stays, said to be cut short."""
-        ws, state = self.ws, self.ws.current
+        newer run): the complete result shown before it comes back with its settings (into the form too: Cancel
+        undoes the run), or, when there was none, what it finished stays, said to be cut short."""
+        state, pool = self.state, self.pool
         if handle is not self._run:
             return
         self._run = None
-        superseded = ws.pool.is_running(ws.task_key("layer"))  # (a batch job opened in its place)
-        if not handle.cancelled or superseded or ws.pool.is_shut_down:
+        superseded = pool.is_running(self.key)  # (a batch job opened in its place)
+        if not handle.cancelled or superseded or pool.is_shut_down:
             return
         before, self._before = self._before, None
         if before is not None:
             state.settings = before.settings
-            ws.runs.show_settings(before.settings)
+            self.runs.restore(before.settings)
             self.done = True
-            ws.show_layer(before)
+            self._show(before)
             self._list_kept(before.key)
-            ws.runs.set_running(False, f"cancelled; back to the result with {settings_label(before.settings)}")
-            ws.check_initial()
+            self.runs.set_running(False, f"cancelled; back to the result with {settings_label(before.settings)}")
+            self._settled()
             return
         if state.data is not None:
             state.cut_short = state.data
-            ws.show_layer(state.data)
+            self._show(state.data)
         else:  # cancelled before its first units: the header no longer says it computes
-            ws.mark_first_results()  # (none will come: the other workspaces' work starts)
-            loaded, layer, _dataset = ws._inputs
-            ws.header.setText(f"<b>Units of {layer}</b> of {loaded.label} (cancelled before its first units: Run in "
-                              "Settings dissects it)")
-        ws.runs.set_running(False, "cancelled" + (f" after {len(state.data.result.units)} units" if state.data
-                                                   else ""))
+            self._first_results()  # (none will come: the other workspaces' work starts)
+            loaded, layer, _dataset = state.inputs
+            self.header.setText(f"<b>Units of {layer}</b> of {loaded.label} (cancelled before its first units: Run "
+                                "in Settings dissects it)")
+        self.runs.set_running(False, "cancelled" + (f" after {len(state.data.result.units)} units" if state.data
+                                                     else ""))
 
     def switch(self, key: str) -> None:
-        """Back to a kept result."""
-        d = self.kept.get(key)
+        """Back to a kept result (chosen in the Settings panel's list: the form takes its settings back)."""
+        d = self.state.kept.get(key)
         if d is not None:
-            self.ws.current.settings = d.settings
-            self.ws.runs.show_settings(d.settings)
-            self.ws.show_layer(d)
+            self.state.settings = d.settings
+            self.runs.restore(d.settings)
+            self._show(d)
 
     # -- a batch job's saved result in place of a run ------------------------------------------------------------------
-    def reusable_inputs(self) -> tuple:
-        """(the loaded model's ModelInfo, the loaded dataset's spec, held for the jobs, each None when not loaded;
-        the window's compute device, where models are loaded)."""
-        state = self.ws.state
-        model = state.model if state is not None else None
-        dataset = state.dataset if state is not None else None
-        spec = hold_dataset(self.ws.pool.session, dataset) if dataset is not None else None
-        return model, spec, state.device
-
     def showing_saved(self) -> bool:
-        data = self.ws.current.data
-        return self.ws.pool.is_running(self.ws.task_key("layer")) or (data is not None and bool(data.origin))
+        data = self.state.data
+        return self.pool.is_running(self.key) or (data is not None and bool(data.origin))
 
-    def job_opening(self, job) -> None:
-        origin = self.ws.browser.view.overview.folder.name
+    def job_opening(self, job, origin: str) -> None:
         self.done = False
-        self.ws.header.setText(f"<b>Units of {job.layer}</b> ({job.model}, opening from batch {origin}…)")
-        self.ws.runs.set_saved(f"opening {job.model} / {job.layer} from batch {origin}")
+        self.header.setText(f"<b>Units of {job.layer}</b> ({job.model}, opening from {origin}…)")
+        self.runs.set_saved(f"opening {job.model} / {job.layer} from {origin}")
 
-    def job_opened(self, d: LayerData) -> None:
-        ws, job = self.ws, self.ws.browser.job
+    def job_opened(self, job, d: LayerData) -> None:
+        """The saved result on screen; its recorded settings are shown in the list of results (the form keeps the
+        loaded model's settings: Run is off while a saved result is shown)."""
         self.done = True
-        ws.runs.show_settings(d.settings)
-        ws.runs.set_runs([(d.key, f"{d.origin}: " + settings_label(d.settings))], d.key)
-        ws.runs.set_saved(f"a saved result of {d.origin} ({job.model} / {job.layer}); to dissect with other "
-                          "settings, go back to the loaded model (Batch tab) or re-run the batch")
-        ws.show_layer(d)
-        ws.check_initial()
+        self.runs.set_runs([(d.key, f"{d.origin}: " + settings_label(d.settings))], d.key)
+        self.runs.set_saved(f"a saved result of {d.origin} ({job.model} / {job.layer}); to dissect with other "
+                            "settings, go back to the loaded model (Batch tab) or re-run the batch")
+        self._show(d)
+        self._settled()
 
     def job_failed(self, job, message: str) -> None:
-        self.ws.runs.set_running(False, message)
-        self.ws.header.setText(f"<b>Units of {job.layer}</b> ({job.model}: could not be opened, see the Batch tab)")
-
-    def show_loaded_model(self) -> None:
-        """Back from a batch job to the loaded model's layer."""
-        if not self.ws.ready():
-            self.ws.batch.message.setText("no model and dataset loaded")
-            return
-        self.ws.refresh()  # a batch job shown: the loaded model's layer again (from the cache when dissected before)
+        self.runs.set_running(False, message)
+        self.header.setText(f"<b>Units of {job.layer}</b> ({job.model}: could not be opened, see the Batch tab)")

@@ -11,6 +11,7 @@ import numpy as np
 from PySide6.QtCore import Signal
 from PySide6.QtWidgets import QTableWidget, QTableWidgetItem, QVBoxLayout, QWidget
 
+from probescope.core.dissection import correlation
 from probescope.jobs.dissection import rows as r
 from probescope.jobs.dissection.layer_data import LayerData
 from probescope.widgets.dissection.plots import GroupedBars, UnitScatter
@@ -94,9 +95,7 @@ class LayerViews(QWidget):
 
     def _show_correlation(self, result) -> None:
         """Pearson correlation of IoU and of DA with the model's accuracy on each image set."""
-        from probescope.core.dissection.correlation import accuracy_correlation
-
-        found = accuracy_correlation(result) if result.complete else []
+        found = correlation.accuracy_correlation(result) if result.complete else []
         shown = [x for x in found if x["set"] in ("union", "intersection") and not x["method"].startswith("length-")]
         self.correlation.setRowCount(len(shown))
         for k, x in enumerate(shown):

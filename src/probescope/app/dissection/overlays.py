@@ -13,7 +13,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from probescope.core.dissection.counts import DatasetCounts
 from probescope.core.dissection.formula import Formula
+from probescope.core.dissection.masks import image_masks
+from probescope.core.dissection.unitmasks import bilinear
 from probescope.jobs.protocol import Partial, Progress, TaskContext
 from probescope.widgets.images import blend, boundaries, to_qimage
 from probescope.widgets.thumbnail_grid import Thumbnail
@@ -100,9 +103,6 @@ def image_overlay(dataset, store, activations: np.ndarray, unit: int, threshold:
                   tooltip: str = "") -> tuple[ImageOverlay, np.ndarray]:
     """One image's overlay (and the composed RGB array, for the large view). `scale` normalises the heat map (the
     unit's maximum over the dataset)."""
-    from probescope.core.dissection.masks import image_masks
-    from probescope.core.dissection.unitmasks import bilinear
-
     picture = dataset.load_image(image)
     shape = picture.shape[:2]
     unit_m, concept_m = image_masks(store, activations, unit, threshold * options.display_threshold, image, formula)
@@ -143,8 +143,6 @@ def overlay_task(dataset, store, activations: np.ndarray, unit: int, threshold: 
 
 def present_images(store, formula: Formula, peaks: np.ndarray, unit: int, k: int) -> tuple[np.ndarray, int]:
     """(up to k images where `formula` is present, the unit's strongest first; how many there are in all)."""
-    from probescope.core.dissection.counts import DatasetCounts
-
     images = DatasetCounts(store).record(formula).images
     order = images[np.argsort(-peaks[images, unit], kind="stable")]
     return order[:k], len(images)

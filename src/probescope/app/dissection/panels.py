@@ -180,17 +180,17 @@ class UnitControls(QWidget):
 
 
 class RunsPanel(QWidget):
-    """Settings to dissect with; `run_requested(settings)`, `cancel_requested()`, `run_chosen(key)`,
-    `export_requested(kind)` with kind 'tally' or 'json'."""
+    """Settings to dissect with, starting at `settings`; `run_requested(settings)`, `cancel_requested()`,
+    `run_chosen(key)`, `export_requested(kind)` with kind 'tally' or 'json'."""
 
     run_requested = Signal(object)
     cancel_requested = Signal()
     run_chosen = Signal(str)
     export_requested = Signal(str)
 
-    def __init__(self, parent: QWidget | None = None):
+    def __init__(self, settings: DissectionSettings, parent: QWidget | None = None):
         super().__init__(parent)
-        self.form = SettingsForm()
+        self.form = SettingsForm(settings)
         self.fields, self.search_boxes = self.form.fields, self.form.search_boxes
         self.run = QPushButton("Dissect with these settings")
         self.cancel = QPushButton("Cancel")
@@ -228,7 +228,10 @@ class RunsPanel(QWidget):
         """The settings shown last, with the fields' values (the settings this panel has no field for stay)."""
         return self.form.settings()
 
-    def show_settings(self, s: DissectionSettings) -> None:
+    def restore(self, s: DissectionSettings) -> None:
+        """The form takes back `s`, the settings of a result the user returned to: a kept result chosen in this
+        panel's list, or the result a cancelled run gives back (Cancel undoes the run, its settings included). The
+        one way settings reach the form other than the user's own edits; a run's settings are never written back."""
         self.form.show_settings(s)
 
     def set_runs(self, runs: list[tuple[str, str]], current: str) -> None:

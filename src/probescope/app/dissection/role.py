@@ -18,6 +18,7 @@ from PySide6.QtCore import Signal
 from PySide6.QtWidgets import QComboBox, QHBoxLayout, QLabel, QPushButton, QVBoxLayout, QWidget
 
 from probescope.app.compute.workers import WorkerPool
+from probescope.core.ablation.groups import each_unit, hand_picked
 from probescope.core.ablation.results import AblationResult
 from probescope.jobs.ablation import ablate_job
 from probescope.jobs.dissection import rows as r
@@ -126,7 +127,6 @@ class RolePanel(QWidget):
                 self.title.setText(UNTITLED)
                 self.note.setText("")
             return
-        from probescope.core.ablation.groups import hand_picked
 
         group = hand_picked(units, f"unit {units[0]}" if len(units) == 1 else "")
         mode = self.mode.currentData()
@@ -178,7 +178,6 @@ class RolePanel(QWidget):
         d, model = self.data, self.model
         if d is None:
             return
-        from probescope.core.ablation.groups import each_unit
 
         order = concept_order(d)
         mode = self.mode.currentData()

@@ -36,15 +36,16 @@ def automatic_text(name: str) -> str | None:
 
 
 class SettingsForm(QWidget):
-    """The fields, by setting name (`fields`; the searches are `search_boxes`); `settings()` reads them over the
-    settings shown last (the ones without a field stay), `show_settings(s)` writes them; `request_run()` emits
-    `run_requested(settings)` (the panel's Run button)."""
+    """The fields, by setting name (`fields`; the searches are `search_boxes`), starting at `settings` (the window's
+    preset unless the workspace says otherwise); `settings()` reads them over the settings shown last (the ones
+    without a field stay), `show_settings(s)` writes them; `request_run()` emits `run_requested(settings)` (the
+    panel's Run button). The form is where a run's settings come from: nothing downstream writes them back."""
 
     run_requested = Signal(object)
 
-    def __init__(self, parent: QWidget | None = None):
+    def __init__(self, settings: DissectionSettings = WINDOW_SETTINGS, parent: QWidget | None = None):
         super().__init__(parent)
-        self._shown = WINDOW_SETTINGS
+        self._shown = settings
         self.fields: dict[str, QWidget] = {}
         self.search_boxes: dict[str, QCheckBox] = {}
         form = QFormLayout(self)
@@ -59,7 +60,7 @@ class SettingsForm(QWidget):
             self.fields[f.name] = widget = self._field(f)
             widget.setToolTip(f.metadata["help"])
             form.addRow(LABELS[f.name], widget)
-        self.show_settings(WINDOW_SETTINGS)
+        self.show_settings(settings)
 
     def _field(self, f) -> QWidget:
         if f.name in CHOICES:

@@ -5,66 +5,86 @@ It writes the unit and what its overlays show into the view state (`view_state.D
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from PySide6.QtCore import QObject, QTimer
 from PySide6.QtGui import QAction
-from PySide6.QtWidgets import QMenu
+from PySide6.QtWidgets import QMenu, QWidget
 
 from probescope.app.dissection.card import fill_card
-from probescope.app.dissection.unit_view import show_trace
+from probescope.app.dissection.drawing import DrawingPanel
+from probescope.app.dissection.role import RolePanel
+from probescope.app.dissection.unit_images import UnitImages
+from probescope.app.dissection.unit_view import UnitCharts, UnitView, show_trace
+from probescope.app.dissection.view_state import DissectionState
 from probescope.app.figures.export import ExportTarget
 from probescope.app.figures.figure_menu import figure_menu
+from probescope.app.window.panel_area import PanelArea
 from probescope.core.dissection.results import Explanation
 from probescope.jobs.dissection import rows as r
-from probescope.jobs.dissection.layer_data import LayerData
+from probescope.widgets.dissection.card import UnitCard
+from probescope.widgets.dissection.table import UnitTable
+from probescope.widgets.dissection.trace import TraceTree
+
+
+def table_neighbours(units: UnitTable, unit: int) -> list[int]:
+    """The units next to `unit` in the table as it is sorted and filtered (below first)."""
+    shown = units.visible_units()
+    if unit not in shown:
+        return []
+    at = shown.index(unit)
+    return [shown[k] for k in (at + 1, at - 1) if 0 <= k < len(shown)]
 
 
 class UnitPresenter(QObject):
-    """The per-unit views of the workspace `ws`."""
+    """The per-unit views: it reads and writes the selected unit in `state` and draws the unit's images
+    (`unit_images`, in `view` with its display controls), numbers (`charts`), `trace`, `card`, `role` and `drawing`;
+    `units` is the table (its selection and menu), `area` the panels (the Role panel raised or on screen), `parent`
+    the workspace (the menus' parent, and the window with its figure exports). `settled()` asks the workspace
+    whether its initial work is done."""
 
-    def __init__(self, ws):
-        super().__init__(ws)
-        self.ws = ws
+    def __init__(self, state: DissectionState, *, view: UnitView, charts: UnitCharts, trace: TraceTree,
+                 card: UnitCard, role: RolePanel, drawing: DrawingPanel, unit_images: UnitImages, units: UnitTable,
+                 area: PanelArea, settled: Callable[[], None], parent: QWidget):
+        super().__init__(parent)
+        self.state, self.view, self.charts, self.trace, self.card = state, view, charts, trace, card
+        self.role, self.drawing, self.unit_images, self.units, self.area = role, drawing, unit_images, units, area
+        self._settled = settled
         self._card_due = False  # the card is to be filled (update_card)
 
     def explanation(self, method: str | None = None) -> Explanation | None:
         """The selected unit's explanation by `method` (default: the one the overlay box names)."""
-        return self.ws.current.explanation(method or self.ws.view.controls.method())
+        return self.state.explanation(method or self.view.controls.method())
 
     def show_unit(self, unit: int, force: bool = False) -> None:
-        ws, state = self.ws, self.ws.current
+        state, controls = self.state, self.view.controls
         d = state.data
         if d is None or unit not in d.result.units or (unit == state.unit and not force):
             return
         state.unit = unit  # (the Layer panel follows: it is bound to the state's unit)
-        ws.view.controls.forget_trace_formula()
-        state.choose(ws.view.controls.method())
+        controls.forget_trace_formula()
+        state.choose(controls.method())
         self.show_overlays()  # first: from the cache it is on screen before the charts below are drawn
         u = d.result.units[unit]
-        ws.view.show_title(u, r.tie_note(d.result, u, d.store.n_pixels))
-        ws.charts.show_numbers(d, unit)
+        self.view.show_title(u, r.tie_note(d.result, u, d.store.n_pixels))
+        self.charts.show_numbers(d, unit)
         self.show_role()
-        show_trace(ws.trace, d, u)
-        ws.drawing.set_unit(d, self.model_of(d), unit, ws.view.controls.method())
-
-    def model_of(self, d: LayerData):
-        """The model a result was dissected from, when it is the loaded one (ablation needs its modules)."""
-        loaded = self.ws._inputs[0] if self.ws._inputs is not None else None
-        return loaded.value if loaded is not None and not d.origin else None
+        show_trace(self.trace, d, u)
+        self.drawing.set_unit(d, state.live_model(d), unit, controls.method())
 
     def show_role(self) -> None:
-        ws = self.ws
-        if ws.role.model is not None and ws.current.unit >= 0:
-            ws.role.show_units([ws.current.unit], ws.area.on_screen("role"))
+        if self.role.model is not None and self.state.unit >= 0:
+            self.role.show_units([self.state.unit], self.area.on_screen("role"))
 
     def table_menu(self, position) -> None:
         """Right click on the table: ablate the selected units together, or the table as a figure."""
-        ws = self.ws
-        units = ws.units.selected_units()
-        window = ws.window()
+        host = self.parent()
+        units = self.units.selected_units()
+        window = host.window()
         if hasattr(window, "figures"):
-            menu = figure_menu(ExportTarget("Unit table", ws.units), window.figures.figure_request, ws)
+            menu = figure_menu(ExportTarget("Unit table", self.units), window.figures.figure_request, host)
         else:
-            menu = QMenu(ws)
+            menu = QMenu(host)
         first = menu.actions()[0] if menu.actions() else None
         ablate = QAction(f"Ablate {'unit ' + str(units[0]) if len(units) == 1 else f'the {len(units)} selected units'}"
                          " (Role panel)", menu)
@@ -72,50 +92,40 @@ class UnitPresenter(QObject):
         ablate.triggered.connect(lambda: self.ablate_selection(units))
         menu.insertAction(first, ablate)
         menu.insertSeparator(first)
-        menu.exec(ws.units.viewport().mapToGlobal(position))
+        menu.exec(self.units.viewport().mapToGlobal(position))
 
     def ablate_selection(self, units: list[int]) -> None:
-        ws = self.ws
-        ws.area.raise_panel("role")
-        if ws.role.model is None:
-            ws.role.title.setText("<b>Role</b>: ablation needs the loaded model's own dissection (not a saved "
-                                  "result of another model)")
+        self.area.raise_panel("role")
+        if self.role.model is None:
+            self.role.title.setText("<b>Role</b>: ablation needs the loaded model's own dissection (not a saved "
+                                    "result of another model)")
             return
-        ws.role.show_units(units, True)
+        self.role.show_units(units, True)
 
     def trace_clicked(self, step: int, position: int) -> None:
-        state = self.ws.current
+        state = self.state
         e = state.data.result.units[state.unit].trace[step][position]
         state.formula, state.formula_label = e.formula, e.label
-        self.ws.view.controls.show_trace_formula(e.label, step, position)  # the overlay box names it
+        self.view.controls.show_trace_formula(e.label, step, position)  # the overlay box names it
         self.show_overlays()
 
     def controls_changed(self) -> None:
-        controls = self.ws.view.controls
+        controls = self.view.controls
         if controls.method() != "trace":  # (display settings changed with a trace formula shown: it stays)
             controls.forget_trace_formula()
-            self.ws.current.choose(controls.method())
+            self.state.choose(controls.method())
         self.show_overlays()
 
     def show_overlays(self) -> None:
-        state = self.ws.current
+        state = self.state
         if state.data is not None:
-            self.ws.unit_images.show(state.data, state.unit, state.formula, state.formula_label)
-
-    def neighbours(self, unit: int) -> list[int]:
-        """The units next to `unit` in the table as it is sorted and filtered (below first)."""
-        shown = self.ws.units.visible_units()
-        if unit not in shown:
-            return []
-        at = shown.index(unit)
-        return [shown[k] for k in (at + 1, at - 1) if 0 <= k < len(shown)]
+            self.unit_images.show(state.data, state.unit, state.formula, state.formula_label)
 
     def overlays_shown(self) -> None:
-        ws = self.ws
-        ws.view.set_caption(ws.unit_images.caption)
-        ws.charts.draw_histogram()  # computed with the overlays
+        self.view.set_caption(self.unit_images.caption)
+        self.charts.draw_histogram()  # computed with the overlays
         self.update_card()
-        ws.check_initial()
+        self._settled()
 
     def update_card(self) -> None:
         """Fill the card once the GUI thread is done with what it is doing: a unit switch asks for it several
@@ -127,11 +137,11 @@ class UnitPresenter(QObject):
     def refresh_card(self) -> None:
         """The card of the unit on screen, now."""
         self._card_due = False
-        ws, state = self.ws, self.ws.current
+        state, images = self.state, self.unit_images
         if state.data is not None and state.unit in state.data.result.units:
-            fill_card(ws.card, state.data, state.unit, self.explanation, ws.unit_images.caption,
-                      ws.role.card_line(state.unit), [i.thumbnail.image for i in ws.unit_images.overlays],
-                      state.formula_label, ws.drawing.unit_drawing(state.unit))
+            fill_card(self.card, state.data, state.unit, self.explanation, images.caption,
+                      self.role.card_line(state.unit), [i.thumbnail.image for i in images.overlays],
+                      state.formula_label, self.drawing.unit_drawing(state.unit))
 
     def flush_card(self) -> None:
         """Fill the card now if it is due: an export must not take it before its turn comes."""
@@ -140,10 +150,10 @@ class UnitPresenter(QObject):
 
     def subject(self) -> str:
         """What the per-unit views show, for their figures' file names."""
-        return f"unit {self.ws.current.unit}" if self.ws.current.unit >= 0 else ""
+        return f"unit {self.state.unit}" if self.state.unit >= 0 else ""
 
     def export_card(self, preset) -> None:
-        window = self.ws.window()
+        window = self.parent().window()
         self.flush_card()
         if hasattr(window, "figures"):
-            window.figures.figure_request(ExportTarget("Unit card", self.ws.card, self.subject()), preset, False)
+            window.figures.figure_request(ExportTarget("Unit card", self.card, self.subject()), preset, False)

@@ -1,8 +1,9 @@
-"""What the Dissection workspace shows, as evented, Qt-free state: the layer's result on screen and its table rows,
-the selected unit and what its overlays show, the settings it was (or is being) dissected with, and the first part of
-a dataset still being written. Each field is a psygnal signal (`state.events.unit.connect(...)`) the widgets bind
-to, and the view logic (which unit comes first, the table's header line, the explanation in view) is computed here,
-so it is tested without a window.
+"""What the Dissection workspace shows, as evented, Qt-free state: the inputs the live results belong to, the layer's
+result on screen and its table rows, the selected unit and what its overlays show, the settings it was (or is being)
+dissected with (a record of the run: the Settings panel's form is where settings come from), the results kept per
+settings (the Settings panel lists them), and the first part of a dataset still being written. Each field is a
+psygnal signal (`state.events.unit.connect(...)`) the widgets bind to, and the view logic (which unit comes first,
+the table's header line, the explanation in view) is computed here, so it is tested without a window.
 """
 
 from __future__ import annotations
@@ -30,13 +31,17 @@ def later_part(before: LayerData | None, d: LayerData) -> bool:
 
 
 @evented(equality_operators={"data": _SAME, "rows": _SAME, "formula": _SAME, "first_part": _SAME,
-                             "cut_short": _SAME})
+                             "cut_short": _SAME, "inputs": _SAME, "kept": _SAME})
 @dataclass(eq=False)
 class DissectionState:
-    """The workspace's view state; `first_part` is (dataset, size of the whole) while the demo dataset's first images
-    stand in for it, `picked` the unit the workspace chose to show (not the user), `cut_short` what a cancelled run
-    finished when no complete result came before it."""
+    """The workspace's view state; `inputs` is (the loaded model, its layer, the loaded dataset: `Loaded`, str,
+    BrodenDataset) the live results belong to, `kept` the complete results per settings key for those inputs (to
+    switch between), `first_part` is (dataset, size of the whole) while the demo dataset's first images stand in for
+    it, `picked` the unit the workspace chose to show (not the user), `cut_short` what a cancelled run finished when
+    no complete result came before it."""
 
+    inputs: tuple | None = None
+    kept: dict[str, LayerData] = field(default_factory=dict)
     data: LayerData | None = None
     rows: dict[int, r.UnitRow] = field(default_factory=dict)
     unit: int = -1
@@ -63,6 +68,16 @@ class DissectionState:
 
     def clear(self) -> None:
         self.data, self.rows, self.unit, self.formula, self.formula_label = None, {}, -1, None, ""
+
+    def keep(self, d: LayerData) -> None:
+        """`d` among the results kept (a new dict: the change is signalled)."""
+        self.kept = {**self.kept, d.key: d}
+
+    def live_model(self, d: LayerData):
+        """The ModelInfo of the model `d` was dissected from, when it is the loaded one (ablation and drawing need its
+        modules), else None (a saved result of a batch job)."""
+        loaded = self.inputs[0] if self.inputs is not None else None
+        return loaded.value if loaded is not None and not d.origin else None
 
     def of_first_part(self, d: LayerData) -> bool:
         """`d` is of the first part of a dataset still being written (the demo's first images)."""

@@ -12,7 +12,8 @@ other settings; every settings set's result is kept and can be switched back to)
 
 The dissection runs in the worker pool (`jobs.dissection.layer_data.layer_data_job`), is saved in the cache per
 model, layer, dataset and settings, and arrives block by block (`layer_run`). What is on screen is the evented view
-state (`view_state`); the selected unit's views are `unit_presenter`'s. This module lays the panes out and wires them.
+state (`view_state`); the selected unit's views are `unit_presenter`'s. This module lays the panes out and wires them:
+its helpers get the pool, the state model, the views they draw and a few callables, never the workspace.
 """
 
 
@@ -23,7 +24,7 @@ from pathlib import Path
 from PySide6.QtCore import Qt, QTimer
 from PySide6.QtWidgets import QFileDialog, QLabel, QVBoxLayout, QWidget
 
-from probescope.app.dissection.batch_browser import BatchBrowser
+from probescope.app.dissection.batch_browser import BatchBrowser, reusable_inputs
 from probescope.app.dissection.card import card_panel
 from probescope.app.dissection.drawing import DrawingPanel
 from probescope.app.dissection.image_panel import ImagePanel, install_grid_menu
@@ -32,7 +33,7 @@ from probescope.app.dissection.layer_views import LayerViews
 from probescope.app.dissection.panels import BatchPanel, FilterBar, RunsPanel
 from probescope.app.dissection.role import RolePanel
 from probescope.app.dissection.unit_images import UnitImages
-from probescope.app.dissection.unit_presenter import UnitPresenter
+from probescope.app.dissection.unit_presenter import UnitPresenter, table_neighbours
 from probescope.app.dissection.unit_view import UnitCharts, UnitView
 from probescope.app.dissection.view_state import DissectionState, later_part
 from probescope.app.figures.export import ExportTarget, export_widget
@@ -76,27 +77,31 @@ class DissectionWorkspace(Workspace):
     needs = ("model", "dataset", "layer")
     default_settings: DissectionSettings = WINDOW_SETTINGS
     data, unit, rows, settings = (_state_field(n) for n in ("data", "unit", "rows", "settings"))
+    _inputs = _state_field("inputs")  # (model, layer, dataset) the live results belong to
     formula, formula_label = _state_field("formula"), _state_field("formula_label")
     overlays = property(lambda self: self.unit_images.overlays, doc="the grid's images with their overlays")
 
     def __init__(self, pool, parent: QWidget | None = None):
         super().__init__(pool, parent)
-        self.current = DissectionState(settings=self.default_settings)  # what is on screen
-        self._inputs: tuple | None = None  # (model, layer, dataset) the live results belong to
+        self.current = state = DissectionState(settings=self.default_settings)  # what is on screen
         self.header = QLabel("<b>Units</b>")
         self.header.setWordWrap(True)
         self.filters, self.units, self.view = FilterBar(), UnitTable(), UnitView()
         self.focus_view = self.units
         self.charts, self.trace, self.layer_views, self.card = UnitCharts(), TraceTree(), LayerViews(), UnitCard()
-        self.runs, self.batch, self.detail = RunsPanel(), BatchPanel(), ImageDetail(self)
-        self.role = RolePanel(pool, self.task_key)
+        self.runs, self.batch = RunsPanel(self.default_settings), BatchPanel()  # (the form starts at the preset)
+        self.detail, self.role = ImageDetail(self), RolePanel(pool, self.task_key)
         self.image_view, self.drawing = ImagePanel(pool, self.task_key), DrawingPanel(pool, self.task_key,
                                                                                        self.units.selected_units)
-        self.selected = UnitPresenter(self)
         self.unit_images = UnitImages(pool, self.task_key, self.view.images, self.view.controls,
-                                      self.selected.neighbours, self)
-        self.runner = LayerRunner(self)
-        self.browser = BatchBrowser(pool, self.task_key, self.batch, self.runner.reusable_inputs,
+                                      lambda unit: table_neighbours(self.units, unit), self)
+        self.selected = UnitPresenter(state, view=self.view, charts=self.charts, trace=self.trace, card=self.card,
+                                      role=self.role, drawing=self.drawing, unit_images=self.unit_images,
+                                      units=self.units, area=self.area, settled=self.check_initial, parent=self)
+        self.runner = LayerRunner(pool, self.task_key("layer"), state, self.runs, self.header, show=self.show_layer,
+                                  first_results=self.mark_first_results, settled=self.check_initial,
+                                  iou_min=self.iou_min, parent=self)
+        self.browser = BatchBrowser(pool, self.task_key, self.batch, lambda: reusable_inputs(self.state, pool.session),
                                     self.runner.showing_saved, self)
         self._build_layout()
         self._connect()
@@ -150,10 +155,11 @@ class DissectionWorkspace(Workspace):
         self.units.setContextMenuPolicy(Qt.ContextMenuPolicy.CustomContextMenu)
         self.units.customContextMenuRequested.connect(s.table_menu)
         self.runs.run_requested.connect(runner.run)
+        runner.started.connect(self.browser.leave)  # (the loaded model's layer in place of a batch job's)
         self.runs.cancel_requested.connect(lambda: self.pool.cancel(self.task_key("layer")))
         self.runs.run_chosen.connect(runner.switch)
         self.runs.export_requested.connect(self.export_results_dialog)
-        self.batch.live_requested.connect(runner.show_loaded_model)
+        self.batch.live_requested.connect(self.show_loaded_model)
         self.browser.opening.connect(runner.job_opening)
         self.browser.opened.connect(runner.job_opened)
         self.browser.failed.connect(runner.job_failed)
@@ -207,7 +213,7 @@ class DissectionWorkspace(Workspace):
             loaded = self.state.get("dataset")
             if loaded.first_of:
                 self.current.first_part = (loaded.value, loaded.first_of)
-            self._inputs, self.runner.kept = inputs, {}
+            self.current.inputs, self.current.kept = inputs, {}
             if not refining:
                 self.unit_images.forget()
                 self.clear()
@@ -263,7 +269,7 @@ class DissectionWorkspace(Workspace):
         self.header.setText(state.header(d, self.iou_min()))
         self.layer_views.set_layer(d, self.rows, self.unit)
         self.image_view.set_layer(d)
-        self.role.set_layer(d, self.selected.model_of(d))
+        self.role.set_layer(d, state.live_model(d))
         if refined and self.unit == state.picked:  # not the user's choice: the whole result's first unit instead
             shown, state.picked = self.unit, state.first_unit()
             self.units.select_unit(state.picked)
@@ -319,6 +325,13 @@ class DissectionWorkspace(Workspace):
     def show_job(self, number: int) -> None:
         """Show the batch job `number` (its saved result, with overlays), unless it is not merged yet."""
         self.browser.show_job(number)
+
+    def show_loaded_model(self) -> None:
+        """Back from a batch job to the loaded model's layer (from the cache when dissected before)."""
+        if not self.ready():
+            self.batch.message.setText("no model and dataset loaded")
+            return
+        self.refresh()
 
     # -- large view, exports ---------------------------------------------------------------------------------------
     def open_image(self, row: int) -> None:

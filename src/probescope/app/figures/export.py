@@ -21,6 +21,7 @@ from pathlib import Path
 import numpy as np
 from PySide6.QtCore import QBuffer, QByteArray, QEvent, QIODevice, QRect, QSize
 from PySide6.QtGui import QColor, QGuiApplication, QImage, QPainter, QPalette
+from PySide6.QtPdf import QPdfDocument
 from PySide6.QtWidgets import QApplication, QWidget
 
 from probescope.app.figures.export_layout import laid_out
@@ -117,8 +118,6 @@ def _pixel_size(source: QRect, width: int | None, scale: float | None) -> QSize:
 def rasterise_pdf(pdf: bytes, size: QSize, background: QColor) -> QImage:
     """The first page of `pdf` rendered by pdfium at `size` pixels, over `background` (a page's last fraction of a
     point, which the page size rounds up to, is not painted)."""
-    from PySide6.QtPdf import QPdfDocument
-
     data = QByteArray(pdf)
     buffer = QBuffer(data)
     buffer.open(QIODevice.OpenModeFlag.ReadOnly)

@@ -30,7 +30,7 @@ from probescope.app.figures.export import (
     export_widget,
     figure_colours,
 )
-from probescope.app.window.settings import EXPORT_SCALE, EXPORT_WIDTH, ExportDefaults, Settings
+from probescope.app.window.settings import EXPORT_DEFAULTS, EXPORT_SCALE, EXPORT_WIDTH, ExportDefaults, Settings
 from probescope.core.errors import InputError
 from probescope.widgets.controls import spin_box
 
@@ -50,7 +50,7 @@ class ExportDialog(QDialog):
         self.setWindowTitle("Export figure")
         self.targets = targets
         self.settings = settings
-        defaults = settings.export_defaults()
+        defaults = settings.get(EXPORT_DEFAULTS)
         self.target = QComboBox()
         self.target.addItems([t.name for t in targets])
         self.size = QComboBox()
@@ -153,7 +153,7 @@ class ExportDialog(QDialog):
         except (InputError, OSError) as exc:
             self.failed.emit(str(exc))
             return None
-        self.settings.set_export_defaults(ExportDefaults(
+        self.settings.set(EXPORT_DEFAULTS, ExportDefaults(
             self.format.currentText().lower(), width, self.scale.value(), self.margin_free.isChecked(),
             str(path.parent), self.size.currentData(), self.follow_theme.isChecked(), target.name))
         self.exported.emit(str(path))

@@ -16,6 +16,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from contextlib import contextmanager
 
+import pyqtgraph as pg
 from PySide6.QtCore import QEvent, QObject, QSize
 from PySide6.QtWidgets import QAbstractItemView, QApplication, QDockWidget, QTableView, QWidget
 
@@ -96,8 +97,6 @@ def _settle() -> None:
 def _paint_plots(widget: QWidget) -> None:
     """pyqtgraph's axes measure their tick labels as they paint and then take the width those need: each plot is
     painted once off screen, so that the figure has the axes' final widths (its first paint would not)."""
-    import pyqtgraph as pg
-
     views = [widget] if isinstance(widget, pg.GraphicsView) else widget.findChildren(pg.GraphicsView)
     for view in views:
         if view is widget or view.isVisibleTo(widget):

@@ -16,6 +16,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 
+import pyqtgraph as pg
 from PySide6.QtCore import QBuffer, QByteArray, QIODevice, QMarginsF, QPoint, QPointF, QRect, QRectF, QSize, QSizeF, Qt
 from PySide6.QtGui import QFont, QFontInfo, QImage, QPageLayout, QPageSize, QPainter, QPdfWriter
 from PySide6.QtSvg import QSvgGenerator, QSvgRenderer
@@ -170,8 +171,6 @@ def export_mode(root: QWidget) -> Iterator[None]:
     index in their scenes: a plot just laid out at a figure's size has moved items the index has not caught up with
     (Qt updates it later, from the event loop), and a view paints only the items its index finds. Views that
     follow a palette change only once shown are brought to the current one (the figure's colours) first."""
-    import pyqtgraph as pg
-
     for widget in [root, *root.findChildren(QWidget)]:
         follow = getattr(widget, "follow_palette", None)
         if follow is not None:

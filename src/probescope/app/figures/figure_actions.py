@@ -18,7 +18,7 @@ from probescope.app.figures.export import (
     format_of,
 )
 from probescope.app.figures.export_dialog import FILTERS, ExportDialog, default_folder, file_name
-from probescope.app.window.settings import Settings
+from probescope.app.window.settings import EXPORT_DEFAULTS, Settings
 from probescope.app.window.workspace import Workspace
 from probescope.core.errors import InputError
 
@@ -40,7 +40,8 @@ class FigureActions:
         focus = view.widget if view is not None else QApplication.focusWidget()
         if view is None and focus is workspace.focus_view:
             focus = None
-        last = next((k for k, target in enumerate(targets) if target.name == self._settings.export_defaults().view), 0)
+        exported = self._settings.get(EXPORT_DEFAULTS).view
+        last = next((k for k, target in enumerate(targets) if target.name == exported), 0)
         current = next((k for k, target in reversed(list(enumerate(targets)))
                         if focus is not None and (focus is target.widget or target.widget.isAncestorOf(focus))), last)
         dialog = ExportDialog(targets, self._settings, self._window, current)
@@ -50,7 +51,7 @@ class FigureActions:
 
     def figure_request(self, view: ExportTarget, preset: Preset | None, copy: bool) -> None:
         """A view's figure menu: the export dialog, a paper preset (asks where), or the clipboard."""
-        defaults = self._settings.export_defaults()
+        defaults = self._settings.get(EXPORT_DEFAULTS)
         if copy:
             with figure_colours(defaults.follow_theme):
                 copy_to_clipboard(view.widget, margin_free=defaults.margin_free)
@@ -68,7 +69,7 @@ class FigureActions:
                 except (InputError, OSError) as exc:
                     self._notify(str(exc))
                     return
-                self._settings.set_export_defaults(replace(defaults, format=format_of(path),
+                self._settings.set(EXPORT_DEFAULTS, replace(defaults, format=format_of(path),
                                                            folder=str(Path(path).parent)))
                 self._say(f"Exported {path}", 5000)
 

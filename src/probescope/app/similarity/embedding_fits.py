@@ -10,6 +10,7 @@ from probescope.app.compute.workers import WorkerPool
 from probescope.app.similarity.panels import EmbeddingPanel
 from probescope.app.similarity.state import SimilarityState
 from probescope.app.similarity.stimuli import stimulus_images
+from probescope.core.cache import cache_dir
 from probescope.jobs.protocol import COMPUTE, IO, Job
 from probescope.jobs.similarity.embedding import Convergence, projection_2d
 from probescope.jobs.similarity.tasks import quick_embedding_job, refit_job
@@ -29,8 +30,6 @@ class EmbeddingFits:
 
     def start(self, trialset: TrialSet, loaded) -> None:
         """The quick fit of `loaded` judgments (read from the cache after the first launch)."""
-        from probescope.core.cache import cache_dir
-
         judgments, spec = loaded.value, loaded.spec
 
         def done(result) -> None:

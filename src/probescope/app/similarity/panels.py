@@ -26,6 +26,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from probescope.core.atomic import write_text
 from probescope.core.similarity.quality import PREMIUM, SATISFACTORY
 from probescope.core.similarity.settings import (
     WINDOW_COUNTS,
@@ -101,8 +102,6 @@ class ModelsPanel(QWidget):
 
     def save(self, path: str | Path) -> Path:
         """The model table as CSV, written atomically."""
-        from probescope.core.atomic import write_text
-
         write_text(path, self.table.csv_text())
         return Path(path)
 

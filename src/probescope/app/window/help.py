@@ -13,6 +13,8 @@ from PySide6.QtCore import QUrl
 from PySide6.QtGui import QAction
 from PySide6.QtWidgets import QDialog, QHeaderView, QTableWidget, QTableWidgetItem, QTextBrowser, QVBoxLayout, QWidget
 
+from probescope.assets import ASSETS_DIR
+
 # Keys the views answer besides the menu shortcuts (which the table lists from the actions themselves).
 VIEW_KEYS = (
     ("Up / Down", "the previous / next unit, sample or trial in the focused list"),
@@ -24,8 +26,6 @@ VIEW_KEYS = (
 
 def guide_folder() -> Path | None:
     """Where the user guide's pages are: the source tree's docs/, else the bundle's copy; None when neither."""
-    from probescope.assets import ASSETS_DIR
-
     for folder in (ASSETS_DIR.parents[2] / "docs", ASSETS_DIR / "guide"):  # src/probescope/assets -> docs/
         if (folder / "README.md").is_file():
             return folder

@@ -12,13 +12,22 @@ from __future__ import annotations
 
 import argparse
 import os
+import signal
 import sys
+import tempfile
 from pathlib import Path
 
+from probescope.app.compute.threads import keep_gui_responsive
+from probescope.app.window import splash
+from probescope.assets import ASSETS_DIR
 from probescope.core import bounds, environment
+from probescope.core.devices import available_devices, device_problem, devices_of_a_child
 from probescope.core.errors import InputError
 from probescope.jobs.arguments import BoundedArg, NumbersArg, add_trust_arguments, device_name_arg, trust_from_args
+from probescope.jobs.batch.reader import read_batch
+from probescope.jobs.inputs import DEMO, OpenRequest
 from probescope.jobs.kernel.spec import kernel_arg, kernel_from_args
+from probescope.jobs.protocol import describe_error
 
 WORKSPACE_NAMES = ("dissection", "gallery", "similarity")
 PRESET_KEYS = ("column", "page", "screen")  # probescope.app.figures.export.PRESETS (not imported here: it loads Qt)
@@ -82,9 +91,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def requests(args: argparse.Namespace) -> list:
     """What to open: each input from its flag, the demo world's otherwise."""
-    from probescope.core.errors import InputError
-    from probescope.jobs.inputs import DEMO, OpenRequest
-
     if (args.catalog or args.image_root or args.index_base is not None) and not args.judgments:
         raise InputError("--catalog, --image-root and --index-base go with --judgments")
     if args.generator and not args.samples:
@@ -92,8 +98,6 @@ def requests(args: argparse.Namespace) -> list:
     generator: tuple[int, ...] = args.generator or ()
     batch = args.batch
     if batch is not None:
-        from probescope.jobs.batch.reader import read_batch
-
         read_batch(batch)  # a wrong folder stops here, with its one-line message
     return [
         *([OpenRequest("model", args.model or DEMO)] if args.model or batch is None else []),
@@ -120,8 +124,6 @@ def run(args: argparse.Namespace) -> int:
     trust = trust_from_args(args)
     kernel = kernel_from_args(args.kernel, args.kernel_insecure)  # a cluster it must not reach: refused here
     if args.device is not None and not kernel.is_remote:  # computed on this machine: its devices decide, now
-        from probescope.core.devices import available_devices, device_problem, devices_of_a_child
-
         problem = device_problem(args.device, listed=available_devices if args.kernel == "thread"
                                  else devices_of_a_child)  # (torch stays out of the window's process)
         if problem is not None:
@@ -129,24 +131,24 @@ def run(args: argparse.Namespace) -> int:
     if args.screenshot is not None:
         environment.default(environment.QT_PLATFORM, "offscreen")
     if args.kernel == "local":  # its torch import runs while this process imports Qt and builds the window
+        # (lazy: `probescope --help` imports this module; multiprocessing and the kernel add 25 ms to it)
         from probescope.jobs.kernel import local
 
         local.start_early()
-    from probescope.app.window import splash
-
     launch = splash.start() if args.screenshot is None else None  # on screen while the window loads
-    from probescope.app.compute.threads import keep_gui_responsive
-
     if args.kernel == "thread":  # the computation shares this process: torch before Qt, its thread count once
+        # (torch: only the thread kernel computes in the window's process; workers imports Qt, after torch)
         import torch
 
         from probescope.app.compute.workers import compute_threads
 
         torch.set_num_threads(compute_threads())
+    # (Qt: after the kernel's start and the splash; `probescope --help` and the headless commands import this
+    # module, never Qt)
     from PySide6.QtWidgets import QApplication
 
     from probescope.app.window.main_window import MainWindow
-    from probescope.app.window.settings import Settings
+    from probescope.app.window.settings import THEME, Settings
     from probescope.app.window.theme import apply_theme
 
     app = QApplication.instance()
@@ -160,7 +162,7 @@ def run(args: argparse.Namespace) -> int:
     if args.screenshot is not None:
         return _screenshot(app, args, size, to_open, trust, kernel)
     settings = Settings(args.settings)
-    apply_theme(app, args.theme or settings.theme())
+    apply_theme(app, args.theme or settings.get(THEME))
     window = MainWindow(settings, device=args.device, trust=trust, kernel=kernel)
     _print_notes(settings)
     keep_gui_responsive()
@@ -189,6 +191,7 @@ PLATFORM_NOTES = ("does not support propagateSizeHints",)  # the offscreen platf
 def quiet_platform_notes() -> None:
     """Qt's messages go to stderr as before, less the platform plugin's notes that say nothing to the user (the
     offscreen platform, which --screenshot uses, notes at every dock's resize that it cannot pass size hints)."""
+    # (Qt: `probescope --help` and the headless commands import this module, never Qt)
     from PySide6.QtCore import qInstallMessageHandler
 
     def handler(_kind, _context, message: str) -> None:
@@ -200,9 +203,7 @@ def quiet_platform_notes() -> None:
 
 def _app_icon():
     """The icon set in assets/icons, every size, so each place the desktop shows it picks the sharpest."""
-    from PySide6.QtGui import QIcon
-
-    from probescope.assets import ASSETS_DIR
+    from PySide6.QtGui import QIcon  # (Qt: `probescope --help` and the headless commands import this module, never Qt)
 
     icon = QIcon()
     for png in sorted((ASSETS_DIR / "icons").glob("probescope-*.png")):
@@ -212,7 +213,6 @@ def _app_icon():
 
 def _notify_uncaught(window) -> None:
     """An exception escaping a slot becomes a notification (and a line on stderr), never a silent failure."""
-    from probescope.jobs.protocol import describe_error
 
     def hook(exc_type, exc, tb) -> None:
         error = describe_error("probescope", exc.with_traceback(tb))
@@ -224,8 +224,7 @@ def _notify_uncaught(window) -> None:
 
 def _close_on_signals(window) -> None:
     """Ctrl+C or SIGTERM closes the window as its close button does: tasks cancelled, settings saved."""
-    import signal
-
+    # (Qt: `probescope --help` and the headless commands import this module, never Qt)
     from PySide6.QtCore import QTimer
 
     for sig in (signal.SIGINT, signal.SIGTERM):
@@ -236,16 +235,13 @@ def _close_on_signals(window) -> None:
 
 
 def _screenshot(app, args: argparse.Namespace, size: tuple[int, int], to_open: list, trust, kernel) -> int:
-    import tempfile
-
+    # (Qt: `probescope --help` and the headless commands import this module, never Qt)
     from PySide6.QtCore import QEventLoop, QTimer
 
-    from probescope.app.compute.threads import keep_gui_responsive
     from probescope.app.figures.export import export_preset, export_widget, format_of, preset_named
     from probescope.app.window.main_window import MainWindow
-    from probescope.app.window.settings import Settings
+    from probescope.app.window.settings import EXPORT_DEFAULTS, Settings
     from probescope.app.window.theme import apply_theme
-    from probescope.core.errors import InputError
 
     out = Path(args.screenshot)
     format_of(out)  # .png, .svg or .pdf, else one line before any window opens
@@ -303,7 +299,7 @@ def _screenshot(app, args: argparse.Namespace, size: tuple[int, int], to_open: l
                 export_widget(widget, out)
                 size = f"{widget.width()}x{widget.height()}"
             else:
-                defaults, preset = settings.export_defaults(), preset_named(args.preset)
+                defaults, preset = settings.get(EXPORT_DEFAULTS), preset_named(args.preset)
                 export_preset(widget, out, preset, margin_free=defaults.margin_free,
                               follow_theme=defaults.follow_theme)
                 size = preset.name.lower()
@@ -314,8 +310,6 @@ def _screenshot(app, args: argparse.Namespace, size: tuple[int, int], to_open: l
 
 
 def _show_unit(workspace, unit: int) -> None:
-    from probescope.core.errors import InputError
-
     units = getattr(workspace, "units", None)
     if workspace.name != "dissection" or units is None or not units.select_unit(unit):
         raise InputError(f"--unit: no unit {unit} in the {workspace.title} workspace's table")
@@ -323,8 +317,6 @@ def _show_unit(workspace, unit: int) -> None:
 
 def _view(workspace, name: str):
     """The workspace's export target called `name` (any case)."""
-    from probescope.core.errors import InputError
-
     targets = {t.name.lower(): t.widget for t in workspace.export_targets()}
     if name.lower() not in targets:
         raise InputError(f"--view: the {workspace.title} workspace has no view {name!r} (its views: "

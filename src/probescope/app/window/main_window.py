@@ -25,7 +25,7 @@ from probescope.app.figures.figure_menu import install_figure_menu
 from probescope.app.window.layout_question import ask_layout
 from probescope.app.window.menus import Menus
 from probescope.app.window.open_dialogs import ask_request
-from probescope.app.window.settings import RecentItem, Settings
+from probescope.app.window.settings import DEVICE, THEME, RecentItem, Settings
 from probescope.app.window.source_bar import SourceBar
 from probescope.app.window.state import AppState
 from probescope.app.window.theme import apply_theme
@@ -71,7 +71,7 @@ class MainWindow(QMainWindow):
         self.settings = settings
         # a kernel's machine has its own devices: the saved one is checked when the kernel has started
         self.state = AppState(self)
-        self.state.device = device or settings.device(here=as_spec(kernel).kind == "thread")
+        self.state.device = device or settings.get(DEVICE, here=as_spec(kernel).kind == "thread")
         # `kernel`: where compute Jobs run (jobs.kernel.spec); a Ray kernel asks for a GPU when computing on CUDA
         self.pool = WorkerPool(parent=self, kernel=on_device(as_spec(kernel), self.state.device))
         self.compute = ComputeDevice(self.state, settings, self.notify, self._reopen_compute_inputs)
@@ -251,11 +251,11 @@ class MainWindow(QMainWindow):
         self.tasks_dock.setVisible(not self.tasks_dock.isVisible())
 
     def set_theme(self, theme: str) -> None:
-        self.settings.set_theme(theme)
+        self.settings.set(THEME, theme)
         apply_theme(QApplication.instance(), theme)
 
     def _system_scheme_changed(self, *_args) -> None:
-        if self.settings.theme() == "system":
+        if self.settings.get(THEME) == "system":
             apply_theme(QApplication.instance(), "system")
 
     def _reopen_compute_inputs(self) -> None:

@@ -19,7 +19,7 @@ from PySide6.QtWidgets import QMainWindow, QMenu, QMessageBox
 
 from probescope import __version__
 from probescope.app.window.help import GuideWindow, ShortcutsDialog
-from probescope.app.window.settings import THEMES
+from probescope.app.window.settings import THEME, THEMES
 from probescope.jobs.inputs import OpenRequest
 from probescope.widgets.command_palette import CommandPalette
 
@@ -68,7 +68,7 @@ class Menus:
         self.add(view, "&Previous Item", lambda: w.current_workspace().previous_item(), "Ctrl+[")
         view.addSeparator()
         self.choices(view.addMenu("&Theme"), [(f"{t.capitalize()} Theme", t) for t in THEMES],
-                     w.settings.theme(), w.set_theme)
+                     w.settings.get(THEME), w.set_theme)
         self.devices = view.addMenu("Compute &Device")
         self.fill_devices(w.pool.devices())
         w.pool.devices_known.connect(self.fill_devices)

@@ -17,7 +17,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from probescope.app.window.settings import Settings
+from probescope.app.window.settings import DIALOG_CHOICES, Settings
 from probescope.jobs.inputs import OpenRequest
 from probescope.widgets.controls import spin_box
 
@@ -195,10 +195,10 @@ def ask_request(kind: str, parent: QWidget, settings: Settings,
     file chosen last time."""
     if kind == "model":
         dialog = OpenModelDialog(architectures, parent)
-        dialog.restore(settings.dialog_choices("open_model"))
+        dialog.restore(settings.get(DIALOG_CHOICES, "open_model"))
         if not (dialog.exec() and dialog.file.text()):
             return None
-        settings.set_dialog_choices("open_model", dialog.choices())
+        settings.set(DIALOG_CHOICES, dialog.choices(), "open_model")
         return dialog.request()
     if kind == "judgments":
         dialog = OpenJudgmentsDialog(parent)

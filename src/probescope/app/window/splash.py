@@ -11,6 +11,8 @@ import subprocess
 import sys
 import threading
 
+from probescope import __version__
+from probescope.assets import ASSETS_DIR
 from probescope.core.environment import splash_wanted
 
 CLOSE_AFTER_MS = 180_000  # the splash never outlives a launch that hangs
@@ -36,12 +38,10 @@ def close(splash: subprocess.Popen | None) -> None:
 
 
 def main() -> int:
+    # (Qt: `probescope --help` and the headless commands import this module through launch, never Qt)
     from PySide6.QtCore import QSocketNotifier, Qt, QTimer
     from PySide6.QtGui import QColor, QPixmap
     from PySide6.QtWidgets import QApplication, QSplashScreen
-
-    from probescope import __version__
-    from probescope.assets import ASSETS_DIR
 
     app = QApplication([sys.argv[0]])
     pixmap = QPixmap(str(ASSETS_DIR / "icons" / "probescope-256.png"))

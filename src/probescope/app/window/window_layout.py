@@ -8,7 +8,7 @@ from collections.abc import Callable
 from PySide6.QtGui import QGuiApplication
 from PySide6.QtWidgets import QMainWindow
 
-from probescope.app.window.settings import Settings
+from probescope.app.window.settings import GEOMETRY, LAST_WORKSPACE, PANEL_LAYOUT, Settings
 from probescope.app.window.workspace import Workspace
 
 
@@ -18,7 +18,7 @@ class WindowLayout:
 
     def restore(self, show: Callable[[str], None]) -> None:
         """Geometry, panels and the last workspace (`show(name)` raises it) as saved; the screen fitted without."""
-        geometry = self._settings.geometry()
+        geometry = self._settings.get(GEOMETRY)
         restored = geometry is not None and self._window.restoreGeometry(geometry)
         if geometry is not None and not restored:
             self._settings.note("window/geometry", bytes(geometry.data()), "not a window geometry Qt can restore; "
@@ -26,8 +26,8 @@ class WindowLayout:
         if not restored:
             self.fit_screen()
         for workspace in self._workspaces.values():
-            workspace.area.restore(self._settings.panel_layout(workspace.name))
-        last = self._settings.last_workspace(list(self._workspaces))
+            workspace.area.restore(self._settings.get(PANEL_LAYOUT, workspace.name))
+        last = self._settings.get(LAST_WORKSPACE, known=list(self._workspaces))
         if last is not None:
             show(last)
 
@@ -49,8 +49,8 @@ class WindowLayout:
 
     def save(self, current: str) -> None:
         """Everything above, with `current` the last workspace."""
-        self._settings.set_geometry(self._window.saveGeometry())
+        self._settings.set(GEOMETRY, self._window.saveGeometry())
         for workspace in self._workspaces.values():
-            self._settings.set_panel_layout(workspace.name, workspace.area.saveState())
-        self._settings.set_last_workspace(current)
+            self._settings.set(PANEL_LAYOUT, workspace.area.saveState(), workspace.name)
+        self._settings.set(LAST_WORKSPACE, current)
         self._settings.sync()

@@ -35,8 +35,7 @@ from probescope.core.ablation.groups import UnitGroup
 from probescope.core.ablation.results import AblationResult
 from probescope.core.data.activation_cache import ImageDataset
 from probescope.core.data.activations import run_model
-from probescope.core.errors import InputError
-from probescope.core.models import checkpoint as ckpt
+from probescope.core.errors import InputError, first_line
 from probescope.core.models.layers import layer_layout
 from probescope.core.models.layout import Layout
 from probescope.core.models.loading import LoadedModel
@@ -191,7 +190,7 @@ class LayerAblation:
                 try:
                     rebuilt = tail(output.clone())
                 except (RuntimeError, TypeError, ValueError) as exc:
-                    raise tails.NotSeparable(f"the separated tail does not run ({ckpt._first_line(exc)})") from None
+                    raise tails.NotSeparable(f"the separated tail does not run ({first_line(exc)})") from None
                 mismatch = _largest_difference(_logits(rebuilt, len(idx), model), logits)
                 if mismatch > _TAIL_MATCH:
                     raise tails.NotSeparable(f"the separated tail does not reproduce the model's output (relative "

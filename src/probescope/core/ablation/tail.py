@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from torch import fx, nn
 
-from probescope.core.models import checkpoint as ckpt
+from probescope.core.errors import first_line
 
 
 class NotSeparable(Exception):
@@ -36,7 +36,7 @@ def split_tail(module: nn.Module, layer: str) -> fx.GraphModule:
     try:
         graph = _LayerAsLeaf(layer).trace(module)
     except Exception as exc:  # noqa: BLE001  (tracing runs the model's own code: any failure means no tail)
-        raise NotSeparable(f"its forward pass cannot be traced ({ckpt._first_line(exc)})") from None
+        raise NotSeparable(f"its forward pass cannot be traced ({first_line(exc)})") from None
     nodes = list(graph.nodes)
     calls = [n for n in nodes if n.op == "call_module" and n.target == layer]
     if not calls:

@@ -35,7 +35,7 @@ from probescope.core.data.activation_cache import (
     source_of,
     temp_file,
 )
-from probescope.core.errors import InputError
+from probescope.core.errors import InputError, first_line
 from probescope.core.models.layers import layer_layout
 from probescope.core.models.layout import Layout
 from probescope.core.models.loading import TORCHSCRIPT_OUTPUT, LoadedModel
@@ -215,10 +215,8 @@ def run_model(model: LoadedModel, x: torch.Tensor) -> object:
     try:
         return model.module(x)
     except (RuntimeError, ValueError, AssertionError) as exc:  # (torchvision's ViT asserts its input's size)
-        from probescope.core.models.checkpoint import _first_line
-
         raise InputError(f"{model.name} does not run on images of shape {tuple(x.shape[1:])} "
-                         f"({_first_line(exc)})", model.source) from None
+                         f"({first_line(exc)})", model.source) from None
 
 
 def _as_units(model: LoadedModel, t: torch.Tensor, layer: str, layout: Layout, pooling: str | None) -> np.ndarray:

@@ -93,7 +93,7 @@ class Preprocess:
         self, images: np.ndarray | Sequence[np.ndarray], device: str | torch.device | None = None
     ) -> torch.Tensor:
         """uint8 images, (N, H, W, 3) or a sequence of (H, W, 3), to a float32 tensor (N, 3, H', W') on `device`."""
-        import torch  # here: the window's process holds preprocessing settings without torch
+        import torch  # (torch: the window's process holds preprocessing settings without torch)
         import torch.nn.functional as F
 
         batch = _validated(images)

@@ -25,6 +25,7 @@ from pathlib import Path
 
 import numpy as np
 
+import probescope
 from probescope.core.atomic import sync_files, write_json
 from probescope.core.cache import cache_dir, ensure_writable
 from probescope.core.data import broden
@@ -152,8 +153,6 @@ def _generate_in_child(root: Path, n_images: int, seed: int, first_batch: int, p
                        cancel: CancelCheck | None) -> Iterator[Path]:
     """`_generate` in a child interpreter that reports on its stdout, one JSON line per event; cancelling (or closing
     this generator) ends it. Where no interpreter can be started (a frozen bundle), it generates here."""
-    import probescope
-
     try:
         if getattr(sys, "frozen", False):
             raise OSError("a frozen bundle")

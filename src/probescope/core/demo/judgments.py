@@ -16,8 +16,14 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
+from PIL import Image
 
 from probescope.core.atomic import save_npy, write_json, write_text
+from probescope.core.cache import cache_dir as default_cache
+from probescope.core.demo.world import OBJECTS, SCENES, render_batch
+from probescope.core.similarity.catalog import Catalog, write_catalog_hdf5
+from probescope.core.similarity.trials import Trials
+from probescope.core.similarity.writers import write_psiz_hdf5
 
 VERSION = 1
 N_STIMULI = 240
@@ -66,7 +72,7 @@ def true_space(attributes: np.ndarray, rng: np.random.Generator, n_scenes: int, 
 
 def simulate(seed: int = SEED) -> tuple[list, np.ndarray, dict[str, np.ndarray]]:
     """Demo samples, true positions (originals then mirrors) and the trial columns of all sessions + coarse set."""
-    from probescope.core.demo.world import OBJECTS, SCENES, render_batch
+    # (torch: the window's process imports this module to find the demo judgments; simulating them runs elsewhere)
     from probescope.core.similarity.simulate import random_references, sample_outcomes
 
     rng = np.random.default_rng(seed)
@@ -131,12 +137,6 @@ def answer_as_people(rng: np.random.Generator, choices: np.ndarray, is_catch: np
 
 def write_demo_judgments(folder: str | Path, seed: int = SEED) -> DemoJudgments:
     """Generate and write the simulated judgments (a few seconds); returns their paths."""
-    from PIL import Image
-
-    from probescope.core.similarity.catalog import Catalog, write_catalog_hdf5
-    from probescope.core.similarity.trials import Trials
-    from probescope.core.similarity.writers import write_psiz_hdf5
-
     paths = _paths(Path(folder))
     paths.images.mkdir(parents=True, exist_ok=True)
     samples, z, cols = simulate(seed)
@@ -165,8 +165,6 @@ def write_demo_judgments(folder: str | Path, seed: int = SEED) -> DemoJudgments:
 
 def _demo_folder(cache_dir: str | Path | None) -> Path:
     if cache_dir is None:
-        from probescope.core.cache import cache_dir as default_cache
-
         cache_dir = default_cache()
     return Path(cache_dir) / "demo_judgments"
 

@@ -17,6 +17,7 @@ from torch import nn
 
 from probescope.assets import ASSETS_DIR
 from probescope.core.data.preprocess import IMAGENET, Preprocess
+from probescope.core.demo.world import SCENES
 from probescope.core.errors import InputError
 
 DEMO_ARCH = "demonet"
@@ -80,8 +81,6 @@ def demo_metrics(weights: Path) -> dict[str, object]:
 
 def demo_class_names(num_classes: int, weights: Path) -> list[str]:
     """The demo world's scene names, checked against the classifier size and the training record."""
-    from probescope.core.demo.world import SCENES
-
     recorded = demo_metrics(weights).get("classes")
     if recorded is not None and list(recorded) != list(SCENES):
         raise InputError("demo model was trained on other scenes than the demo world has now: retrain it", weights)

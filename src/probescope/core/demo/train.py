@@ -20,6 +20,7 @@ import torch.nn.functional as F
 
 from probescope.core.atomic import atomic_open, write_json
 from probescope.core.demo.model import DEMO_ARCH, DEMO_LAYER, DEMO_PREPROCESS, DEMO_WIDTHS, DemoNet
+from probescope.core.demo.world import SCENES, render_batch
 from probescope.core.tasks import CancelCheck, ProgressCallback, check_cancel, report
 
 TRAIN_SEED = 101
@@ -37,8 +38,6 @@ class TrainConfig:
 
 def render_split(seed: int, n: int, fidelity: float = 1.0) -> tuple[np.ndarray, np.ndarray]:
     """(uint8 images (n, 128, 128, 3), int64 scene indices (n,)) from the demo world."""
-    from probescope.core.demo.world import SCENES, render_batch
-
     samples = render_batch(seed, n, fidelity=fidelity)
     index = {s: k for k, s in enumerate(SCENES)}
     return np.stack([s.image for s in samples]), np.array([index[s.scene] for s in samples], dtype=np.int64)
@@ -100,8 +99,6 @@ def save(model: DemoNet, out: Path, record: dict) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from probescope.core.demo.world import SCENES
-
     parser = argparse.ArgumentParser(prog="python -m probescope.core.demo.train", description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, required=True, help="weights file to write (a .json record goes beside)")
     parser.add_argument("--n-train", type=int, default=3000)

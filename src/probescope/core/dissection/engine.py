@@ -133,7 +133,7 @@ def dissect_unit(counts: DatasetCounts, concepts: np.ndarray, unit: int, thresho
     """One unit from its mask (`inside`: each region's pixels in it): NetDissect label, the chosen searches, trace
     and sweep; `ties` is the share of its activations equal to `threshold`."""
     scorer = UnitScorer(counts, inside, concepts, counts.category_scope if settings.iou_scope == "category" else None)
-    search = BeamSearch(scorer, settings.beam_size, settings.beam_limit, settings.beam_dedupe)
+    search = BeamSearch(scorer, settings)
 
     def explain(s: Scored | None) -> Explanation | None:
         return None if s is None else Explanation(s.formula, s.formula.text(names), s.iou, s.da)

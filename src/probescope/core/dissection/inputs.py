@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from probescope.core.cache import cache_dir
 from probescope.core.data.broden import BrodenDataset
 from probescope.core.dissection.blocks import release_pages
 from probescope.core.errors import InputError
@@ -50,6 +51,7 @@ def dataset_identity(dataset: BrodenDataset) -> dict:
 def model_identity(model: LoadedModel, spec: str, layer: str) -> dict:
     """What a dissection depends on in the model: its spec, weights identity, layer, the layout its output was read
     with (probescope.core.models.layout), the input size it was built or probed at and the preprocessing."""
+    # (torch: the window's process imports this module, never torch)
     from probescope.core.models.layers import layer_layout
 
     return {"spec": spec, "name": model.name, "layer": layer, "source_key": model.source_key,
@@ -112,6 +114,7 @@ def load_activation_file(path: Path, n_images: int, layout: Layout | None = None
 def head_layer(model: LoadedModel) -> str | None:
     """The layer whose output is the model's class scores: the last module (a TorchScript model's output), when the
     model names its classes; None otherwise."""
+    # (torch: the window's process imports this module, never torch)
     from probescope.core.models.loading import TORCHSCRIPT_OUTPUT
 
     if not model.class_names:
@@ -133,6 +136,7 @@ def predicted_classes(model: LoadedModel, dataset: BrodenDataset, cache: Path | 
                       cancel: CancelCheck | None = None) -> tuple[str, np.ndarray] | None:
     """(head layer, predicted class per image): the argmax of the last module's output (the classifier head; a
     TorchScript model's output), when the model names its classes and the head is as wide; None otherwise."""
+    # (torch: the window's process imports this module, never torch)
     from probescope.core.data.activations import extract_activations
 
     head = head_layer(model)
@@ -152,7 +156,7 @@ def extract_model_layers(spec: str, layers: list[str | None], root: Path, index:
     pass through the activation cache at `cache` (default: the user cache folder). With `predict`, predictions are
     the argmax of the last module's output (the classifier head, captured in the same pass) when its width matches
     the model's class names. `input_size` and `layouts` as `load_model` takes them."""
-    from probescope.core.cache import cache_dir
+    # (torch: the window's process imports this module, never torch)
     from probescope.core.data.activations import extract_layers
     from probescope.core.models.loading import load_model
 

@@ -109,7 +109,7 @@ def open_store(folder: Path) -> LabelStore:
 
 
 def _store(folder: Path, arrays: dict[str, np.ndarray], meta: dict[str, Any]) -> LabelStore:
-    import scipy.sparse as sp  # (not at the top: see labels.py)
+    import scipy.sparse as sp  # (scipy.sparse: the window's process imports this module; see labels.py)
 
     n_images, n_labels = len(arrays["seg_shapes"]), int(meta["n_labels"])
     image_labels = sp.csr_matrix((arrays["image_labels_data"], arrays["image_labels_indices"],

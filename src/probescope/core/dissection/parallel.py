@@ -28,6 +28,9 @@ from typing import Any
 
 import numpy as np
 
+from probescope.core.dissection.counts import DatasetCounts
+from probescope.core.dissection.engine import unit_results
+from probescope.core.dissection.label_cache import open_store, write_store
 from probescope.core.dissection.labels import LabelStore
 from probescope.core.dissection.results import UnitResult
 from probescope.core.dissection.settings import DissectionSettings
@@ -67,8 +70,6 @@ class UnitWorkers:
         self._kept: list[np.ndarray] = []  # the arrays behind those ids (an id is only unique while they live)
         folder = store.files
         if folder is None:
-            from probescope.core.dissection.label_cache import write_store
-
             folder = self._tmp / "store"
             write_store(store, folder)
         context = multiprocessing.get_context("spawn")
@@ -184,11 +185,7 @@ def process_memory_mb(pid: int) -> tuple[float, float] | None:
 def _serve(store_folder: str, tasks: Any, answers: Any, caller: int) -> None:
     """A worker's life: open the store, then dissect runs of units until terminated (or orphaned: `caller`, the
     process that started it, is gone; it may be gone before this one has even imported torch)."""
-    import torch
-
-    from probescope.core.dissection.counts import DatasetCounts
-    from probescope.core.dissection.engine import unit_results
-    from probescope.core.dissection.label_cache import open_store
+    import torch  # (torch: the window's process imports this module, never torch)
 
     threading.Thread(target=_leave_when_orphaned, args=(caller,), daemon=True).start()
     torch.set_num_threads(1)  # one core each

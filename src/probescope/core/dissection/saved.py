@@ -25,6 +25,7 @@ from typing import IO
 
 import numpy as np
 
+from probescope.core.dissection.correlation import accuracy_correlation, write_correlation_csv
 from probescope.core.dissection.engine import add_units, layer_result
 from probescope.core.dissection.labels import LabelStore
 from probescope.core.dissection.parallel import UnitWorkers, worker_count
@@ -172,8 +173,6 @@ def dissect_in_blocks(path: Path, store: LabelStore, activations: np.ndarray, se
 def write_layer(folder: Path, result: DissectionResult) -> None:
     """dissection.json, tally.csv (with a column group per search the settings asked for) and, when the model's
     predictions were known, correlation.csv: a layer's outputs, as `probescope dissect` and a batch write them."""
-    from probescope.core.dissection.correlation import accuracy_correlation, write_correlation_csv
-
     folder.mkdir(parents=True, exist_ok=True)
     result.save(folder / "dissection.json")
     result.write_tally(folder / "tally.csv", DissectionSettings.from_mapping(result.settings).searches)

@@ -30,6 +30,7 @@ from typing import Protocol
 import numpy as np
 
 from probescope.core.dissection.formula import OPERATORS, Formula
+from probescope.core.dissection.settings import DissectionSettings
 from probescope.core.dissection.unit_scorer import Children
 
 SLACK = 1e-9  # bounds are compared with this relative margin, so float rounding can never prune a contender
@@ -64,13 +65,14 @@ def rank_key(formula: Formula, iou: float) -> tuple:
 
 class BeamSearch:
     """The sequence of beams for one unit, computed step by step on demand (`beam(k)` holds formulas of up to
-    k + 1 atoms). `prune=False` scores every child (the tests check that pruning changes nothing)."""
+    k + 1 atoms), as `settings` say (their beam size, beam limit and beam dedupe; the defaults are the settings').
+    `prune=False` scores every child (the tests check that pruning changes nothing)."""
 
-    def __init__(self, scorer: Scorer, beam_size: int = 5, beam_limit: int = 0, dedupe: str = "mask",
-                 prune: bool = True):
+    def __init__(self, scorer: Scorer, settings: DissectionSettings, prune: bool = True):
         self.scorer = scorer
-        self.beam_size = beam_size
-        self.dedupe = dedupe
+        self.beam_size = beam_size = settings.beam_size
+        self.dedupe = settings.beam_dedupe
+        beam_limit = settings.beam_limit
         self.prune = prune
         self.expanded = self.pruned = 0  # beam formulas whose children were scored / skipped by the bound
         ious = scorer.atom_ious()
@@ -206,8 +208,9 @@ def length_sweep(search: BeamSearch, max_length: int) -> list[Scored]:
     return [] if search.empty else [search.beam(k)[0] for k in range(max_length)]
 
 
-def da_select(search: BeamSearch, limit: int = 10) -> Scored | None:
-    """Pick the highest-DA formula of each beam; go on while that DA improves (at most `limit` atoms)."""
+def da_select(search: BeamSearch, limit: int) -> Scored | None:
+    """Pick the highest-DA formula of each beam; go on while that DA improves (at most `limit` atoms: the settings'
+    `da_limit`)."""
     if search.empty:
         return None
     best = max(search.beam(0), key=lambda s: s.da)  # max keeps the first (best-ranked) on ties
@@ -219,9 +222,9 @@ def da_select(search: BeamSearch, limit: int = 10) -> Scored | None:
     return best
 
 
-def da_stop(search: BeamSearch, limit: int = 10) -> Scored | None:
+def da_stop(search: BeamSearch, limit: int) -> Scored | None:
     """Plain IoU search without a length cap, stopped when the best-IoU formula's DA no longer rises; returns the
-    formula of the last step that raised it (at most `limit` atoms)."""
+    formula of the last step that raised it (at most `limit` atoms: the settings' `da_limit`)."""
     if search.empty:
         return None
     previous = search.beam(0)[0]

@@ -48,7 +48,7 @@ def unit_thresholds(block: np.ndarray, quantile: float, chunk_values: int = 1 <<
 
 def upsample(maps: np.ndarray, seg_shape: tuple[int, int], device: str = "cpu") -> torch.Tensor:
     """Bilinear upsampling (align_corners=False) of float maps (n, h, w) to (n, sh, sw), float32 on `device`."""
-    import torch  # here, not at the top: the window's process imports this module's NumPy parts, never torch
+    import torch  # (torch: the window's process imports this module's NumPy parts, never torch)
     import torch.nn.functional as F
 
     # a fresh writable copy: maps may be a read-only view of a memmap, which torch does not take
@@ -93,7 +93,7 @@ def unit_mask(act_map: np.ndarray, threshold: float, seg_shape: tuple[int, int])
     return bilinear(np.asarray(act_map)[None], seg_shape)[0] >= np.float32(float32_threshold(threshold))
 
 
-def unit_mask_regions(maps: np.ndarray, threshold: float, store: LabelStore, device: str = "cpu") -> np.ndarray:
+def unit_mask_regions(maps: np.ndarray, threshold: float, store: LabelStore, device: str) -> np.ndarray:
     """Pixels of each region of the dataset inside the unit's mask: int64 (store.n_regions,).
 
     `maps` holds the unit's activations (images, h, w) in the store's image order. The work is bounded by the

@@ -13,7 +13,6 @@ import io
 import pickle
 import re
 import warnings
-import zipfile
 from functools import cache
 from pathlib import Path
 from typing import Any
@@ -22,8 +21,9 @@ import numpy as np
 import torch
 from torch import nn
 
-from probescope.core.errors import InputError
-from probescope.core.files import ZIP_ERRORS, readable_file, zip_member_problem, zip_problem
+from probescope.core.errors import InputError, first_line
+from probescope.core.files import readable_file, zip_problem
+from probescope.core.models.archives import is_exported_program, is_torchscript
 from probescope.core.trust import Trust, read_trusted
 
 try:
@@ -42,34 +42,7 @@ def check_file(path: str | Path) -> Path:
     return readable_file(Path(path).expanduser(), "no such file")
 
 
-ZIP_HEAD = 64  # bytes of a member read to tell a file's kind: never the whole member (it may inflate to gigabytes)
 MAX_INFLATED = 1 << 30  # a compressed member of a torch archive declared larger than this is refused unread
-
-
-def zip_member_head(zf: zipfile.ZipFile, name: str, path: Path, size: int = ZIP_HEAD) -> bytes:
-    """The first `size` bytes of a zip member (inflating only those), or InputError naming the file and the
-    problem: an encrypted member, an unknown compression method, a damaged compressed stream."""
-    try:
-        info = zf.getinfo(name)
-        problem = zip_member_problem(info)
-        if problem is None:
-            with zf.open(info) as member:
-                return member.read(size)
-    except ZIP_ERRORS as exc:
-        problem = f"its member {name!r} cannot be read: {_first_line(exc)}"
-    raise InputError(f"damaged zip archive ({problem})", path)
-
-
-def is_torchscript(path: Path) -> bool:
-    """TorchScript archives are zip files with a `code/` folder (plain torch.save zips have none): only the zip's
-    directory is read, never a member."""
-    try:
-        if not zipfile.is_zipfile(path):
-            return False
-        with zipfile.ZipFile(path) as zf:
-            return any("/code/" in name or name.startswith("code/") for name in zf.namelist())
-    except ZIP_ERRORS:
-        return False
 
 
 def load_torchscript(path: Path, trust: Trust, map_location: str = "cpu",
@@ -77,8 +50,6 @@ def load_torchscript(path: Path, trust: Trust, map_location: str = "cpu",
     """Load a TorchScript file whose content the user trusts (it runs its own code), or raise InputError naming it;
     torch 2.x's deprecation warning is silenced (the format is still what users and released models have)."""
     if not is_torchscript(path):
-        from probescope.core.models.exported import is_exported_program
-
         hint = " (a torch.export program: open it as export:FILE)" if is_exported_program(path) else ""
         raise InputError(f"not a {what} (no zip archive with TorchScript code){hint}", path)
     data = read_trusted(path, trust, what)
@@ -87,7 +58,7 @@ def load_torchscript(path: Path, trust: Trust, map_location: str = "cpu",
             warnings.simplefilter("ignore", FutureWarning)
             return torch.jit.load(io.BytesIO(data), map_location=map_location)
     except (RuntimeError, ValueError, OSError) as exc:
-        raise InputError(f"not a {what} ({_first_line(exc)})", path) from None
+        raise InputError(f"not a {what} ({first_line(exc)})", path) from None
 
 
 def read_pickled_model(path: Path, trust: Trust) -> Any:
@@ -96,7 +67,7 @@ def read_pickled_model(path: Path, trust: Trust) -> Any:
     try:
         return torch.load(io.BytesIO(data), map_location="cpu", weights_only=False)
     except Exception as exc:  # noqa: BLE001  (torch.load reports garbage as any of a dozen exception types)
-        raise InputError(f"not a PyTorch pickle ({_first_line(exc)})", path) from None
+        raise InputError(f"not a PyTorch pickle ({first_line(exc)})", path) from None
 
 
 class PickledObjects(InputError):
@@ -124,10 +95,10 @@ def read_torch_file(path: str | Path) -> Any:
                 "trust it (--trust FILE)",
                 path,
             ) from None
-        reason = f"damaged pickle: {detail.group(1)[:120]}" if detail else _first_line(exc)
+        reason = f"damaged pickle: {detail.group(1)[:120]}" if detail else first_line(exc)
         raise InputError(f"not a PyTorch weights file ({reason})", path) from None
     except Exception as exc:  # noqa: BLE001  (torch.load reports garbage as any of a dozen exception types)
-        raise InputError(f"not a PyTorch weights file ({_first_line(exc)})", path) from None
+        raise InputError(f"not a PyTorch weights file ({first_line(exc)})", path) from None
 
 
 def _torch_magic(path: Path) -> bool:
@@ -138,11 +109,6 @@ def _torch_magic(path: Path) -> bool:
     except OSError as exc:
         raise InputError(f"cannot read ({exc.strerror or exc})", path) from None
     return head.startswith(b"PK\x03\x04") or head[:1] == b"\x80"
-
-
-def _first_line(exc: BaseException) -> str:
-    text = str(exc).strip().splitlines()
-    return f"{type(exc).__name__}: {text[0][:160]}" if text else type(exc).__name__
 
 
 def unwrap_checkpoint(obj: Any, path: Path) -> tuple[dict[str, torch.Tensor], dict[str, Any]]:
@@ -175,14 +141,14 @@ def normalize_keys(state_dict: dict[str, torch.Tensor]) -> dict[str, torch.Tenso
 
 
 def torchvision_archs() -> tuple[str, ...]:
-    import torchvision.models as tvm
+    import torchvision.models as tvm  # (torchvision: 1.4 s to import after torch, for its architectures only)
 
     return tuple(tvm.list_models(module=tvm))
 
 
 def build_arch(arch: str, num_classes: int, *, meta: bool) -> nn.Module:
     """torchvision.models.<arch>(weights=None, num_classes=...); on the meta device (no memory, no init) if asked."""
-    import torchvision.models as tvm
+    import torchvision.models as tvm  # (torchvision: 1.4 s to import after torch, for its architectures only)
 
     if arch not in torchvision_archs():
         raise InputError(f"unknown architecture {arch!r} (torchvision classification models: e.g. resnet18, alexnet)")

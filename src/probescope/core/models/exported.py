@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import io
 import logging
-import zipfile
 from collections.abc import Callable
 from contextlib import contextmanager
 from pathlib import Path
@@ -32,33 +31,12 @@ from pathlib import Path
 import torch
 from torch import nn
 
-from probescope.core.errors import InputError
-from probescope.core.files import ZIP_ERRORS, zip_directory
-from probescope.core.models.checkpoint import _first_line, is_torchscript, load_torchscript, zip_member_head
+from probescope.core.errors import InputError, first_line
+from probescope.core.models.archives import is_exported_program, is_torchscript
+from probescope.core.models.checkpoint import load_torchscript
 from probescope.core.trust import Trust, read_trusted
 
 KIND = "torch.export program"
-_LEGACY_ENTRY = "serialized_exported_program.json"  # the archive layout of torch 2.1-2.5
-
-
-def is_exported_program(path: Path) -> bool:
-    """A torch.export archive: a zip whose `archive_format` member says pt2 (or the older layout's JSON). Only the
-    zip's directory and the first bytes of `archive_format` are read; InputError naming the file when that member
-    cannot be read (encrypted, an unknown compression method, a damaged compressed stream)."""
-    infos = zip_directory(path)
-    if infos is None:
-        return False
-    names = [info.filename for info in infos]
-    if any(name.endswith(_LEGACY_ENTRY) for name in names):
-        return True
-    formats = [name for name in names if name.endswith("archive_format")]
-    if not formats:
-        return False
-    try:
-        with zipfile.ZipFile(path) as zf:
-            return any(zip_member_head(zf, name, path).strip() == b"pt2" for name in formats)
-    except ZIP_ERRORS:  # the file changed since its directory was read
-        return False
 
 
 @contextmanager
@@ -85,7 +63,7 @@ def load_program(path: Path, trust: Trust, what: str = KIND) -> torch.export.Exp
         with _quiet_export_logs():
             program = torch.export.load(io.BytesIO(data))
     except Exception as exc:  # noqa: BLE001  (a damaged archive fails in any of a dozen ways inside torch)
-        raise InputError(f"damaged {what} ({_first_line(exc)})", path) from None
+        raise InputError(f"damaged {what} ({first_line(exc)})", path) from None
     if not isinstance(program, torch.export.ExportedProgram):
         raise InputError(f"holds a {type(program).__name__}, not a {what}", path)
     return program
@@ -113,7 +91,7 @@ def program_module(program: torch.export.ExportedProgram, path: Path, what: str 
     try:
         module = torch.export.unflatten(program)
     except Exception as exc:  # noqa: BLE001  (torch's unflattening reports its limits as any exception)
-        raise InputError(f"cannot rebuild the module hierarchy of this {what} ({_first_line(exc)})", path) from None
+        raise InputError(f"cannot rebuild the module hierarchy of this {what} ({first_line(exc)})", path) from None
     kinds = _exported_kinds(program)
     for name, sub in module.named_modules():
         if name in kinds:

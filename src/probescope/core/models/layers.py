@@ -18,8 +18,7 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
-from probescope.core.errors import InputError
-from probescope.core.models.checkpoint import _first_line
+from probescope.core.errors import InputError, first_line
 from probescope.core.models.exported import module_kind
 from probescope.core.models.info import LayerInfo
 from probescope.core.models.layout import Decision, Layout, Undecided, decide
@@ -121,7 +120,7 @@ def list_layers(model: LoadedModel, input_size: tuple[int, int] | None = None) -
         with model.lock, torch.inference_mode():
             model.module(x)
     except RuntimeError as exc:
-        raise InputError(f"{model.name}: a {image[0]}x{image[1]} input does not run ({_first_line(exc)})",
+        raise InputError(f"{model.name}: a {image[0]}x{image[1]} input does not run ({first_line(exc)})",
                          model.source) from None
     finally:
         for handle in handles:

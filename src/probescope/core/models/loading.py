@@ -28,8 +28,11 @@ import torch
 from torch import nn
 
 from probescope.core.data.preprocess import CLASSIC, IMAGENET, Preprocess
+from probescope.core.demo import model as demo
 from probescope.core.errors import InputError
 from probescope.core.models import checkpoint as ckpt
+from probescope.core.models import exported
+from probescope.core.models.archives import is_exported_program, is_torchscript
 from probescope.core.models.families import FAMILIES, build, last_block, split_family_spec, weights_file
 from probescope.core.models.layout import Decision, Layout
 from probescope.core.trust import NO_TRUST, Trust
@@ -229,6 +232,8 @@ _FIXED_INPUT = re.compile(r"^(vit_|maxvit)")  # torchvision's architectures that
 def _torchvision_input(arch: str, module: nn.Module) -> tuple[int, bool, str]:
     """(input side, whether the architecture accepts only that size, interpolation): the side a ViT or MaxViT was
     built for (`image_size`), else 299 for Inception-v3 and 224; the interpolation its weights' transforms use."""
+    # (torchvision: 1.4 s to import after torch, for its architectures only)
+    # (torchvision: 1.4 s to import after torch, for its architectures only)
     from torchvision.models import get_model_weights
 
     try:
@@ -245,8 +250,6 @@ def _torchvision_input(arch: str, module: nn.Module) -> tuple[int, bool, str]:
 
 
 def _load_demo(path: Path | None) -> LoadedModel:
-    from probescope.core.demo import model as demo
-
     path = ckpt.check_file(path or demo.DEMO_WEIGHTS)
     state_dict, meta = ckpt.unwrap_checkpoint(ckpt.read_torch_file(path), path)
     module = ckpt.fit_state_dict(demo.demo_net_for(state_dict, path), state_dict, demo.DEMO_ARCH, path)
@@ -274,8 +277,6 @@ def _load_program(path: Path, trust: Trust) -> LoadedModel:
     """A torch.export program: its unflattened modules are its layers; a fixed input size is its probing size, and
     images are stretched to it (the program refuses any other). A program exported for other than 3 channels (the
     RGB images every command feeds) is refused here, naming the file, before any image is read."""
-    from probescope.core.models import exported
-
     program = exported.load_program(path, trust)
     model = _opaque(exported.program_module(program, path), "export", path, None)
     shape = exported.input_shape(program)
@@ -313,9 +314,7 @@ def _opaque(module: nn.Module, arch: str, path: Path, default_layer: str | None)
 
 
 def _load_auto(path: Path, trust: Trust) -> LoadedModel:
-    from probescope.core.models.exported import is_exported_program
-
-    if ckpt.is_torchscript(path):
+    if is_torchscript(path):
         return _load_torchscript(path, trust)
     if is_exported_program(path):
         return _load_program(path, trust)

@@ -24,9 +24,15 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 import torch
+import torch.nn.functional as F
 from torch import nn
 
+from probescope.core.devices import check_device
 from probescope.core.errors import InputError
+from probescope.core.models.checkpoint import read_torch_file
+from probescope.core.models.exported import module_kind
+from probescope.core.models.loading import file_identity, load_model
+from probescope.core.scoring import inception_tf
 from probescope.core.trust import NO_TRUST, Trust
 
 if TYPE_CHECKING:
@@ -154,7 +160,6 @@ def last_linear_embedder(module: nn.Module, lock: threading.Lock | None = None) 
     TorchScript modules run no hooks)."""
     if isinstance(module, torch.jit.ScriptModule):
         return None, ""
-    from probescope.core.models.exported import module_kind
 
     linear = [(name, m) for name, m in module.named_modules() if module_kind(m) == "Linear"]  # exported ones too
     if not linear:
@@ -171,13 +176,9 @@ def check_images(images: Sequence[np.ndarray]) -> None:
 
 
 def tf_inception_classifier(weights: str | Path, device: str = "cpu") -> Classifier:
-    from probescope.core.scoring import inception_tf
-
     def prepare(images: Sequence[np.ndarray]) -> torch.Tensor:
         check_images(images)
         return inception_tf.prepare_tf_inception(images)
-
-    from probescope.core.models.loading import file_identity
 
     module = inception_tf.load_inception_tf(weights, device)
     return Classifier(
@@ -196,10 +197,8 @@ def tf_inception_classifier(weights: str | Path, device: str = "cpu") -> Classif
 
 def tv_inception_classifier(weights: str | Path, device: str = "cpu") -> Classifier:
     """torchvision's inception_v3 with a local ImageNet weights file (no download)."""
-    import torch.nn.functional as F
+    # (torchvision: 1.4 s to import after torch, for this classifier only)
     from torchvision.models import Inception_V3_Weights, inception_v3
-
-    from probescope.core.models.checkpoint import read_torch_file
 
     path = Path(weights)
     if not path.is_file():
@@ -231,8 +230,6 @@ def tv_inception_classifier(weights: str | Path, device: str = "cpu") -> Classif
             out.append(x)
         return (torch.cat(out) - mean) / std
 
-    from probescope.core.models.loading import file_identity
-
     embedder, where = last_linear_embedder(module)
     return Classifier(
         name="Inception v3 (torchvision ImageNet)",
@@ -250,8 +247,6 @@ def tv_inception_classifier(weights: str | Path, device: str = "cpu") -> Classif
 
 def model_classifier(spec: str, device: str = "cpu", trust: Trust = NO_TRUST, resize: int | None = None) -> Classifier:
     """Any model probescope can load (load_model spec), with its own preprocessing and class names."""
-    from probescope.core.models.loading import load_model
-
     return classifier_of_model(load_model(spec, trust=trust, device=device), resize)
 
 
@@ -288,8 +283,6 @@ def classifier_of_model(model: LoadedModel, resize: int | None = None) -> Classi
 def load_classifier(spec: str, device: str = "cpu", trust: Trust = NO_TRUST, resize: int | None = None) -> Classifier:
     """Resolve 'inception-tf:<file>', 'inception-tv:<file>', 'demo' or a load_model spec. `resize`: see the module
     docstring (the Inception classifiers take only their own 299); `trust`: for model files that run code."""
-    from probescope.core.devices import check_device
-
     device = check_device(device, "classifier device")
     head, _, rest = spec.partition(":")
     if head in ("inception-tf", "inception-tv") and not rest:

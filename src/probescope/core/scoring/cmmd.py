@@ -30,6 +30,7 @@ import numpy as np
 
 from probescope.core.errors import InputError
 from probescope.core.scoring.frechet import as_features
+from probescope.core.scoring.report import shown
 from probescope.core.tasks import CancelCheck, check_cancel
 
 SIGMA = 10.0  # the paper's (and distance.py's) RBF bandwidth
@@ -52,8 +53,6 @@ class Cmmd:
         return {"cmmd": self.value, "cmmd_estimator": self.estimator, "cmmd_features": self.features}
 
     def summary(self) -> str:
-        from probescope.core.scoring.report import shown
-
         embeddings = f"{self.features} embeddings" if self.features else "CLIP embeddings"
         return (f"CMMD: {shown(self.value)}   (Jayasumana et al. 2024, x{SCALE:g} {self.estimator} MMD^2, Gaussian "
                 f"RBF sigma {SIGMA:g} on unit-norm {embeddings} of {self.m} samples vs {self.n} reference images; "

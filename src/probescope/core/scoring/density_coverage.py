@@ -22,6 +22,7 @@ import numpy as np
 from probescope.core.errors import InputError
 from probescope.core.scoring.frechet import as_features
 from probescope.core.scoring.precision_recall import distance_blocks, knn_radii
+from probescope.core.scoring.report import shown
 from probescope.core.tasks import CancelCheck, check_cancel
 
 DEFAULT_K = 5  # the paper's (and prdc's README) k
@@ -40,8 +41,6 @@ class DensityCoverage:
                 "density_coverage_features": self.features}
 
     def summary(self) -> str:
-        from probescope.core.scoring.report import shown
-
         return (f"density {shown(self.density)}, coverage {shown(self.coverage)}   (Naeem et al. 2020, k={self.k} "
                 "nearest real neighbours; density ~1 and coverage ~1 for samples like the reference: density > 1 "
                 "crowds dense real regions, coverage < 1 leaves real regions empty)")

@@ -12,33 +12,13 @@ from probescope.core.scoring import extrapolate
 from probescope.core.scoring.coverage import ClassCoverage, class_coverage
 from probescope.core.scoring.distributions import ClassScores
 from probescope.core.scoring.frechet import gaussian_stats
-from probescope.core.scoring.kernel import (
-    DEFAULT_SUBSET_SIZE,
-    DEFAULT_SUBSETS,
-    KernelDistance,
-    kernel_inception_distance,
-)
-from probescope.core.scoring.precision_recall import DEFAULT_K, PrecisionRecall, precision_recall
-from probescope.core.scoring.protocol import DEFAULT_SEED
+from probescope.core.scoring.kernel import KernelDistance, kernel_inception_distance
+from probescope.core.scoring.precision_recall import PrecisionRecall, precision_recall
 from probescope.core.scoring.reference import ReferenceSet
 from probescope.core.scoring.report import shown
+from probescope.core.scoring.settings import DistanceSettings
 
 COVERAGE_LISTED = 10  # classes named per status in the text summary
-
-
-@dataclass(frozen=True)
-class DistanceSettings:
-    """Which scores to compute and their protocols (torch-fidelity's and Chong & Forsyth's defaults)."""
-
-    kid: bool = False
-    prc: bool = False
-    infinite: bool = False
-    kid_subsets: int = DEFAULT_SUBSETS
-    kid_subset_size: int = DEFAULT_SUBSET_SIZE
-    prc_k: int = DEFAULT_K
-    inf_points: int = extrapolate.DEFAULT_POINTS
-    inf_smallest: int = extrapolate.DEFAULT_SMALLEST
-    seed: int = DEFAULT_SEED
 
 
 @dataclass(frozen=True)

@@ -29,12 +29,17 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 import torch
+from PIL import Image
 from torch import nn
 
+from probescope.core.data.activations import run_model
 from probescope.core.data.preprocess import IMAGENET
 from probescope.core.errors import InputError
+from probescope.core.models.layers import layer_layout
+from probescope.core.models.loading import load_model
 from probescope.core.scoring.classifiers import Classifier, check_images, tf_inception_classifier
 from probescope.core.scoring.feature_spec import CLASSIFIER, PRECISIONS, RESIZES, check_spec
+from probescope.core.scoring.inception_tf import tf1_resize
 from probescope.core.trust import NO_TRUST, Trust
 
 if TYPE_CHECKING:
@@ -141,8 +146,6 @@ def _inception(path: str, device: str) -> FeatureNetwork:
 
 
 def _dinov2(spec: str, device: str, resize: str) -> FeatureNetwork:
-    from probescope.core.models.loading import load_model
-
     model = load_model(spec, device=device, input_size=DINOV2_INPUT)
     module = model.module
 
@@ -165,8 +168,6 @@ def _normalised(x: torch.Tensor) -> torch.Tensor:
 
 
 def _tf1_prepare(images: Sequence[np.ndarray]) -> torch.Tensor:
-    from probescope.core.scoring.inception_tf import tf1_resize
-
     check_images(images)
     out = [tf1_resize(torch.from_numpy(np.array(im, np.float32)).permute(2, 0, 1)[None], DINOV2_INPUT)
            for im in images]
@@ -174,8 +175,6 @@ def _tf1_prepare(images: Sequence[np.ndarray]) -> torch.Tensor:
 
 
 def _pil_bicubic_prepare(images: Sequence[np.ndarray]) -> torch.Tensor:
-    from PIL import Image
-
     check_images(images)
     out = []
     for im in images:
@@ -198,8 +197,6 @@ def _model_prepare(model: LoadedModel) -> Callable[[Sequence[np.ndarray]], torch
 
 
 def _openclip(spec: str, device: str) -> FeatureNetwork:
-    from probescope.core.models.loading import load_model
-
     model = load_model(spec, device=device)
     note = (f"{model.name} image embedding scaled to unit length ({model.metadata.get('embedding_dim') or '?'}-d), "
             f"{model.preprocess.describe()}")
@@ -208,9 +205,6 @@ def _openclip(spec: str, device: str) -> FeatureNetwork:
 
 
 def _layer(layer: str, spec: str, device: str, trust: Trust) -> FeatureNetwork:
-    from probescope.core.models.layers import layer_layout
-    from probescope.core.models.loading import load_model
-
     model = load_model(spec, device=device, trust=trust)
     modules = dict(model.module.named_modules())
     if not model.hookable or layer not in modules:
@@ -233,8 +227,6 @@ class _LayerMean:
     layout: Layout
 
     def __call__(self, x: torch.Tensor) -> torch.Tensor:
-        from probescope.core.data.activations import run_model
-
         seen: list[torch.Tensor] = []
         with self.model.lock:
             handle = self.module.register_forward_hook(lambda _m, _i, out: seen.append(out))

@@ -22,6 +22,7 @@ from pathlib import Path
 
 import numpy as np
 
+from probescope.core.atomic import atomic_open
 from probescope.core.errors import InputError
 from probescope.core.files import NUMPY_FILE_ERRORS, readable_file, zip_problem
 
@@ -83,8 +84,6 @@ class GaussianStats:
 
     def save(self, path: str | Path) -> None:
         """The .npz that pytorch-fid and others exchange: arrays 'mu' and 'sigma' (written atomically)."""
-        from probescope.core.atomic import atomic_open
-
         with atomic_open(path, "wb") as fh:
             np.savez_compressed(fh, mu=self.mu, sigma=self.sigma)
 
@@ -235,7 +234,7 @@ class FrechetReference:
     """
 
     def __init__(self, stats: GaussianStats, source: str | Path | None = None):
-        from scipy.linalg import lapack
+        from scipy.linalg import lapack  # (scipy: the window and --help import this module)
 
         self.stats = stats
         self.source = source
@@ -259,7 +258,7 @@ class FrechetReference:
 
     def whitened_cov(self, sigma: np.ndarray) -> np.ndarray:
         """L^T P^T sigma P L, (r, r)."""
-        from scipy.linalg.blas import dtrmm
+        from scipy.linalg.blas import dtrmm  # (scipy: the window and --help import this module)
 
         permuted = np.asfortranarray(sigma[np.ix_(self._perm, self._perm)])
         right = dtrmm(1.0, self._square, permuted, side=1, lower=1, overwrite_b=1)  # sigma_p L (triangular product)
@@ -268,7 +267,7 @@ class FrechetReference:
 
     def distance_from(self, mu: np.ndarray, trace: float, whitened_cov: np.ndarray) -> float:
         """FID from a set's mean, covariance trace and whitened covariance (what running fits keep)."""
-        from scipy.linalg import eigh
+        from scipy.linalg import eigh  # (scipy: the window and --help import this module)
 
         diff = mu - self.stats.mu
         eigenvalues = eigh(whitened_cov, eigvals_only=True, check_finite=False)

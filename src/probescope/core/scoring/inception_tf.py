@@ -22,6 +22,9 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from probescope.core.errors import InputError
+from probescope.core.models.checkpoint import read_torch_file
+
 INPUT_SIZE = 299
 N_CLASSES = 1008
 WEIGHTS_FILE_NAME = "weights-inception-2015-12-05-6726825d.pth"
@@ -293,9 +296,6 @@ def load_inception_tf(weights_path: str | Path, device: str = "cpu") -> Inceptio
 
     Raises InputError when the file is missing or does not have the expected layout.
     """
-    from probescope.core.errors import InputError
-    from probescope.core.models.checkpoint import read_torch_file
-
     path = Path(weights_path)
     if not path.is_file():
         raise InputError(

@@ -18,9 +18,14 @@ from typing import TYPE_CHECKING, TypeVar
 
 import numpy as np
 
+from probescope.core.atomic import atomic_open, save_npy
+from probescope.core.cache import cache_dir
+from probescope.core.data.broden import BrodenDataset
+from probescope.core.demo.dataset import ensure_demo_dataset
 from probescope.core.errors import InputError
 from probescope.core.files import NUMPY_FILE_ERRORS
 from probescope.core.scoring.frechet import FrechetReference, GaussianStats, RunningGaussian, read_npz
+from probescope.core.scoring.growing import GrowingRows
 from probescope.core.scoring.precision_recall import knn_radii_of
 from probescope.core.scoring.settings import DEFAULT_BATCH_SIZE, DEFAULT_WORKERS
 from probescope.core.scoring.sources import (
@@ -34,7 +39,6 @@ from probescope.core.scoring.sources import (
 from probescope.core.tasks import CancelCheck, ProgressCallback
 
 if TYPE_CHECKING:
-    from probescope.core.data.broden import BrodenDataset
     from probescope.core.scoring.classifiers import Classifier
 
 CACHE_VERSION = 1
@@ -46,8 +50,6 @@ class BrodenImageSource(SampleSource):
     """The images of a Broden-format dataset, in index order (the probing dataset as real data)."""
 
     def __init__(self, root: str | Path | BrodenDataset, index: str = "index.csv"):
-        from probescope.core.data.broden import BrodenDataset
-
         self.dataset = root if isinstance(root, BrodenDataset) else BrodenDataset.open(root, index)
         self.length = self.dataset.n_images
         self.name = f"{self.dataset.root} (Broden dataset images)"
@@ -77,8 +79,6 @@ def reference_source(
     is a statistics file; other .npy/.npz files are uint8 image arrays.
     """
     if str(spec) == DEMO:
-        from probescope.core.demo.dataset import ensure_demo_dataset
-
         return BrodenImageSource(ensure_demo_dataset(progress=progress, cancel=cancel))
     path = Path(spec)
     if path.is_dir() and os.path.lexists(path / "index.csv"):  # a broken index.csv is named by the dataset reader
@@ -165,8 +165,6 @@ class ReferenceSet:
                     self._radii[k] = radii
         missing = tuple(k for k in ks if k not in self._radii)
         if missing:
-            from probescope.core.atomic import save_npy
-
             found = knn_radii_of(self.require_features("precision"), missing, progress=progress, cancel=cancel)
             for k, radii in found.items():
                 self._radii[k] = radii
@@ -193,7 +191,6 @@ def reference_cache_path(classifier: Classifier, source: SampleSource) -> Path |
     """The cache file of this classifier's view of these images (None for classifiers without an identity)."""
     if not classifier.key:
         return None
-    from probescope.core.cache import cache_dir
 
     key = f"v{CACHE_VERSION}|{classifier.key}|{classifier.feature_note}|{content_hash(source)}"
     return cache_dir() / "references" / f"{hashlib.sha256(key.encode()).hexdigest()[:32]}.npz"
@@ -209,7 +206,7 @@ def embed_reference(
     cancel: CancelCheck | None = None,
 ) -> ReferenceSet:
     """Run the images through the classifier: features, their fit and the top-prediction counts (not cached)."""
-    from probescope.core.scoring.growing import GrowingRows
+    # (torch: the window's process imports this module, never torch)
     from probescope.core.scoring.pipeline import embed_batches
 
     running = RunningGaussian()
@@ -268,8 +265,6 @@ def _origin(source: SampleSource) -> Path | None:
 
 
 def _write_reference(path: Path, ref: ReferenceSet) -> None:
-    from probescope.core.atomic import atomic_open
-
     with atomic_open(path, "wb") as fh:
         np.savez(fh, features=ref.features, mu=ref.stats.mu, sigma=ref.stats.sigma, class_counts=ref.class_counts)
 

@@ -25,6 +25,7 @@ from probescope.core.bounds import (
     WORKERS,
     Bound,
 )
+from probescope.core.errors import InputError
 from probescope.core.scoring import extrapolate
 from probescope.core.scoring.copy_test import DEFAULT_ALPHA, DEFAULT_HELD_OUT_SHARE
 from probescope.core.scoring.copying import DEFAULT_CELLS, MAX_CELLS
@@ -36,6 +37,21 @@ from probescope.core.scoring.protocol import DEFAULT_SEED, DEFAULT_SPLITS
 
 DEFAULT_BATCH_SIZE = 64
 DEFAULT_WORKERS = 2
+
+
+@dataclass(frozen=True)
+class DistanceSettings:
+    """Which scores to compute and their protocols (torch-fidelity's and Chong & Forsyth's defaults)."""
+
+    kid: bool = False
+    prc: bool = False
+    infinite: bool = False
+    kid_subsets: int = DEFAULT_SUBSETS
+    kid_subset_size: int = DEFAULT_SUBSET_SIZE
+    prc_k: int = DEFAULT_K
+    inf_points: int = extrapolate.DEFAULT_POINTS
+    inf_smallest: int = extrapolate.DEFAULT_SMALLEST
+    seed: int = DEFAULT_SEED
 
 
 def _help(text: str, bound: Bound | None = None, choices: tuple[str, ...] = ()) -> dict[str, object]:
@@ -95,8 +111,6 @@ class ScoreSettings:
         "(default %(default)s)", HELD_OUT_SHARE))
 
     def __post_init__(self) -> None:
-        from probescope.core.errors import InputError
-
         for f in fields(self):
             value = getattr(self, f.name)
             if "bound" in f.metadata and value is not None:
@@ -105,18 +119,11 @@ class ScoreSettings:
                 raise InputError(f"{f.name.replace('_', '-')} must be one of {', '.join(f.metadata['choices'])}, "
                                  f"got {value!r}")
 
-    def distances(self, *, kid: bool = False, prc: bool = False, infinite: bool = False):
+    def distances(self, *, kid: bool = False, prc: bool = False, infinite: bool = False) -> DistanceSettings:
         """The DistanceSettings of these protocols, with the scores asked for."""
-        from probescope.core.scoring.distances import DistanceSettings
-
         return DistanceSettings(kid=kid, prc=prc, infinite=infinite, kid_subsets=self.kid_subsets,
                                 kid_subset_size=self.kid_subset_size, prc_k=self.prc_k, inf_points=self.inf_points,
                                 inf_smallest=self.inf_smallest, seed=self.seed)
-
-
-def setting_field(name: str):
-    """The dataclass field of setting `name` (its default and metadata)."""
-    return next(f for f in fields(ScoreSettings) if f.name == name)
 
 
 # The window's run: the same protocol, in batches of 4 so the live numbers move at least 10 times a second with the

@@ -10,6 +10,7 @@ from __future__ import annotations
 import errno
 import os
 import stat
+import struct
 import zipfile
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
@@ -146,8 +147,6 @@ def read_image_array(path: str | Path, key: str | None = None) -> np.ndarray:
 def _stored_member(path: Path, key: str) -> np.ndarray | None:
     """A read-only memmap of the .npz member `key` when it is stored uncompressed (as np.savez writes it), so 50,000
     samples (2.4 GB at 128x128) are read as they are needed instead of all at once; None when it is compressed."""
-    import struct
-
     with zipfile.ZipFile(path) as archive:
         info = archive.getinfo(f"{key}.npy")
     if info.compress_type != zipfile.ZIP_STORED:
@@ -227,7 +226,7 @@ class TorchScriptGeneratorSource(SampleSource):
                 f"generator settings: need z_dim >= 1, n >= 1, classes >= 0 and low < high of the output range "
                 f"(got z_dim={z_dim}, n={n}, classes={num_classes}, range={output_range})"
             )
-        import torch
+        import torch  # (torch: the window and `probescope --help` import this module, never torch)
 
         self.z_dim, self.num_classes, self.output_range = z_dim, num_classes, output_range
         self.seed, self.device = seed, device
@@ -251,6 +250,7 @@ class TorchScriptGeneratorSource(SampleSource):
     def _load(self, trust: Trust, device: str):
         """The generator as a module on `device`; a torch.export program is first checked against the settings by
         its own input signature (`_check_signature`), before anything runs."""
+        # (torch: the window and `probescope --help` import this module, never torch)
         from probescope.core.models.exported import load_runnable
 
         return load_runnable(self.path, trust, device, "generator", check=self._check_signature).eval()
@@ -259,6 +259,7 @@ class TorchScriptGeneratorSource(SampleSource):
         """InputError naming the file and the option when the program's inputs cannot be (noise (N, z_dim)[, class
         labels (N,)]): another noise size than --z-dim, an image classifier given as a generator, a class input
         without --gen-classes or the reverse."""
+        # (torch: the window and `probescope --help` import this module, never torch)
         from probescope.core.models.exported import input_shape
 
         shape = input_shape(program)
@@ -292,7 +293,7 @@ class TorchScriptGeneratorSource(SampleSource):
 
     def _run(self, z: np.ndarray, labels: np.ndarray | None):
         """The generator's (m, 3, H, W) output tensor for noise `z` (and `labels`), checked for shape."""
-        import torch
+        import torch  # (torch: the window and `probescope --help` import this module, never torch)
 
         args = [torch.from_numpy(z).to(self.device)]
         if labels is not None:
@@ -305,7 +306,7 @@ class TorchScriptGeneratorSource(SampleSource):
         return out
 
     def _generate(self, z: np.ndarray, labels: np.ndarray | None, start: int = 0) -> list[np.ndarray]:
-        import torch
+        import torch  # (torch: the window and `probescope --help` import this module, never torch)
 
         out = self._run(z, labels)
         if out.is_floating_point() or out.is_complex():

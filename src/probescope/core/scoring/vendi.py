@@ -16,6 +16,7 @@ import numpy as np
 
 from probescope.core.errors import InputError
 from probescope.core.scoring.frechet import as_features
+from probescope.core.scoring.report import shown
 from probescope.core.tasks import CancelCheck, check_cancel
 
 KERNEL = "cosine"
@@ -36,8 +37,6 @@ class VendiScores:
                 "vendi_features": self.features}
 
     def summary(self) -> str:
-        from probescope.core.scoring.report import shown
-
         ref = f" (reference {shown(self.reference, 2)})" if self.reference is not None else ""
         return (f"Vendi score: {shown(self.samples, 2)}{ref}   (Friedman & Dieng 2023, {self.kernel} kernel on the "
                 "features: effective number of distinct samples; 1 = all alike)")

@@ -18,6 +18,7 @@ from pathlib import Path
 
 import numpy as np
 
+from probescope.core.atomic import atomic_open
 from probescope.core.errors import InputError
 from probescope.core.files import readable_file
 from probescope.core.similarity.trials import whole_ids
@@ -49,7 +50,7 @@ def _decode(values: np.ndarray) -> list[str]:
 
 def read_catalog_hdf5(path: str | Path, root: str | Path | None = None) -> Catalog:
     """psiz catalog.hdf5; ids may be 0- or 1-based (rows are re-indexed from 0, and the note says which)."""
-    import h5py
+    import h5py  # (h5py: the window's process imports this module)
 
     path = Path(path)
     try:
@@ -187,9 +188,7 @@ def read_catalog(path: str | Path, root: str | Path | None = None) -> Catalog:
 
 def write_catalog_hdf5(path: str | Path, catalog: Catalog, notes: str = "") -> None:
     """psiz-layout catalog.hdf5 (0-based ids) with probescope's `mirror_of` and `simulated` additions."""
-    import h5py
-
-    from probescope.core.atomic import atomic_open
+    import h5py  # (h5py: the window's process imports this module)
 
     n = len(catalog)
     with atomic_open(path, "w+b") as raw, h5py.File(raw, "w") as fh:

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from probescope.core.atomic import atomic_open
 from probescope.core.errors import InputError
 from probescope.core.files import NUMPY_FILE_ERRORS, zip_problem
 from probescope.core.similarity.settings import BETA, MAX_EPOCHS
@@ -58,8 +59,6 @@ class Ensemble:
         return int(self.loc.shape[2])
 
     def save(self, path: str | Path) -> None:
-        from probescope.core.atomic import atomic_open
-
         with atomic_open(path, "wb") as fh:
             np.savez(
                 fh, loc=self.loc.astype(np.float32), scale=self.scale.astype(np.float32),
@@ -85,7 +84,7 @@ class Ensemble:
         return ens
 
     def sample(self, n_samples: int, generator: torch.Generator, device: str = "cpu") -> torch.Tensor:
-        import torch  # here: the window's process holds ensembles without torch
+        import torch  # (torch: the window's process holds ensembles without torch)
         """(M * n_samples, n, d) posterior samples pooled over the members."""
         loc = torch.as_tensor(self.loc, dtype=torch.float32, device=device)
         scale = torch.as_tensor(self.scale, dtype=torch.float32, device=device)

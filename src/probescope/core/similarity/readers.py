@@ -65,7 +65,7 @@ def _detect_base(stimulus_set: np.ndarray, catalog: Catalog | None, index_base: 
 def read_psiz_hdf5(path: str | Path, catalog: Catalog | None = None, index_base: int | None = None) -> Judgments:
     """psiz RankObservations HDF5 -> Judgments (picks first in `stimulus_set`, so choices are positions 0..c-1).
     `index_base` (0 or 1) says how the file numbers stimuli when its content cannot tell."""
-    import h5py
+    import h5py  # (h5py: the window's process imports this module)
 
     path = Path(path)
     try:

@@ -22,6 +22,7 @@ from probescope.core.bounds import (
     QUERIES,
     SEED,
     Bound,
+    IntRanges,
 )
 
 BETA = 10.0  # the similarity kernel's exp(-beta * distance), as in ImageNet-HSJ
@@ -96,8 +97,6 @@ class ProposeSettings:
 
 def dims_span(dims: str) -> tuple[int, int]:
     """(lowest, highest) dimensionality a ranges text names ('2-10' -> (2, 10)), for the window's two boxes."""
-    from probescope.core.bounds import IntRanges
-
     ranges = IntRanges.parse(dims, "dims", DIMENSIONS)
     return min(first for first, _ in ranges.ranges), ranges.highest
 

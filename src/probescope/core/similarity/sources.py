@@ -7,11 +7,15 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 import numpy as np
+from PIL import Image
 
+from probescope.core.data.images import read_rgb
+from probescope.core.demo.judgments import ensure_demo_judgments
 from probescope.core.errors import InputError
 from probescope.core.files import NUMPY_FILE_ERRORS
 from probescope.core.similarity.catalog import Catalog
 from probescope.core.similarity.readers import Judgments, load_judgments, read_psiz_hdf5
+from probescope.core.similarity.settings import POOLS
 from probescope.core.similarity.trials import Trials
 from probescope.core.tasks import CancelCheck, ProgressCallback
 from probescope.core.trust import NO_TRUST, Trust
@@ -43,7 +47,6 @@ def open_judgments(
     if str(spec) != DEMO:
         j = load_judgments(spec, catalog, image_root, index_base)
         return JudgmentSource(j, j.test, "the release's test_seqs trials")
-    from probescope.core.demo.judgments import ensure_demo_judgments
 
     paths = ensure_demo_judgments(cache_dir)
     j = load_judgments(paths.observations, paths.catalog, image_root)
@@ -98,14 +101,10 @@ class CatalogImages:
         return _CatalogFiles(self.catalog) if source is not None and Path(source).is_file() else self
 
     def __getitem__(self, i: int) -> np.ndarray:
-        from probescope.core.data.images import read_rgb
-
         return read_rgb(self.catalog.image_path(i))
 
     def thumbnail(self, i: int, size: int) -> np.ndarray:
         """Image i shrunk to fit in size x size pixels (aspect kept), for views."""
-        from PIL import Image
-
         im = Image.fromarray(self[i])
         im.thumbnail((size, size))
         return np.asarray(im)
@@ -140,8 +139,8 @@ def model_features(
     """(n, F) features of every catalog image from a model layer: global-average pooled ('avg': a ViT layer's patch
     tokens averaged), a token layer's class token ('cls') or flattened; with `preprocess` in place of the model's own
     (images of several sizes need one that resizes)."""
+    # (torch: the window's process imports this module, never torch)
     from probescope.core.models.loading import load_model
-    from probescope.core.similarity.settings import POOLS
 
     if pool not in POOLS:
         raise InputError(f"pooling must be one of {', '.join(POOLS)}, got '{pool}'")
@@ -157,6 +156,7 @@ def loaded_model_features(
 ) -> np.ndarray:
     """`model_features` for a model that is already loaded (the GUI's): through the activation cache, which keeps
     only the pooled features when pooling (the maps of a conv layer for 50,000 stimuli would fill gigabytes)."""
+    # (torch: the window's process imports this module, never torch)
     from probescope.core.data.activations import extract_activations
 
     acts = extract_activations(model, layer, CatalogImages(catalog).files(), cache_dir, progress=progress,

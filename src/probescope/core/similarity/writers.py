@@ -17,7 +17,7 @@ from probescope.core.similarity.trials import PAD, Trials
 
 def write_psiz_hdf5(path: str | Path, trials: Trials, attrs: dict[str, object] | None = None) -> None:
     """psiz 0.4 RankObservations layout; every trial must be answered (its picks are stored first)."""
-    import h5py
+    import h5py  # (h5py: the window's process imports this module)
 
     n_select = trials.n_select
     if (n_select < 1).any():

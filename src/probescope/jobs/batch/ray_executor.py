@@ -24,7 +24,7 @@ MAX_RETRIES = 4  # per task, on a lost worker or node
 
 def _ray():
     try:
-        import ray
+        import ray  # (ray: the cluster extra, optional; refused in one line without it)
     except ImportError:
         raise InputError("--ray needs the cluster extra: pip install 'probescope[cluster]'") from None
     return ray

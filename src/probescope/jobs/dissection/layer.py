@@ -1,8 +1,8 @@
 """Dissect a layer: the one workflow behind `probescope dissect`, the window's dissection and a notebook.
 
-    from probescope.jobs.dissection.layer import DatasetSpec, ModelLayer, dissect_layer, run
-    done = run(dissect_layer(TaskContext(), dataset=DatasetSpec(Path("demo")), activations=ModelLayer("demo"),
-                             settings=DissectionSettings(), out=Path("out")))
+    from probescope.jobs.dissection.layer import DatasetSpec, LayerRequest, ModelLayer, dissect_layer, run
+    done = run(dissect_layer(TaskContext(), LayerRequest(DatasetSpec(Path("demo")), ModelLayer("demo"),
+                                                         DissectionSettings(), out=Path("out"))))
     done.result.units[0].explanations["iou"].label      # out/ holds what `probescope dissect` writes
 
 The steps, in order: the probing dataset; the layer's activations (an ACT.npy file, a model spec loaded here, or
@@ -11,9 +11,11 @@ model classifies right (from a predictions file or the model's own head, against
 an earlier result to resume; then the units, block by block, each block saved at once (`core.dissection.saved`).
 
 It is a task of the jobs protocol (`jobs.protocol`): it yields `Progress`, a `Partial(LayerRun)` when its inputs
-are ready and after every block, and returns the last `LayerRun`. Its arguments are plain values (paths, specs,
-settings), so it also runs as a `Job` in another process. A batch (`jobs.batch`) fans a layer's units out in
-chunks instead, through the same inputs (`prediction_correctness`, the engine) and the same result format.
+are ready and after every block, and returns the last `LayerRun`. What to dissect is one `LayerRequest`, built whole
+by its caller (the command line, the window, a notebook) and read only here: plain values (paths, specs, the
+settings), frozen and picklable, so it also runs as a `Job` in another process. A batch (`jobs.batch`) fans a
+layer's units out in chunks instead, through the same inputs (`prediction_correctness`, the engine) and the same
+result format.
 """
 
 from __future__ import annotations
@@ -30,11 +32,24 @@ import numpy as np
 
 from probescope.core.bounds import IntRanges
 from probescope.core.cache import cache_dir
+from probescope.core.data.broden import BrodenDataset
+from probescope.core.dissection.correlation import correct_predictions, read_label_map, scene_truth
+from probescope.core.dissection.inputs import (
+    dataset_identity,
+    extract_model_layers,
+    head_layer,
+    load_activation_file,
+    model_identity,
+    predicted_classes,
+    require_spatial_map,
+)
+from probescope.core.dissection.label_cache import label_store
 from probescope.core.dissection.results import DissectionResult
 from probescope.core.dissection.settings import DissectionSettings
 from probescope.core.errors import InputError
+from probescope.core.files import NUMPY_FILE_ERRORS
 from probescope.core.models.layout import Layout
-from probescope.jobs.inputs import ModelInfo
+from probescope.jobs.inputs import ModelInfo, model_of
 from probescope.jobs.kernel.pickling import cross_by_name
 from probescope.jobs.protocol import Partial, Progress, TaskContext
 from probescope.jobs.session import Session
@@ -100,8 +115,6 @@ def dataset_of(ctx: TaskContext, spec: DatasetSpec):
 
 def held_dataset(session: Session, spec: DatasetSpec):
     """The BrodenDataset `spec` names, held in `session` (opened the first time it is asked for)."""
-    from probescope.core.data.broden import BrodenDataset
-
     return session.get("dataset", spec, lambda: BrodenDataset.open(spec.root, spec.index,
                                                                       only_source=spec.source or None))
 
@@ -119,8 +132,6 @@ def hold_dataset(session, dataset) -> DatasetSpec:
 
 def labels_of(ctx: TaskContext, spec: DatasetSpec, dataset) -> Iterator[Progress]:
     """The dataset's LabelStore, from the session (built once per process, through the label cache on disk)."""
-    from probescope.core.dissection.label_cache import label_store
-
     if spec not in ctx.session.held("labels"):
         yield Progress(None, "reading the label maps")
     return ctx.session.get("labels", spec, lambda: label_store(dataset, cache_dir(), progress=ctx.progress,
@@ -132,8 +143,6 @@ def prediction_correctness(store, predictions: np.ndarray, class_names, label_ma
     """(true class per image, -1 unknown; int8 right/wrong/unknown per image) of the model's `predictions` (class
     indices or scores, from the file `source` when they come from one) against the dataset's scene labels, named
     as the model's classes (or through the `label_map` CSV)."""
-    from probescope.core.dissection.correlation import correct_predictions, read_label_map, scene_truth
-
     truth = scene_truth(store, class_names, read_label_map(label_map) if label_map else None,
                         overrides_source=label_map)
     return truth, correct_predictions(predictions, truth, source)
@@ -150,63 +159,83 @@ def result_path(cache: Path, model_info: dict, dataset_info: dict, settings: Dis
     return Path(cache) / "dissection" / f"{hashlib.sha256(text.encode()).hexdigest()[:32]}.json"
 
 
-def dissect_layer(ctx: TaskContext, *, dataset: DatasetSpec, activations: ActivationFile | ModelLayer,
-                  settings: DissectionSettings, units: IntRanges | Sequence[int] | None = None,
-                  out: Path | None = None, restart: bool = False, predictions: Path | None = None,
-                  class_names: Path | None = None, label_map: Path | None = None, first_unit: int | None = None,
-                  spare_cores: int = 0, log: Callable[[str], None] | None = None) -> Iterator[Progress | Partial]:
-    """Dissect a layer of `dataset` with `settings`; yields Partial(LayerRun) when the inputs are ready (with the
-    result an earlier run saved, if any) and after every block of units, and returns the last LayerRun.
+@dataclass(frozen=True)
+class LayerRequest:
+    """One dissection of a layer, whole: the probing `dataset`, the layer's `activations` and the `settings` (every
+    default is theirs: `DissectionSettings`).
 
     `units`: the units to dissect (ranges are expanded once the layer's width is known; default all); `first_unit`:
     they run from it on, wrapping round (the unit in view arrives first). `out`: a folder written as `probescope
     dissect` writes it (dissection.json, tally.csv, correlation.csv), resumed unless `restart`; None: the cache, per
     inputs and settings (a damaged entry is computed again). `predictions`: PRED.npy, the model's predicted class
     per image (or scores); without it, a model's own head gives them when it names its classes (`class_names`: a
-    file naming them, one per line). `log` gets the lines a person reads (what is resumed, how many images have a
-    true label). One run at a time writes `out` (it holds the folder's lock).
+    file naming them, one per line); `label_map`: a CSV naming the dataset's scene labels as the model's classes.
+    `spare_cores`: cores the automatic process count leaves free (the window keeps one)."""
+
+    dataset: DatasetSpec
+    activations: ActivationFile | ModelLayer
+    settings: DissectionSettings
+    units: IntRanges | tuple[int, ...] | None = None
+    out: Path | None = None
+    restart: bool = False
+    predictions: Path | None = None
+    class_names: Path | None = None
+    label_map: Path | None = None
+    first_unit: int | None = None
+    spare_cores: int = 0
+
+    def __post_init__(self) -> None:
+        if self.units is not None and not isinstance(self.units, IntRanges | tuple):
+            object.__setattr__(self, "units", tuple(int(u) for u in self.units))  # (a list: frozen as a tuple)
+
+
+def dissect_layer(ctx: TaskContext, request: LayerRequest,
+                  log: Callable[[str], None] | None = None) -> Iterator[Progress | Partial]:
+    """Dissect the layer `request` names with its settings; yields Partial(LayerRun) when the inputs are ready (with
+    the result an earlier run saved, if any) and after every block of units, and returns the last LayerRun.
+
+    `log` gets the lines a person reads (what is resumed, how many images have a true label). One run at a time
+    writes `request.out` (it holds the folder's lock).
     """
-    from probescope.core.locks import folder_lock
+    from probescope.core.locks import folder_lock  # (lazy: `probescope --help` imports this module; 13 ms)
 
+    out = request.out
     with folder_lock(out, "probescope dissect") if out is not None else contextlib.nullcontext():
-        return (yield from _dissect_layer(ctx, dataset, activations, settings, units, out, restart, predictions,
-                                          class_names, label_map, first_unit, spare_cores, log))
+        return (yield from _dissect_layer(ctx, request, log))
 
 
-def _dissect_layer(ctx, dataset, activations, settings, units, out, restart, predictions, class_names, label_map,
-                   first_unit, spare_cores, log) -> Iterator[Progress | Partial]:
-    from probescope.core.dissection.inputs import dataset_identity
-
-    data = dataset_of(ctx, dataset)
+def _dissect_layer(ctx: TaskContext, request: LayerRequest, log) -> Iterator[Progress | Partial]:
+    q, settings, out = request, request.settings, request.out
+    data = dataset_of(ctx, q.dataset)
     dataset_info = dataset_identity(data)
-    act, model_info, predicted, class_names = yield from _activations(ctx, activations, data, settings.device,
-                                                                      predictions is None, class_names)
-    if predictions is not None:
-        predicted = _read_predictions(predictions)
-    if isinstance(units, IntRanges):
-        units = layer_units(units, int(act.shape[1]))
-    store = yield from labels_of(ctx, dataset, data)
+    act, model_info, predicted, class_names = yield from _activations(ctx, q.activations, data, settings.device,
+                                                                      q.predictions is None, q.class_names)
+    if q.predictions is not None:
+        predicted = _read_predictions(q.predictions)
+    units = layer_units(q.units, int(act.shape[1])) if isinstance(q.units, IntRanges) else q.units
+    store = yield from labels_of(ctx, q.dataset, data)
     correct = None
     if predicted is not None:
         if class_names is None:
             raise InputError("--predictions needs --class-names (or a --model with class names) to read true labels")
-        truth, correct = prediction_correctness(store, predicted, class_names, label_map, predictions)
-        held = isinstance(activations, ModelLayer) and isinstance(activations.model, ModelInfo)
+        truth, correct = prediction_correctness(store, predicted, class_names, q.label_map, q.predictions)
+        held = isinstance(q.activations, ModelLayer) and isinstance(q.activations.model, ModelInfo)
         if held and not (truth >= 0).any():  # a held model's own head: only where the scenes name its classes
             correct = None
         elif log is not None:
             log(f"{int((truth >= 0).sum())} of {len(truth)} images have a true label among the model's classes")
     n_units = int(act.shape[1])
     path = out / "dissection.json" if out is not None else result_path(cache_dir(), model_info, dataset_info, settings)
-    previous = None if restart else _previous(path, settings, dataset_info, model_info, n_units, units, out, log)
+    previous = None if q.restart else _previous(path, settings, dataset_info, model_info, n_units, units, out, log)
     run_ = LayerRun(data, store, act, dataset_info, model_info, path, previous, correct)
     yield Partial(replace(run_))
     if previous is not None and previous.complete and out is None:  # (a folder's files are written again)
         return run_
     order = list(units) if units is not None else list(range(n_units))
-    if first_unit is not None and 0 <= first_unit < n_units and units is None:
-        order = [*range(first_unit, n_units), *range(first_unit)]  # (runs of consecutive units: read without indexing)
-    result = yield from _blocks(ctx, run_, settings, order, previous, spare_cores)
+    first = q.first_unit
+    if first is not None and 0 <= first < n_units and units is None:
+        order = [*range(first, n_units), *range(first)]  # (runs of consecutive units: read without indexing)
+    result = yield from _blocks(ctx, run_, settings, order, previous, q.spare_cores)
     _write(out, result)
     return run_
 
@@ -226,7 +255,7 @@ def run(task: Iterator, progress: Callable[[Progress], None] | None = None) -> A
 def _activations(ctx: TaskContext, source: ActivationFile | ModelLayer, dataset, device: str, predict: bool,
                  class_names: Path | None) -> Iterator[Progress]:
     """(activations, model identity, the model's predicted class per image or None, its class names or None)."""
-    from probescope.core.dissection.inputs import extract_model_layers, load_activation_file
+    # (torch: the window's process imports this module for its Jobs, never torch)
     from probescope.core.models.loading import read_class_names
 
     names = read_class_names(class_names) if class_names else None
@@ -246,9 +275,8 @@ def _activations(ctx: TaskContext, source: ActivationFile | ModelLayer, dataset,
 def _held_model_layer(ctx: TaskContext, source: ModelLayer, dataset, predict: bool) -> Iterator[Progress]:
     """The layer of a model the process holds (the window's), its head's predictions in the same pass when the
     model names its classes and can be hooked; the model identity records the head when it predicts."""
+    # (torch: the window's process imports this module for its Jobs, never torch)
     from probescope.core.data.activations import extract_layers
-    from probescope.core.dissection.inputs import head_layer, model_identity, predicted_classes, require_spatial_map
-    from probescope.jobs.inputs import model_of
 
     info: ModelInfo = source.model  # type: ignore[assignment]
     model = model_of(ctx, info)
@@ -273,8 +301,6 @@ def _held_model_layer(ctx: TaskContext, source: ModelLayer, dataset, predict: bo
 
 
 def _read_predictions(path: Path) -> np.ndarray:
-    from probescope.core.files import NUMPY_FILE_ERRORS
-
     try:
         loaded = np.load(path, allow_pickle=False)
     except NUMPY_FILE_ERRORS as exc:
@@ -289,6 +315,7 @@ def _previous(path: Path, settings: DissectionSettings, dataset_info: dict, mode
               units: Sequence[int] | None, out: Path | None, log) -> DissectionResult | None:
     """The earlier result to resume: an output folder's (a damaged one is refused: it may be somebody's result),
     or the cache's (a damaged entry is computed again)."""
+    # (lazy: `probescope --help` imports this module; the engine adds 29 ms to it)
     from probescope.core.dissection.saved import resumable
 
     try:
@@ -308,6 +335,7 @@ def _previous(path: Path, settings: DissectionSettings, dataset_info: dict, mode
 
 def _blocks(ctx: TaskContext, run_: LayerRun, settings: DissectionSettings, order: list[int],
             previous: DissectionResult | None, spare_cores: int) -> Iterator[Partial]:
+    # (lazy: `probescope --help` imports this module; the engine adds 29 ms to it)
     from probescope.core.dissection.saved import dissect_in_blocks
 
     result = previous
@@ -321,7 +349,7 @@ def _blocks(ctx: TaskContext, run_: LayerRun, settings: DissectionSettings, orde
 
 
 def _write(out: Path | None, result: DissectionResult) -> None:
-    from probescope.core.dissection.saved import write_layer
-
     if out is not None:
+        from probescope.core.dissection.saved import write_layer  # (lazy: --help imports this module; see _blocks)
+
         write_layer(out, result)

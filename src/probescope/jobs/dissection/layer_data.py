@@ -1,8 +1,8 @@
 """The window's dissection of a layer, as the views need it: `layer_data_job` runs the one workflow
 (`layer.dissect_layer`, kept in the cache per model, layer, dataset and settings, resumed where it stopped) and
 hands back each block as a `LayerData`, with the per-image peak activations behind each unit's top images. A Job:
-its arguments are plain values (the model's `ModelInfo`, the dataset's `DatasetSpec`, settings), so it can run in
-another process. No Qt here: views get plain values.
+its arguments are the window's `LayerRequest` (the held model's `ModelInfo`, the dataset's `DatasetSpec`, the
+settings: plain values) and the model's label, so it can run in another process. No Qt here: views get plain values.
 """
 
 from __future__ import annotations
@@ -12,10 +12,10 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from probescope.core.dissection.blocks import release_pages
 from probescope.core.dissection.results import DissectionResult
 from probescope.core.dissection.settings import DissectionSettings
-from probescope.jobs.dissection.layer import DatasetSpec, LayerRun, ModelLayer, dissect_layer
-from probescope.jobs.inputs import ModelInfo
+from probescope.jobs.dissection.layer import LayerRequest, LayerRun, dissect_layer
 from probescope.jobs.protocol import Partial, Progress, TaskContext, frozen
 
 HISTOGRAM_CHUNK = 512  # images per read of a unit's column: the window's GUI thread gets the GIL between them
@@ -61,8 +61,6 @@ class LayerData:
 def unit_peaks(activations: np.ndarray, chunk: int = 256) -> np.ndarray:
     """(images, units) maximum of each unit's map per image, read through the memmap in image chunks; the pages it
     mapped are handed back after each chunk (a pass over a 2 GB layer would otherwise keep it in the process)."""
-    from probescope.core.dissection.blocks import release_pages
-
     n, units = activations.shape[:2]
     out = np.empty((n, units), np.float32)
     for lo in range(0, n, chunk):
@@ -81,23 +79,22 @@ def settings_label(settings: DissectionSettings) -> str:
                        f"min {s.min_samples} images", *extras])
 
 
-def layer_data_job(ctx: TaskContext, *, model: ModelInfo, model_label: str, layer: str, dataset: DatasetSpec,
-                   settings: DissectionSettings, shape: tuple[int, ...] | None = None,
-                   first_unit: int | None = None) -> Iterator[Progress | Partial]:
-    """Dissect `layer` of the held `model` on `dataset` with `settings`; yields Partial(LayerData) after every block
-    of units and returns the last.
+def layer_data_job(ctx: TaskContext, *, request: LayerRequest, model_label: str) -> Iterator[Progress | Partial]:
+    """Dissect the layer of a held model `request` names (its activations a `ModelLayer` of a `ModelInfo`, with the
+    layer's name), passed whole to `dissect_layer`; yields Partial(LayerData) after every block of units and returns
+    the last.
 
     A finished dissection in the cache comes back at once; a partial one is shown first, then resumed (only missing
-    units run). The units run from `first_unit` on (then wrapping round), so the unit in view is among the first to
-    arrive. Automatic jobs leave a core to the window.
+    units run). The units run from the request's `first_unit` on (then wrapping round), so the unit in view is among
+    the first to arrive.
     """
-    task = dissect_layer(ctx, dataset=dataset, activations=ModelLayer(model, layer, shape), settings=settings,
-                         first_unit=first_unit, spare_cores=1)
+    task = dissect_layer(ctx, request)
+    layer = request.activations.layer
     peaks, histograms, first = None, {}, True  # (one histogram cache for every block's LayerData)
 
     def layer_data(run: LayerRun) -> LayerData:
-        return LayerData(run.path.stem, settings, layer, model_label, run.dataset, run.store, run.activations,
-                         peaks, run.result, histograms=histograms)
+        return LayerData(run.path.stem, request.settings, layer, model_label, run.dataset, run.store,
+                         run.activations, peaks, run.result, histograms=histograms)
 
     try:
         while True:

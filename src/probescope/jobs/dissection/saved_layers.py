@@ -15,14 +15,17 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+from probescope.core.cache import cache_dir
+from probescope.core.dissection.inputs import load_activation_file
 from probescope.core.dissection.results import DissectionResult
 from probescope.core.dissection.settings import DissectionSettings
 from probescope.core.errors import InputError
+from probescope.core.models.layout import Layout
 from probescope.jobs.batch.reader import BatchJob, BatchOverview, read_batch
 from probescope.jobs.dissection.layer import DatasetSpec, dataset_of, labels_of
 from probescope.jobs.dissection.layer_data import LayerData, unit_peaks
 from probescope.jobs.dissection.rows import INTERPRETABLE_IOU, LayerCounts, layer_counts, unit_row
-from probescope.jobs.inputs import ModelInfo
+from probescope.jobs.inputs import ModelInfo, model_of
 from probescope.jobs.protocol import Progress, TaskContext
 
 JOB_COLUMNS = ("#", "model", "layer", "state", "units", "interp.", "conc.", "spec.", "ND IoU", "comp IoU")
@@ -114,12 +117,9 @@ def job_activations(result: DissectionResult, layer: str, dataset, live_model, d
     (the loaded model when it is the one recorded, else loaded from its spec) through the activation cache. A spec
     read back from a result grants no trust: a model file that runs code loads only when the user trusts its
     content (`ctx.trust`; the window asks)."""
-    from probescope.core.cache import cache_dir
+    # (torch: the window's process imports this module for its Jobs, never torch)
     from probescope.core.data.activations import extract_activations
-    from probescope.core.dissection.inputs import load_activation_file
-    from probescope.core.models.layout import Layout
     from probescope.core.models.loading import load_model
-    from probescope.jobs.inputs import model_of
 
     info = result.model
     if "activations" in info:
@@ -170,8 +170,8 @@ def saved_layer_job(ctx: TaskContext, *, job: BatchJob, origin: str, model: Mode
 def _read_as_recorded(model, layer: str, info: dict) -> None:
     """The layer read with the layout the result records: given to the model as the user's only where the model
     does not decide the same one itself (a user's layout is part of the activation cache's key)."""
+    # (torch: the window's process imports this module for its Jobs, never torch)
     from probescope.core.models.layers import layer_layout
-    from probescope.core.models.layout import Layout
 
     if "layout" not in info:
         return

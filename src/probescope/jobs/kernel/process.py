@@ -131,7 +131,7 @@ class Kernel:
         if not self.config.torch:
             self.queue.serve(self._run)
             return
-        import torch
+        import torch  # (torch: only in a kernel configured for it; a torch-free kernel starts at once)
 
         with torch.inference_mode():
             self.queue.serve(self._run)
@@ -179,7 +179,7 @@ def main(conn: Any, config: KernelConfig) -> None:
     os.nice(NICENESS)
     window = os.getppid()
     if config.torch:
-        import torch
+        import torch  # (torch: only in a kernel configured for it; a torch-free kernel starts at once)
 
         torch.set_num_threads(compute_threads())
     if config.memory_room is not None:

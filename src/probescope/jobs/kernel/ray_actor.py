@@ -70,7 +70,7 @@ class RayKernel:
 
     def __init__(self, config: KernelConfig) -> None:
         if config.torch:
-            import torch
+            import torch  # (torch: only in a kernel configured for it; the window imports this module)
 
             torch.set_num_threads(compute_threads())
         self._mailbox = _Mailbox()

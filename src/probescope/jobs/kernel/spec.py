@@ -210,6 +210,7 @@ def use_token(environ: MutableMapping[str, str] = os.environ) -> None:
     if "RAY_AUTH_MODE" in environ or find_token(environ) is None:
         return  # a mode said (in token mode Ray sends the token itself), or no token to send
     environ["RAY_AUTH_MODE"] = "token"
+    # (ray: the cluster extra, optional; the window and --help import this module)
     from ray._raylet import AuthenticationTokenLoader, Config
 
     Config.initialize("")  # as ray._private.authentication.authentication_token_setup._enable_token_auth
@@ -225,7 +226,7 @@ def token_problem(address: str, environ: Mapping[str, str] = os.environ, home: P
     this machine away for its token, asked with one ping carrying the token Ray's client would send (Ray Client
     itself retries such a refusal for a minute, then says "ray client connection timeout"): one line, or None
     (let in, or some other answer, left to Ray's own connection)."""
-    import grpc
+    import grpc  # (grpc, ray: the cluster extra, optional; the window and --help import this module)
     from ray.core.generated import ray_client_pb2, ray_client_pb2_grpc
 
     found = find_token(environ, home) if sends_token(environ, home) else None

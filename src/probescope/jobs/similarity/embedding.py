@@ -16,6 +16,8 @@ from pathlib import Path
 
 import numpy as np
 
+from probescope.core.demo.judgments import ensure_demo_judgments
+from probescope.core.errors import InputError
 from probescope.core.similarity.agreement import agreement_from_distances
 from probescope.core.similarity.correlation import (
     consecutive_correlation,
@@ -26,7 +28,7 @@ from probescope.core.similarity.correlation import (
 )
 from probescope.core.similarity.ensemble import Ensemble, FitOptions, FitResult
 from probescope.core.similarity.quality import FilterReport
-from probescope.core.similarity.readers import Judgments
+from probescope.core.similarity.readers import Judgments, read_psiz_hdf5
 from probescope.core.similarity.settings import DEFAULT_SEED, EmbeddingSettings, Filters
 from probescope.core.similarity.sources import JudgmentSource
 from probescope.core.similarity.trials import Trials
@@ -49,7 +51,8 @@ def fit_embedding(trials: Trials, n_stimuli: int, dims: Sequence[int], n_members
                   device: str = "cpu") -> FitResult:
     """An ensemble of `n_members` for each dimensionality in `dims`, the one with the lowest held-out loss kept
     (with `previous`, its members warm-start at its dimensionality); autograd on wherever it runs."""
-    from probescope.core.similarity.embedding import fit_ensemble  # torch: imported where fits run (the kernel)
+    # (torch: the window's process imports this module for its Jobs, never torch)
+    from probescope.core.similarity.embedding import fit_ensemble
 
     with grad_enabled():
         return fit_ensemble(trials, n_stimuli, dims, n_members=n_members, previous=previous, seed=seed,
@@ -89,8 +92,6 @@ def quick_embedding(trialset: TrialSet, judgments: Judgments, cache: Path | None
     """The first view's embedding: read from the cache, else a quick fit (saved there). Returns (ensemble, cached)."""
     path = embedding_cache_path(judgments, trialset.filters, cache) if cache is not None else None
     if path is not None and path.is_file():
-        from probescope.core.errors import InputError
-
         try:
             ensemble = Ensemble.load(path)
             if ensemble.n_stimuli == judgments.n_stimuli:
@@ -116,7 +117,7 @@ def refit(trialset: TrialSet, judgments: Judgments, dims: list[int], n_members: 
 @contextlib.contextmanager
 def grad_enabled() -> Iterator[None]:
     """Fitting needs autograd, which the compute thread switches off (it runs tasks under inference mode)."""
-    import torch
+    import torch  # (torch: the window's process imports this module for its Jobs, never torch)
 
     with torch.inference_mode(False), torch.enable_grad():
         yield
@@ -126,9 +127,6 @@ def coarse_trials(spec: str, judgments: Judgments) -> tuple[Trials | None, str]:
     """The coarse-grained trial set that comes with the judgments: the demo's randomly assembled trials, or a zip
     release's test_seqs trials; (None, '') when there is none."""
     if spec == "demo":
-        from probescope.core.demo.judgments import ensure_demo_judgments
-        from probescope.core.similarity.readers import read_psiz_hdf5
-
         paths = ensure_demo_judgments()
         return read_psiz_hdf5(paths.coarse, judgments.catalog).trials, "randomly assembled trials"
     if judgments.test is not None and len(judgments.test):
@@ -138,6 +136,7 @@ def coarse_trials(spec: str, judgments: Judgments) -> tuple[Trials | None, str]:
 
 def convergence(ensemble: Ensemble, dims_loss: dict[int, float], judgments: Judgments, coarse: Trials | None,
                 previous: Ensemble | None, n_trials: int) -> Convergence:
+    # (torch: the window's process imports this module for its Jobs, never torch)
     from probescope.core.similarity.embedding import ensemble_cross_entropy
 
     stimuli = non_mirror_stimuli(judgments)
@@ -202,6 +201,7 @@ def embed(source: JudgmentSource, trials: Trials, report: FilterReport, dims: li
     if within is not None:
         summary["within_ensemble_correlation"] = {"pearson": within.value, "pairs": within.n_pairs}
     if coarse is not None and len(coarse):
+        # (torch: the window's process imports this module for its Jobs, never torch)
         from probescope.core.similarity.embedding import ensemble_cross_entropy
 
         summary["coarse_grained_loss"] = ensemble_cross_entropy(ens, coarse, seed=seed, source=coarse_name)

@@ -15,6 +15,7 @@ from probescope.core.errors import InputError
 from probescope.core.similarity.ensemble import Ensemble
 from probescope.core.similarity.readers import Judgments
 from probescope.core.similarity.settings import ProposeSettings
+from probescope.core.similarity.writers import write_trials_csv
 from probescope.core.tasks import CancelCheck, ProgressCallback
 
 if TYPE_CHECKING:  # the engine (active.py) needs torch: imported where proposals are made
@@ -48,6 +49,7 @@ def propose(ensemble: Ensemble, judgments: Judgments, settings: ProposeSettings,
             device: str = "cpu") -> Proposal:
     """The next batch by expected information gain (the engine's `propose_trials`), queries weighted by how often
     each stimulus already served as a query, mirrored catch images never used."""
+    # (torch: the window's process imports this module for its Jobs, never torch)
     from probescope.core.similarity.active import propose_trials
 
     counts = np.bincount(judgments.trials.query, minlength=ensemble.n_stimuli).astype(np.float64)
@@ -60,14 +62,13 @@ def propose(ensemble: Ensemble, judgments: Judgments, settings: ProposeSettings,
 
 def save_proposal(path: str | Path, proposal: Proposal) -> None:
     """The plain trials CSV layout with `kind` and `info_gain` columns (choices blank)."""
-    from probescope.core.similarity.writers import write_trials_csv
-
     write_trials_csv(path, proposal.trials, {"kind": proposal.kind, "info_gain": proposal.info_gain})
 
 
 def random_baseline(ensemble: Ensemble, judgments: Judgments, proposal: Proposal, settings: ProposeSettings,
                     device: str = "cpu") -> np.ndarray:
     """Expected information gain of as many randomly assembled trials as `proposal` has (same queries' pool)."""
+    # (torch: the window's process imports this module for its Jobs, never torch)
     from probescope.core.similarity.active import information_gain
     from probescope.core.similarity.simulate import random_references
 

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import numpy as np
 
+from probescope.core.cache import cache_dir
 from probescope.core.data.preprocess import Preprocess
 from probescope.core.errors import InputError
 from probescope.core.models.layout import Layout
@@ -33,6 +34,7 @@ from probescope.core.similarity.ensemble import Ensemble
 from probescope.core.similarity.quality import FilterReport
 from probescope.core.similarity.readers import Judgments
 from probescope.core.similarity.settings import DEFAULT_SEED, AgreementSettings
+from probescope.core.similarity.sources import load_features, loaded_model_features, model_features
 from probescope.core.similarity.trials import Trials
 from probescope.core.tasks import CancelCheck, ProgressCallback, check_cancel
 from probescope.core.trust import NO_TRUST, Trust
@@ -110,9 +112,6 @@ def layer_features(model, layer: str, judgments: Judgments, *, pool: str = "avg"
     """(n, F) features of `layer` for every catalog image (`pool`: 'avg' the mean over its positions, 'cls' a token
     layer's class token), through the activation cache (as `probescope similarity --model --layer --pool`
     computes them, but with the model already loaded)."""
-    from probescope.core.cache import cache_dir
-    from probescope.core.similarity.sources import loaded_model_features
-
     if judgments.catalog is None:
         raise InputError("model features need the stimulus images: open the judgments with their catalog",
                          judgments.source)
@@ -173,13 +172,10 @@ def stimulus_features(judgments: Judgments, *, features: Path | None = None, mod
                       progress: ProgressCallback | None = None) -> tuple[np.ndarray, str]:
     """(features, what they are) of every stimulus: a saved (n, F) matrix, or a model spec's layer over the
     catalog's images (through the activation cache)."""
-    from probescope.core.similarity.sources import load_features, model_features
-
     if features is not None:
         return load_features(features, judgments), str(features)
     if judgments.catalog is None:
         raise InputError("--model needs a catalog of stimulus images (--catalog)", judgments.source)
-    from probescope.core.cache import cache_dir
 
     matrix = model_features(judgments.catalog, model, layer, pool=pool, device=device, cache_dir=cache_dir(),
                             progress=progress, trust=trust, preprocess=preprocess, input_size=input_size,
