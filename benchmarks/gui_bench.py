@@ -82,7 +82,7 @@ def launch_child(kernel: str, first_units_only: bool = False) -> None:
     from PySide6.QtWidgets import QApplication
 
     from probescope.app.window.main_window import MainWindow
-    from probescope.app.window.settings import Settings
+    from probescope.app.window.saved_settings import Settings
 
     app = QApplication([sys.argv[0]])
     times: dict[str, float] = {"torch_import_s": torch_s, "torch_import_cpu_s": torch_cpu_s}

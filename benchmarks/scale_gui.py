@@ -159,7 +159,7 @@ def open_window(args: argparse.Namespace, workspace: str, size=(1600, 1000)):
 
     from probescope.app.window.launch import requests
     from probescope.app.window.main_window import MainWindow
-    from probescope.app.window.settings import Settings
+    from probescope.app.window.saved_settings import Settings
 
     app = QApplication.instance() or QApplication([sys.argv[0]])
     from probescope.app.window.launch import add_arguments

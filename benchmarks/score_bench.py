@@ -38,8 +38,8 @@ import torch
 
 from probescope.core.scoring.distributions import ClassScores
 from probescope.core.scoring.live import LiveInceptionScore
-from probescope.core.scoring.protocol import split_inception_score
 from probescope.core.scoring.report import score_report
+from probescope.core.scoring.splits import split_inception_score
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))  # the test oracles live with the tests
 
@@ -202,7 +202,7 @@ def bench_fid(n: int, d: int = 2048) -> None:
 
 def bench_live_fid(d: int, n_reference: int, updates: int, batch: int, naive_updates: int) -> None:
     from probescope.core.scoring.frechet import frechet_distance, gaussian_stats
-    from probescope.core.scoring.kernel import mmd2_unbiased
+    from probescope.core.scoring.kid import mmd2_unbiased
     from probescope.core.scoring.live_scores import LiveScores
     from probescope.core.scoring.reference import ReferenceSet
 

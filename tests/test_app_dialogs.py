@@ -5,7 +5,7 @@ from __future__ import annotations
 from probescope.app.figures.export import ExportTarget
 from probescope.app.figures.export_dialog import ExportDialog
 from probescope.app.window.open_dialogs import OpenJudgmentsDialog, OpenModelDialog, OpenSamplesDialog
-from probescope.app.window.settings import EXPORT_DEFAULTS, Settings
+from probescope.app.window.saved_settings import EXPORT_DEFAULTS, Settings
 from probescope.jobs.inputs import OpenRequest
 
 

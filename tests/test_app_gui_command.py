@@ -14,7 +14,7 @@ from windows import open_all, world_requests
 from probescope.app.figures.export import PRESETS
 from probescope.app.figures.export_dialog import ExportDialog
 from probescope.app.window.launch import PRESET_KEYS
-from probescope.app.window.settings import Settings
+from probescope.app.window.saved_settings import Settings
 from probescope.main import main
 
 pytestmark = pytest.mark.usefixtures("isolated_cache")

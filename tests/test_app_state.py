@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 import pytest
 
-from probescope.app.window.settings import DEVICE, EXPORT_DEFAULTS, THEME, ExportDefaults, RecentItem, Settings
+from probescope.app.window.saved_settings import DEVICE, EXPORT_DEFAULTS, THEME, ExportDefaults, RecentItem, Settings
 from probescope.app.window.state import AppState, Loaded, default_layer
 from probescope.core.models.info import LayerInfo
 from probescope.core.models.layout import Layout

@@ -9,7 +9,7 @@ import pytest
 
 from oracles.payloads import scripted_payload
 from probescope.app.window.main_window import MainWindow
-from probescope.app.window.settings import RecentItem, Settings, TrustedFile
+from probescope.app.window.saved_settings import RecentItem, Settings, TrustedFile
 from probescope.app.window.trust_dialog import TrustDialog
 from probescope.core.dissection.results import DissectionResult
 from probescope.core.trust import Trust, UntrustedFile, read_trusted, sha256_of

@@ -12,7 +12,7 @@ from PySide6.QtCore import QMimeData, QPointF, Qt, QUrl
 from PySide6.QtGui import QDropEvent, QImage
 from windows import WAIT_MS, make_window, open_all, world_requests
 
-from probescope.app.window.settings import DEVICE, EXPORT_DEFAULTS, THEME
+from probescope.app.window.saved_settings import DEVICE, EXPORT_DEFAULTS, THEME
 from probescope.core.errors import InputError
 from probescope.jobs import inputs
 from probescope.jobs.inputs import OpenRequest, classify_path

@@ -22,7 +22,7 @@ def test_cache_dir_follows_environment(tmp_path, monkeypatch):
 def test_without_the_variable_the_platform_folders_are_used(tmp_path, monkeypatch):
     """The cache and the settings file where the platform keeps them: on Linux the XDG folders (the settings file
     is the one QSettings' user scope wrote before, so saved settings carry over)."""
-    from probescope.app.window.settings import Settings
+    from probescope.app.window.saved_settings import Settings
 
     monkeypatch.delenv(environment.CACHE, raising=False)
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xc"))

@@ -379,7 +379,7 @@ if __name__ == "__main__":
 
     from probescope.app.window.launch import add_arguments, requests
     from probescope.app.window.main_window import MainWindow
-    from probescope.app.window.settings import Settings
+    from probescope.app.window.saved_settings import Settings
     import argparse
 
     app = QApplication([])
@@ -453,7 +453,7 @@ for package in (probescope.widgets, probescope.app):
 
 def test_the_window_stays_up_and_says_what_happened_when_its_kernel_is_killed(qtbot, settings_path, tmp_path):
     from probescope.app.window.main_window import MainWindow
-    from probescope.app.window.settings import Settings
+    from probescope.app.window.saved_settings import Settings
 
     window = MainWindow(Settings(settings_path), device="cpu", kernel="local")
     window.pool.kernel.config = KernelConfig(torch=False)  # before its first Job starts it: fast starts
@@ -491,7 +491,7 @@ def test_the_window_opens_every_input_with_a_kernel(qtbot, settings_path, small_
     from windows import open_all, world_requests
 
     from probescope.app.window.main_window import MainWindow
-    from probescope.app.window.settings import Settings
+    from probescope.app.window.saved_settings import Settings
 
     window = MainWindow(Settings(settings_path), device="cpu", kernel="local")
     qtbot.addWidget(window)
@@ -527,7 +527,7 @@ assert main(["gui", "--device", "cuda:7", "--screenshot", "x.png"]) == 2  # refu
 app = QApplication([])
 from probescope.app.window.main_window import MainWindow
 from probescope.app.window.menus import about_box
-from probescope.app.window.settings import Settings
+from probescope.app.window.saved_settings import Settings
 from probescope.jobs.kernel.process import KernelConfig
 window = MainWindow(Settings(sys.argv[1]), device="cpu", kernel="local")
 window.pool.kernel.config = KernelConfig(torch=False)

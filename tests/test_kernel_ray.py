@@ -170,7 +170,7 @@ def test_the_window_opens_every_input_with_a_ray_kernel(qtbot, settings_path, sm
     from windows import open_all, world_requests
 
     from probescope.app.window.main_window import MainWindow
-    from probescope.app.window.settings import Settings
+    from probescope.app.window.saved_settings import Settings
 
     window = MainWindow(Settings(settings_path), device="cpu", kernel=KernelSpec("ray", ray_head))
     qtbot.addWidget(window)

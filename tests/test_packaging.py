@@ -120,7 +120,7 @@ def test_about_box_shows_the_version(qtbot, settings_path):
     from PySide6.QtWidgets import QMessageBox
 
     from probescope.app.window.main_window import MainWindow
-    from probescope.app.window.settings import Settings
+    from probescope.app.window.saved_settings import Settings
 
     window = MainWindow(Settings(settings_path), device="cpu")
     qtbot.addWidget(window)

@@ -9,8 +9,8 @@ import pytest
 import torch
 from PySide6.QtCore import QByteArray, QSettings
 
-from probescope.app.window import settings as saved
-from probescope.app.window.settings import ExportDefaults, Settings
+from probescope.app.window import saved_settings as saved
+from probescope.app.window.saved_settings import ExportDefaults, Settings
 from probescope.main import main
 
 WORKSPACES = ("dissection", "gallery", "similarity")

@@ -132,7 +132,7 @@ def test_cuda_requested_without_cuda(tmp_path, capsys, classifier):
 def test_fid_kid_prc_and_infinite_n(small_world, capsys, tmp_path, isolated_cache):
     from probescope.core.scoring.classifiers import load_classifier
     from probescope.core.scoring.frechet import gaussian_stats
-    from probescope.core.scoring.kernel import kernel_inception_distance
+    from probescope.core.scoring.kid import kernel_inception_distance
     from probescope.core.scoring.pipeline import embed_source
     from probescope.core.scoring.precision_recall import precision_recall
     from probescope.core.scoring.reference import load_reference

@@ -11,7 +11,7 @@ import torch
 
 from probescope.core.errors import InputError
 from probescope.core.scoring.growing import GrowingRows
-from probescope.core.scoring.kernel import (
+from probescope.core.scoring.kid import (
     PolynomialKernel,
     RunningKernelDistance,
     kernel_inception_distance,

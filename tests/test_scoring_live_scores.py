@@ -11,7 +11,7 @@ from probescope.core.scoring.coverage import class_coverage
 from probescope.core.scoring.distributions import ClassScores
 from probescope.core.scoring.extrapolate import fid_infinity, is_infinity
 from probescope.core.scoring.frechet import frechet_distance, gaussian_stats
-from probescope.core.scoring.kernel import mmd2_unbiased
+from probescope.core.scoring.kid import mmd2_unbiased
 from probescope.core.scoring.live_scores import LiveScores
 from probescope.core.scoring.precision_recall import precision_recall
 from probescope.core.scoring.reference import ReferenceSet

@@ -12,8 +12,8 @@ import torch
 from probescope.core.errors import InputError
 from probescope.core.scoring.distributions import ClassScores, rows_from_logits
 from probescope.core.scoring.examples import EXPECTED, WORKED_EXAMPLE
-from probescope.core.scoring.protocol import split_inception_score
 from probescope.core.scoring.report import score_report
+from probescope.core.scoring.splits import split_inception_score
 
 
 def reference_is(p: np.ndarray) -> float:

@@ -338,7 +338,7 @@ def test_small_things(qtbot, loaded, tmp_path):
 def test_more_small_things(qtbot, loaded, monkeypatch):
     # the Open Model dialog offers what was chosen last time
     from probescope.app.window.open_dialogs import OpenModelDialog
-    from probescope.app.window.settings import DIALOG_CHOICES
+    from probescope.app.window.saved_settings import DIALOG_CHOICES
 
     loaded.settings.set(DIALOG_CHOICES, {"kind": "places365", "arch": "resnet18", "file": "/w/r.pth"}, "open_model")
     dialog = OpenModelDialog({"torchvision": ("alexnet", "resnet18")}, loaded)
@@ -386,7 +386,7 @@ def test_the_default_arrangement_is_made_at_the_size_the_workspace_gets(qtbot, s
     """A workspace's panel area is shown before the window's layout gives it its size (far larger at first): the
     default shares are taken of the final size, so the central view is not squeezed to its minimum."""
     from probescope.app.window.main_window import MainWindow
-    from probescope.app.window.settings import Settings
+    from probescope.app.window.saved_settings import Settings
 
     window = MainWindow(Settings(settings_path), device="cpu")
     qtbot.addWidget(window)

@@ -15,7 +15,7 @@ from PySide6.QtGui import QDropEvent, QImage
 
 from probescope.app.dissection.workspace import DissectionWorkspace
 from probescope.app.window.main_window import MainWindow
-from probescope.app.window.settings import Settings
+from probescope.app.window.saved_settings import Settings
 from probescope.core.dissection.results import DissectionResult
 from probescope.core.dissection.settings import DissectionSettings
 from probescope.jobs.dissection.saved_layers import JOB_COLUMNS

@@ -14,7 +14,7 @@ from probescope.core.scoring.classifiers import classifier_of_model
 from probescope.core.scoring.coverage import class_coverage
 from probescope.core.scoring.extrapolate import fid_infinity
 from probescope.core.scoring.frechet import FrechetReference, frechet_distance, gaussian_stats
-from probescope.core.scoring.kernel import mmd2_unbiased
+from probescope.core.scoring.kid import mmd2_unbiased
 from probescope.core.scoring.precision_recall import precision_recall
 from probescope.core.scoring.settings import WINDOW
 from probescope.jobs.inputs import Loaded

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from probescope.app.window.main_window import MainWindow
-from probescope.app.window.settings import Settings
+from probescope.app.window.saved_settings import Settings
 from probescope.jobs.inputs import Loaded, OpenRequest, hold_model
 
 WAIT_MS = 60_000

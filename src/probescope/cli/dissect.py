@@ -12,8 +12,8 @@ import argparse
 import sys
 from pathlib import Path
 
+from probescope.cli.options import add_setting_arguments, setting_values
 from probescope.cli.progress import end_progress_line, stderr_progress
-from probescope.cli.settings import add_setting_arguments, setting_values
 from probescope.core.bounds import UNIT, check_fits
 from probescope.core.dissection.settings import DissectionSettings
 from probescope.jobs.arguments import (

@@ -11,8 +11,8 @@ import argparse
 import json
 from pathlib import Path
 
+from probescope.cli.options import add_setting_arguments, settings_from
 from probescope.cli.progress import end_progress_line, stderr_progress
-from probescope.cli.settings import add_setting_arguments, settings_from
 from probescope.cli.similarity import add_judgment_arguments, describe_source, load_filtered
 from probescope.core import bounds
 from probescope.core.similarity.ensemble import Ensemble

@@ -11,8 +11,8 @@ import json
 import time
 from pathlib import Path
 
+from probescope.cli.options import add_setting_arguments, settings_from
 from probescope.cli.progress import end_progress_line, stderr_progress
-from probescope.cli.settings import add_setting_arguments, settings_from
 from probescope.cli.similarity import add_judgment_arguments, load_filtered
 from probescope.core.similarity.ensemble import Ensemble
 from probescope.core.similarity.settings import ProposeSettings

@@ -22,8 +22,8 @@ from pathlib import Path
 
 import numpy as np
 
+from probescope.cli.options import add_setting_arguments, settings_from
 from probescope.cli.progress import end_progress_line, stderr_progress
-from probescope.cli.settings import add_setting_arguments, settings_from
 from probescope.core import bounds
 from probescope.core.data.images import set_max_pixels
 from probescope.core.demo.sampler import DemoSampler
@@ -33,7 +33,7 @@ from probescope.core.files import NUMPY_FILE_ERRORS, readable_file, zip_problem
 from probescope.core.scoring import examples
 from probescope.core.scoring.distributions import ClassScores
 from probescope.core.scoring.feature_spec import check_spec
-from probescope.core.scoring.kernel import check_kid_protocol
+from probescope.core.scoring.kid import check_kid_protocol
 from probescope.core.scoring.settings import ScoreSettings
 from probescope.core.scoring.sources import (
     DEFAULT_EXTENSIONS,
@@ -138,7 +138,7 @@ METAVARS = {"resize": "N", "features": "SPEC", "copy_alpha": "ALPHA", "held_out_
 
 
 def _settings(group, *names: str) -> None:
-    """The options of ScoreSettings fields `names` (cli.settings; their help says the default where it matters)."""
+    """The options of ScoreSettings fields `names` (cli.options; their help says the default where it matters)."""
     add_setting_arguments(group, ScoreSettings, names, metavars=METAVARS, shown="")
 
 

@@ -12,8 +12,8 @@ import argparse
 import json
 from pathlib import Path
 
+from probescope.cli.options import add_filter_arguments, add_setting_arguments, filters_from, settings_from
 from probescope.cli.progress import end_progress_line, stderr_progress
-from probescope.cli.settings import add_filter_arguments, add_setting_arguments, filters_from, settings_from
 from probescope.core.data.preprocess import parse_preprocess
 from probescope.core.errors import InputError
 from probescope.core.similarity.ensemble import Ensemble

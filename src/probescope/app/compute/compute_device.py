@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from probescope.app.window.settings import DEVICE, Settings
+from probescope.app.window.saved_settings import DEVICE, Settings
 from probescope.app.window.state import AppState
 from probescope.core.devices import device_problem
 

@@ -30,7 +30,7 @@ from probescope.app.figures.export import (
     export_widget,
     figure_colours,
 )
-from probescope.app.window.settings import EXPORT_DEFAULTS, EXPORT_SCALE, EXPORT_WIDTH, ExportDefaults, Settings
+from probescope.app.window.saved_settings import EXPORT_DEFAULTS, EXPORT_SCALE, EXPORT_WIDTH, ExportDefaults, Settings
 from probescope.core.errors import InputError
 from probescope.widgets.controls import spin_box
 

@@ -18,7 +18,7 @@ from probescope.app.figures.export import (
     format_of,
 )
 from probescope.app.figures.export_dialog import FILTERS, ExportDialog, default_folder, file_name
-from probescope.app.window.settings import EXPORT_DEFAULTS, Settings
+from probescope.app.window.saved_settings import EXPORT_DEFAULTS, Settings
 from probescope.app.window.workspace import Workspace
 from probescope.core.errors import InputError
 

@@ -15,7 +15,7 @@ from PySide6.QtCore import Qt
 from PySide6.QtGui import QFont, QImage, QPalette, QPixmap
 from PySide6.QtWidgets import QFrame, QLabel, QPushButton, QSizePolicy, QVBoxLayout, QWidget
 
-from probescope.core.scoring.protocol import SplitScore
+from probescope.core.scoring.splits import SplitScore
 from probescope.jobs.scoring.samples import Decomposition
 from probescope.widgets.plots_bars import ClassBars
 from probescope.widgets.plots_curve import CurvePlot

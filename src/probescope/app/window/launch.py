@@ -148,7 +148,7 @@ def run(args: argparse.Namespace) -> int:
     from PySide6.QtWidgets import QApplication
 
     from probescope.app.window.main_window import MainWindow
-    from probescope.app.window.settings import THEME, Settings
+    from probescope.app.window.saved_settings import THEME, Settings
     from probescope.app.window.theme import apply_theme
 
     app = QApplication.instance()
@@ -240,7 +240,7 @@ def _screenshot(app, args: argparse.Namespace, size: tuple[int, int], to_open: l
 
     from probescope.app.figures.export import export_preset, export_widget, format_of, preset_named
     from probescope.app.window.main_window import MainWindow
-    from probescope.app.window.settings import EXPORT_DEFAULTS, Settings
+    from probescope.app.window.saved_settings import EXPORT_DEFAULTS, Settings
     from probescope.app.window.theme import apply_theme
 
     out = Path(args.screenshot)

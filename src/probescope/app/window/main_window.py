@@ -25,7 +25,7 @@ from probescope.app.figures.figure_menu import install_figure_menu
 from probescope.app.window.layout_question import ask_layout
 from probescope.app.window.menus import Menus
 from probescope.app.window.open_dialogs import ask_request
-from probescope.app.window.settings import DEVICE, THEME, RecentItem, Settings
+from probescope.app.window.saved_settings import DEVICE, THEME, RecentItem, Settings
 from probescope.app.window.source_bar import SourceBar
 from probescope.app.window.state import AppState
 from probescope.app.window.theme import apply_theme

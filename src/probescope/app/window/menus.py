@@ -19,7 +19,7 @@ from PySide6.QtWidgets import QMainWindow, QMenu, QMessageBox
 
 from probescope import __version__
 from probescope.app.window.help import GuideWindow, ShortcutsDialog
-from probescope.app.window.settings import THEME, THEMES
+from probescope.app.window.saved_settings import THEME, THEMES
 from probescope.jobs.inputs import OpenRequest
 from probescope.widgets.command_palette import CommandPalette
 

@@ -17,7 +17,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from probescope.app.window.settings import DIALOG_CHOICES, Settings
+from probescope.app.window.saved_settings import DIALOG_CHOICES, Settings
 from probescope.jobs.inputs import OpenRequest
 from probescope.widgets.controls import spin_box
 

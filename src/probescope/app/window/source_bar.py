@@ -13,7 +13,7 @@ from collections.abc import Callable
 from PySide6.QtCore import Qt, Signal
 from PySide6.QtWidgets import QComboBox, QLabel, QMenu, QToolBar, QToolButton, QWidget
 
-from probescope.app.window.settings import Settings
+from probescope.app.window.saved_settings import Settings
 from probescope.app.window.state import AppState
 from probescope.core.models.info import LayerInfo
 from probescope.jobs.inputs import DEMO, KINDS, OpenRequest

@@ -10,7 +10,7 @@ from PySide6.QtCore import QTimer
 from PySide6.QtWidgets import QWidget
 
 from probescope.app.compute.workers import TaskHandle, WorkerPool
-from probescope.app.window.settings import Settings, TrustedFile
+from probescope.app.window.saved_settings import Settings, TrustedFile
 from probescope.app.window.trust_dialog import TrustDialog
 from probescope.core.trust import Trust, UntrustedFile
 from probescope.jobs.protocol import TaskError

@@ -8,7 +8,7 @@ from collections.abc import Callable
 from PySide6.QtGui import QGuiApplication
 from PySide6.QtWidgets import QMainWindow
 
-from probescope.app.window.settings import GEOMETRY, LAST_WORKSPACE, PANEL_LAYOUT, Settings
+from probescope.app.window.saved_settings import GEOMETRY, LAST_WORKSPACE, PANEL_LAYOUT, Settings
 from probescope.app.window.workspace import Workspace
 
 

@@ -12,7 +12,7 @@ from probescope.core.scoring import extrapolate
 from probescope.core.scoring.coverage import ClassCoverage, class_coverage
 from probescope.core.scoring.distributions import ClassScores
 from probescope.core.scoring.frechet import gaussian_stats
-from probescope.core.scoring.kernel import KernelDistance, kernel_inception_distance
+from probescope.core.scoring.kid import KernelDistance, kernel_inception_distance
 from probescope.core.scoring.precision_recall import PrecisionRecall, precision_recall
 from probescope.core.scoring.reference import ReferenceSet
 from probescope.core.scoring.report import shown

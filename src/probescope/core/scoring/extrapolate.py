@@ -21,7 +21,7 @@ import numpy as np
 from probescope.core.errors import InputError
 from probescope.core.scoring.distributions import ClassScores, entropy
 from probescope.core.scoring.frechet import FrechetReference, RunningGaussian, as_features
-from probescope.core.scoring.protocol import DEFAULT_SEED
+from probescope.core.scoring.splits import DEFAULT_SEED
 
 DEFAULT_POINTS = 15
 DEFAULT_SMALLEST = 5000

@@ -32,11 +32,11 @@ from probescope.core.scoring.density_coverage import DensityCoverage, density_co
 from probescope.core.scoring.distributions import ClassScores
 from probescope.core.scoring.frechet import RunningGaussian, as_features
 from probescope.core.scoring.growing import GrowingRows
-from probescope.core.scoring.kernel import RunningKernelDistance
+from probescope.core.scoring.kid import RunningKernelDistance
 from probescope.core.scoring.live import LiveInceptionScore
 from probescope.core.scoring.precision_recall import DEFAULT_K, PrecisionRecall, precision_recall
-from probescope.core.scoring.protocol import DEFAULT_SEED
 from probescope.core.scoring.reference import ReferenceSet
+from probescope.core.scoring.splits import DEFAULT_SEED
 
 LIVE_KID_REFERENCE = 2000  # reference samples in the running KID's pool (a fixed random subset when there are more)
 LIVE_KID_SAMPLES = 5000  # generated samples the running KID covers (the first ones: a stream's order is random)

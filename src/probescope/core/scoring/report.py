@@ -14,7 +14,7 @@ import numpy as np
 
 from probescope.core.scoring.distributions import UNITS, ClassScores, Rows, safe_log
 from probescope.core.scoring.live import LiveInceptionScore
-from probescope.core.scoring.protocol import DEFAULT_SEED, DEFAULT_SPLITS, SplitAccumulator, SplitScore, check_splits
+from probescope.core.scoring.splits import DEFAULT_SEED, DEFAULT_SPLITS, SplitAccumulator, SplitScore, check_splits
 
 CURVE_POINTS = 40
 

@@ -31,9 +31,9 @@ from probescope.core.scoring.copy_test import DEFAULT_ALPHA, DEFAULT_HELD_OUT_SH
 from probescope.core.scoring.copying import DEFAULT_CELLS, MAX_CELLS
 from probescope.core.scoring.density_coverage import DEFAULT_K as DEFAULT_DC_K
 from probescope.core.scoring.feature_spec import CLASSIFIER, PRECISIONS, RESIZES, SPEC_HELP
-from probescope.core.scoring.kernel import DEFAULT_SUBSET_SIZE, DEFAULT_SUBSETS
+from probescope.core.scoring.kid import DEFAULT_SUBSET_SIZE, DEFAULT_SUBSETS
 from probescope.core.scoring.precision_recall import DEFAULT_K
-from probescope.core.scoring.protocol import DEFAULT_SEED, DEFAULT_SPLITS
+from probescope.core.scoring.splits import DEFAULT_SEED, DEFAULT_SPLITS
 
 DEFAULT_BATCH_SIZE = 64
 DEFAULT_WORKERS = 2

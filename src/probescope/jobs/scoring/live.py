@@ -23,8 +23,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from probescope.core.scoring.live_scores import LiveScores, Readout
-from probescope.core.scoring.protocol import SplitScore, splittable
 from probescope.core.scoring.settings import WINDOW, ScoreSettings
+from probescope.core.scoring.splits import SplitScore, splittable
 from probescope.jobs.protocol import Job
 from probescope.jobs.scoring.reference import read_scores
 from probescope.jobs.scoring.samples import GalleryScores

@@ -227,7 +227,7 @@ def stream_job(samples: DemoRun | str | HeldGenerator, classifier: ClassifierCho
 def split_score(ctx: TaskContext, rows: np.ndarray, settings: ScoreSettings):
     """The split protocol (`settings`' splits and seed, shuffled) of probability rows kept so far."""
     from probescope.core.scoring.distributions import ClassScores
-    from probescope.core.scoring.protocol import split_inception_score
+    from probescope.core.scoring.splits import split_inception_score
 
     ctx.check()
     return split_inception_score(ClassScores(rows, "probs"), settings.splits, settings.shuffle, settings.seed)

@@ -19,7 +19,7 @@ import numpy as np
 
 from probescope.core.errors import InputError
 from probescope.core.scoring.frechet import as_features
-from probescope.core.scoring.protocol import DEFAULT_SEED
+from probescope.core.scoring.splits import DEFAULT_SEED
 
 DEFAULT_SUBSETS = 100
 DEFAULT_SUBSET_SIZE = 1000
