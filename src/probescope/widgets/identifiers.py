@@ -7,7 +7,8 @@ A long descriptive item gets a short text with the whole one as its tooltip inst
 
 A table or tree names the columns that hold identifiers (`declare_identifiers`), so the window's test checks those:
 such a column takes the width its texts need and the view scrolls sideways, or a name longer than the whole view is
-elided in the middle, keeping its distinguishing end. A view that names none is checked in every column.
+elided in the middle, keeping its distinguishing end. A view that names none is checked in every column. A view of a
+few columns may also ask that its figures show every one (`declare_whole_columns`): a figure cannot scroll sideways.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from collections.abc import Iterable
 from PySide6.QtWidgets import QAbstractItemView, QComboBox, QSizePolicy, QWidget
 
 IDENTIFIER_COLUMNS = "identifier_columns"  # the dynamic property a view declares them in (a list of columns)
+WHOLE_COLUMNS = "whole_columns_in_figures"  # the dynamic property of `declare_whole_columns`
 
 
 def whole_items(box: QComboBox) -> QComboBox:
@@ -39,3 +41,9 @@ def whole_items_everywhere(root: QWidget) -> None:
 def declare_identifiers(view: QAbstractItemView, columns: Iterable[int]) -> None:
     """Name the columns of `view` that hold identifiers (the others hold numbers or prose)."""
     view.setProperty(IDENTIFIER_COLUMNS, sorted(set(columns)))
+
+
+def declare_whole_columns(view: QAbstractItemView) -> None:
+    """Ask that a figure of `view` at a preset's width show all its columns (laid out wider, then scaled down), not
+    the part the screen scrolls to."""
+    view.setProperty(WHOLE_COLUMNS, True)

@@ -10,7 +10,7 @@ from PySide6.QtCore import QEvent, Qt, Signal
 from PySide6.QtGui import QBrush, QFont
 from PySide6.QtWidgets import QAbstractItemView, QHeaderView, QStyle, QTreeWidget, QTreeWidgetItem, QWidget
 
-from probescope.widgets.identifiers import declare_identifiers
+from probescope.widgets.identifiers import declare_identifiers, declare_whole_columns
 from probescope.widgets.ink import ink_color
 
 COLUMNS = ("formula", "IoU", "DA", "picked by")
@@ -49,6 +49,7 @@ class TraceTree(QTreeWidget):
         self.header().setStretchLastSection(False)
         self.setTextElideMode(Qt.TextElideMode.ElideMiddle)
         declare_identifiers(self, [0])
+        declare_whole_columns(self)  # (a figure of it shows the IoU and DA beside the formulas)
         self._picked_width = 0  # the last column's own width; it takes more when a step's title needs it
         self.header().sectionResized.connect(lambda column, _old, _new: column == 0 and self._fit_titles())
         self.itemClicked.connect(self._clicked)
