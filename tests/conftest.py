@@ -22,6 +22,25 @@ if int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1")) > 1:
     torch.set_num_threads(_share)
 
 
+# The test files that take longest (10 s and more on two cores), about longest first, the Ray ones (a cluster's
+# processes on the side) apart: handed out first, so that the two xdist workers end together. pyproject's
+# --no-loadscope-reorder keeps this order; xdist's own puts the files with the most tests first, which handed the
+# single-test files of 25 s out last. The other files follow in their own order.
+LONGEST_FIRST = (
+    "test_kernel.py", "test_architectures.py", "test_dissection_parallel.py", "test_batch_ray.py",
+    "test_app_figures.py", "test_scoring_feature_networks.py", "test_docs_api.py", "test_kernel_ray.py",
+    "test_featurevis.py", "test_app_gui_command.py", "test_ws_dissection.py", "test_window_menus.py",
+    "test_app_window.py", "test_window_layout.py", "test_window_defects.py", "test_ws_similarity.py",
+    "test_cluster_addresses.py", "test_ws_gallery.py", "test_window_hand.py", "test_ws_gallery_features.py",
+    "test_ws_dissection_batch.py", "test_window_stale_state.py",
+)
+
+
+def pytest_collection_modifyitems(items):
+    rank = {name: k for k, name in enumerate(LONGEST_FIRST)}
+    items.sort(key=lambda item: rank.get(item.path.name, len(rank)))  # (stable: each file's tests keep their order)
+
+
 @pytest.fixture(autouse=True)
 def _no_threads_left_behind(request):
     """Fail a test that leaves worker threads (or any other thread it started) alive."""

@@ -165,9 +165,10 @@ def text_lightness(marks: list[Mark]) -> float:
     return values[len(values) // 2] if values else 0.0
 
 
-def png_dpi(path: str | Path) -> tuple[float, float]:
-    """The resolution a PNG records (its pHYs chunk), in dots per inch (Qt reads 96 where it records none)."""
-    image = QImage(str(path))
+def png_dpi(png: str | Path | QImage) -> tuple[float, float]:
+    """The resolution a PNG records (its pHYs chunk), in dots per inch (Qt reads 96 where it records none): of the
+    file at a path, or of the QImage read from it (not decoded again)."""
+    image = png if isinstance(png, QImage) else QImage(str(png))
     return image.dotsPerMeterX() * 0.0254, image.dotsPerMeterY() * 0.0254
 
 

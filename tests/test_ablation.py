@@ -8,7 +8,6 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 import torch
-import torchvision
 
 from oracles.ablation_reference import ablated_logits, per_class
 from probescope.core.ablation.ablate import LayerAblation
@@ -59,9 +58,11 @@ def demo(tmp_path_factory):
 def resnet(tmp_path_factory):
     """A torchvision ResNet-18 with random weights (14 outputs named after the demo scenes) on 14 demo images, fed
     at 64x64."""
+    from torchvision.models import resnet18  # (here: its import costs every xdist worker seconds at collection)
+
     root = tmp_path_factory.mktemp("resnet")
     torch.manual_seed(0)
-    torch.save(torchvision.models.resnet18(num_classes=len(SCENES)).state_dict(), root / "r18.pth")
+    torch.save(resnet18(num_classes=len(SCENES)).state_dict(), root / "r18.pth")
     model = load_model(f"resnet18:{root / 'r18.pth'}", class_names=list(SCENES),
                        preprocess=IMAGENET.with_resize("stretch", 64))  # layer4 on a 2x2 grid: fast forwards
     return _world(root, model, "layer4", 14)

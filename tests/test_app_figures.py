@@ -78,7 +78,7 @@ def check_files(target: ExportTarget, preset: Preset, paths: dict[str, Path], ma
     if abs(width_in - inches) > 0.02:
         failures.append(f"{where}: the SVG is {width_in:.2f} in wide, not {inches:.2f}")
     png = QImage(str(paths["png"]))
-    dpi = png_dpi(paths["png"])
+    dpi = png_dpi(png)
     if abs(dpi[0] - preset.dpi) > 0.5 or abs(dpi[1] - preset.dpi) > 0.5:
         failures.append(f"{where}: the PNG records {dpi[0]:.1f} x {dpi[1]:.1f} dpi, not {preset.dpi}")
     if abs(png.width() - inches * preset.dpi) > 1.5 or abs(png.height() / png.width() - height_in / width_in) > 0.01:

@@ -75,9 +75,9 @@ def test_window_asks_and_remembers_per_hash(qtbot, window, payload, settings_pat
     with qtbot.waitSignal(window.pool.finished, timeout=WAIT_MS):
         window.open(OpenRequest("model", str(path)))
     qtbot.waitUntil(lambda: len(seen) == 1, timeout=WAIT_MS)
-    qtbot.wait(50)
+    # the answer taken: the window says so (the task stopped at the file is not run again)
+    qtbot.waitUntil(lambda: "was not trusted" in window.notification.message.text(), timeout=WAIT_MS)
     assert not marker.exists() and window.state.model is None
-    assert "was not trusted" in window.notification.message.text()
     assert sha256_of(path) in seen[0]
 
     window.close()
@@ -111,7 +111,7 @@ def test_recent_item_reopens_only_with_trust(qtbot, settings_path, payload, answ
     action = next(a for a in window.menus.recent.actions() if path.name in a.text())
     action.trigger()
     qtbot.waitUntil(lambda: len(seen) == 1, timeout=WAIT_MS)
-    qtbot.wait(50)
+    qtbot.waitUntil(lambda: "was not trusted" in window.notification.message.text(), timeout=WAIT_MS)  # answered
     assert not marker.exists()
     window.close()
 

@@ -107,7 +107,7 @@ def test_stale_result_already_queued_is_dropped(qtbot, pool):
     """A result computed before the newer request arrived is still dropped at delivery."""
     delivered = []
     first = pool.submit(lambda cancel: "old", name="old", key="view", executor=IO, on_result=delivered.append)
-    time.sleep(0.2)  # the old result is now waiting in the event queue
+    assert pool._io.waitForDone(5000)  # noqa: SLF001  (the decode pool idle: the old result waits in the event queue)
     pool.submit(lambda cancel: "new", name="new", key="view", executor=IO, on_result=delivered.append)
     qtbot.waitUntil(lambda: first.done and not pool.active(), timeout=5000)
     assert delivered == ["new"]

@@ -34,12 +34,19 @@ def world(tmp_path_factory):
     return root
 
 
-@pytest.fixture
-def local_ray(isolated_cache):
-    """A private Ray instance on this machine (workers inherit the test's cache folder), shut down afterwards."""
-    ray.init(address="local", num_cpus=2, include_dashboard=False, logging_level="warning", log_to_driver=False)
-    yield
-    ray.shutdown()
+@pytest.fixture(scope="module")
+def local_ray(tmp_path_factory):
+    """A private Ray instance on this machine for the module's tests (started once: a start costs seconds), its
+    workers in the test session's cache folder (as `isolated_cache` gives it), shut down afterwards."""
+    cache = tmp_path_factory.getbasetemp() / "probescope-cache"
+    cache.mkdir(exist_ok=True)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("PROBESCOPE_CACHE", str(cache))
+        ray.init(address="local", num_cpus=2, include_dashboard=False, logging_level="warning", log_to_driver=False)
+        try:
+            yield
+        finally:
+            ray.shutdown()
     assert not ray.is_initialized()
 
 

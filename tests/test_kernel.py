@@ -522,32 +522,35 @@ MENUS_WITHOUT_TORCH = """
 import sys
 from PySide6.QtCore import QTimer
 from PySide6.QtWidgets import QApplication
+from shiboken6 import isValid
 from probescope.main import main
-assert main(["gui", "--device", "cuda:7", "--screenshot", "x.png"]) == 2  # refused, its devices asked of a child
-app = QApplication([])
-from probescope.app.window.main_window import MainWindow
-from probescope.app.window.menus import about_box
-from probescope.app.window.saved_settings import Settings
-from probescope.jobs.kernel.process import KernelConfig
-window = MainWindow(Settings(sys.argv[1]), device="cpu", kernel="local")
-window.pool.kernel.config = KernelConfig(torch=False)
-window.show()
-def close_dialogs():
-    for w in QApplication.topLevelWidgets():
-        if w is not window and w.isVisible() and w.isModal():
-            w.close()
-closer = QTimer()
-closer.timeout.connect(close_dialogs)
-closer.start(20)
-triggered = []
-for action in list(window.menus.actions):
-    if action.text() != "&Quit":
-        action.trigger()
-        triggered.append(action.text())
-        app.processEvents()
-about_box(window)
-print(len(triggered), "torch" in sys.modules)
-window.close()
+
+if __name__ == "__main__":  # (not again in the kernel: spawn runs this module's top there)
+    assert main(["gui", "--device", "cuda:7", "--screenshot", "x.png"]) == 2  # refused, its devices asked of a child
+    app = QApplication([])
+    from probescope.app.window.main_window import MainWindow
+    from probescope.app.window.menus import about_box
+    from probescope.app.window.saved_settings import Settings
+    from probescope.jobs.kernel.process import KernelConfig
+    window = MainWindow(Settings(sys.argv[1]), device="cpu", kernel="local")
+    window.pool.kernel.config = KernelConfig(torch=False)
+    window.show()
+    def close_dialogs():
+        for w in QApplication.topLevelWidgets():
+            if w is not window and w.isVisible() and w.isModal():
+                w.close()
+    closer = QTimer()
+    closer.timeout.connect(close_dialogs)
+    closer.start(20)
+    triggered = []
+    for action in list(window.menus.actions):
+        if isValid(action) and action.text() != "&Quit":  # (the devices' choices are made anew when the kernel says)
+            action.trigger()
+            triggered.append(action.text())
+            app.processEvents()
+    about_box(window)
+    print(len(triggered), "torch" in sys.modules)
+    window.close()
 """
 
 

@@ -5,7 +5,6 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
-import torchvision
 from torch import nn
 
 from probescope.core.data.preprocess import CLASSIC, IMAGENET, parse_preprocess
@@ -14,6 +13,13 @@ from probescope.core.models import checkpoint as ckpt
 from probescope.core.models.layers import list_layers
 from probescope.core.models.loading import TORCHSCRIPT_OUTPUT, load_model, read_class_names
 from probescope.core.trust import Trust, UntrustedFile, sha256_of
+
+
+def resnet18(**kwargs) -> nn.Module:
+    """torchvision's ResNet-18 (imported here: its import costs every xdist worker seconds at collection)."""
+    from torchvision.models import resnet18 as make
+
+    return make(**kwargs)
 
 
 def _same_outputs(a: nn.Module, b: nn.Module, size: int = 64) -> bool:
@@ -25,7 +31,7 @@ def _same_outputs(a: nn.Module, b: nn.Module, size: int = 64) -> bool:
 @pytest.fixture(scope="module")
 def resnet18_365():
     torch.manual_seed(1)
-    return torchvision.models.resnet18(num_classes=365).eval()
+    return resnet18(num_classes=365).eval()
 
 
 @pytest.fixture(scope="module")
@@ -93,7 +99,7 @@ def test_places365_checkpoint(places_ckpt, resnet18_365):
 
 def test_plain_state_dict_infers_class_count(tmp_path):
     torch.manual_seed(2)
-    net = torchvision.models.resnet18(num_classes=10).eval()
+    net = resnet18(num_classes=10).eval()
     path = tmp_path / "r18.pth"
     torch.save(net.state_dict(), path)
     model = load_model(f"resnet18:{path}")
@@ -169,7 +175,7 @@ def test_checkpoint_for_another_architecture(places_ckpt, resnet18_365, tmp_path
 
 def test_class_count_mismatch(tmp_path):
     path = tmp_path / "r18_1000.pth"
-    torch.save(torchvision.models.resnet18(num_classes=1000).state_dict(), path)
+    torch.save(resnet18(num_classes=1000).state_dict(), path)
     with pytest.raises(InputError, match=r"class count does not match for resnet18: fc.weight is \(1000, 512\)"):
         load_model(f"places365:resnet18:{path}")
 

@@ -6,11 +6,9 @@ than its minimum size hint (the Settings fields squashed to slivers, the trial g
 
 from __future__ import annotations
 
-import time
-
 import pytest
-from PySide6.QtWidgets import QApplication, QLayout, QMainWindow, QScrollArea, QSizePolicy, QWidget
-from windows import WAIT_MS, make_window, on_screen, open_all, widget_path, world_requests
+from PySide6.QtWidgets import QLayout, QMainWindow, QScrollArea, QSizePolicy, QWidget
+from windows import WAIT_MS, make_window, on_screen, open_all, settle, widget_path, world_requests
 
 pytestmark = pytest.mark.usefixtures("isolated_cache")
 
@@ -98,34 +96,12 @@ def cut_sideways(window) -> list[str]:
             and type(area.widget()).__name__ not in FIXED_FIGURES]
 
 
-def _settle(window=None) -> None:
-    """The work a panel starts when shown (a trial sheet's images) done, and the layouts still (a resize travels up
-    and down nested layouts over several event-loop turns)."""
-    if window is not None:
-        deadline = time.monotonic() + WAIT_MS / 1000
-        while window.pool.active() and time.monotonic() < deadline:
-            QApplication.processEvents()
-            time.sleep(0.005)
-    last = None
-    for _ in range(40):
-        until = time.monotonic() + 0.05
-        while time.monotonic() < until:
-            QApplication.processEvents()
-            time.sleep(0.005)
-        if window is None:
-            return
-        now = [w.geometry().getRect() for w in window.findChildren(QWidget) if w.isVisible()]
-        if now == last:
-            return
-        last = now
-
-
 def check_every_panel(window, when: str) -> None:
     for name, ws in window.workspaces.items():
         window.set_workspace(name)
         for key in ws.area.panels:
             ws.area.raise_panel(key)
-            _settle(window)
+            settle(window)
             assert not overlapping(window), (when, name, key, overlapping(window))
             assert not squeezed(window), (when, name, key, squeezed(window))
             assert not cut_sideways(window), (when, name, key, cut_sideways(window))
@@ -165,7 +141,7 @@ def check_tab_titles(window, where: str) -> None:
 @pytest.mark.parametrize("size", SIZES, ids=lambda s: f"{s[0]}x{s[1]}")
 def test_no_panel_is_crushed_or_covered_at_the_usual_sizes(qtbot, loaded, size):
     loaded.resize(*size)
-    _settle()
+    settle()
     for ws in loaded.workspaces.values():
         ws.area.reset()
     check_every_panel(loaded, f"{size}")
@@ -190,17 +166,17 @@ def test_a_layout_saved_at_another_size_still_fits_the_window(qtbot, settings_pa
         qtbot.waitUntil(lambda area=area: area.default_state is not None, timeout=WAIT_MS)
         wide = [dock for dock in area.panels.values() if on_screen(dock)]
         area.resizeDocks(wide, [900] * len(wide), Qt.Orientation.Horizontal)
-    _settle(first)
+    settle(first)
     first.close()
     again = make_window(qtbot, settings_path)
     try:
         again.resize(1280, 800)
         open_all(qtbot, again, world_requests(small_world))
-        _settle(again)
+        settle(again)
         again.set_workspace("dissection")
         ws = again.workspaces["dissection"]
         ws.area.raise_panel("trace")
-        _settle(again)
+        settle(again)
         trace = ws.trace
         assert trace.columnWidth(0) >= max(120, 0.4 * trace.viewport().width())  # the formulas have room
         assert ws.view.width() >= 0.25 * again.width()  # the unit's images keep their room
@@ -227,7 +203,7 @@ def test_the_explanation_lengths_legend_is_off_the_bars_and_each_method_has_its_
     chart.resize(360, 260)
     chart.show()
     chart.set_series({r.METHOD_NAMES[m]: ([1, 2, 3], [90, 40, 10]) for m in r.METHODS[1:]})
-    _settle()
+    settle()
     legend, view = chart.legend.sceneBoundingRect(), chart.plot.getViewBox().sceneBoundingRect()
     assert not legend.intersects(view) and legend.bottom() <= chart.plot.height() + 1
     drawn = {QColor(bars.opts["brush"].color()).name() for bars in chart.plot.items()

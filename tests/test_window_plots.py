@@ -10,13 +10,11 @@ the calls the workspaces make."""
 
 from __future__ import annotations
 
-import time
-
 import numpy as np
 import pytest
 from plot_checks import plot_problems, tick_labels
 from PySide6.QtWidgets import QApplication, QWidget
-from windows import WAIT_MS, open_all, world_requests
+from windows import open_all, settle, world_requests
 
 pytestmark = pytest.mark.usefixtures("isolated_cache")
 
@@ -24,22 +22,6 @@ SIZES = ((1440, 900), (1280, 800))
 # axes that count or number things, by their label: their ticks are whole numbers
 INTEGER_AXES = {"fit", "max explanation length", "length", "unit (by concept)", "dimensions", "units", "sessions",
                 "trials"}
-
-
-def _settle(window) -> None:
-    """Nothing computing, and the layouts still (a resize travels through nested layouts over several turns)."""
-    deadline = time.monotonic() + WAIT_MS / 1000
-    last = None
-    while time.monotonic() < deadline:
-        QApplication.processEvents()
-        if window.pool.active():
-            time.sleep(0.005)
-            continue
-        now = [w.geometry().getRect() for w in window.findChildren(QWidget) if w.isVisible()]
-        if now == last:
-            return
-        last = now
-        time.sleep(0.02)
 
 
 def _layer_ablation(units: int, classes: list[str]):
@@ -97,10 +79,10 @@ def test_every_plot_of_every_workspace_is_readable_at_both_sizes(qtbot, window, 
             window.set_workspace(name)
             for key, dock in ws.area.panels.items():
                 ws.area.raise_panel(key)
-                _settle(window)
+                settle(window)
                 if (name, key) in demo_scale:
                     demo_scale[name, key]()
-                    _settle(window)
+                    settle(window)
                 for plot in dock.findChildren(FigurePlot) if ws.area.on_screen(key) else ():
                     if not plot.isVisible():
                         continue

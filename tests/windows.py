@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import time
+
+from PySide6.QtWidgets import QApplication, QWidget
+
 from probescope.app.window.main_window import MainWindow
 from probescope.app.window.saved_settings import Settings
 from probescope.jobs.inputs import Loaded, OpenRequest, hold_model
@@ -51,3 +55,34 @@ def open_all(qtbot, window, requests, workspaces=("dissection", "gallery", "simi
             window.open(request)
     qtbot.waitUntil(lambda: all(window.workspaces[name].is_initial_work_done for name in workspaces) and
                     not window.pool.active(), timeout=WAIT_MS)
+
+
+TURNS = 8  # event-loop turns between two looks at the geometry: a resize's chain of posted relayouts is shorter
+
+
+def turns() -> None:
+    """A few turns of the event loop (what a worker thread has finished is posted meanwhile)."""
+    for _ in range(TURNS):
+        QApplication.processEvents()
+        time.sleep(0.001)
+
+
+def settle(window=None) -> None:
+    """The work a panel starts when shown (a trial sheet's images) done, and the layouts still: every visible
+    widget's geometry the same across a round of event-loop turns with nothing computing (a resize travels up and
+    down nested layouts over several turns; a result that comes in lays its panel out again). Without a window:
+    a round of turns."""
+    if window is None:
+        turns()
+        return
+    deadline = time.monotonic() + WAIT_MS / 1000
+    last, looks = None, 0
+    while time.monotonic() < deadline and looks < 250:  # (still moving after that: the checks say what is wrong)
+        turns()
+        if window.pool.active():
+            last = None
+            continue
+        now = [w.geometry().getRect() for w in window.findChildren(QWidget) if w.isVisible()]
+        if now == last:
+            return
+        last, looks = now, looks + 1
