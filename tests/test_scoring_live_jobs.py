@@ -7,15 +7,15 @@ from __future__ import annotations
 
 import csv
 from collections import Counter
-from collections.abc import Iterator
 
 import numpy as np
 import pytest
+from task_steps import run_task
 
 from probescope.core.demo.sampler import DemoSampler
 from probescope.core.scoring.settings import WINDOW
 from probescope.jobs.inputs import OpenRequest, hold_model
-from probescope.jobs.protocol import Partial, TaskContext
+from probescope.jobs.protocol import TaskContext
 from probescope.jobs.scoring.live import SLOW_EVERY_S, SPLIT_EVERY_S, LiveReadings, LiveSplit
 from probescope.jobs.scoring.live_realism import ALL, LiveRealism
 from probescope.jobs.scoring.reference import ReferenceChoice, load_reference_scores
@@ -26,17 +26,6 @@ from probescope.jobs.session import Session
 
 N = 60
 RUN = DemoRun(N, 3, 0.7, seed=1)
-
-
-def result_of(steps):
-    """A task's result, its generator (if it is one) driven to the end here."""
-    if not isinstance(steps, Iterator):
-        return steps
-    try:
-        while True:
-            next(steps)
-    except StopIteration as done:
-        return done.value
 
 
 class Clock:
@@ -70,7 +59,7 @@ class Gallery:
     def run(self, streaming: bool) -> None:
         for due in self.due(streaming):
             self.asked[due.key] += 1
-            assert due.take(result_of(due.job(self.ctx)))
+            assert due.take(run_task(due.job(self.ctx))[2])
 
 
 @pytest.fixture(scope="module")
@@ -83,29 +72,18 @@ def world(tmp_path_factory, demo_model):
     session = Session()
     ctx = TaskContext(session=session)
     choice = ClassifierChoice("demo", hold_model(session, OpenRequest("model", "demo"), "cpu", demo_model))
-    batches = [p.value for p in _partials(stream_samples(ctx, RUN, choice, 0))]
+    batches = [p.value for p in run_task(stream_samples(ctx, RUN, choice, 0))[0]]
     per_image = folder / "per_image.csv"
     ask = ScoreAsk(fid=str(folder / "real.npy"), prc=True, per_image=str(per_image))
-    command_line = result_of(score_images(ctx, RUN.sampler, classifier_of(ctx, choice), WINDOW, ask)).to_dict()
+    command_line = run_task(score_images(ctx, RUN.sampler, classifier_of(ctx, choice), WINDOW, ask))[2].to_dict()
     with open(per_image, newline="", encoding="utf-8") as fh:
         table = list(csv.DictReader(fh))
     return ctx, choice, ReferenceChoice(str(folder / "real.npy")), batches, command_line, table
 
 
-def _partials(steps) -> list[Partial]:
-    found = []
-    try:
-        while True:
-            item = next(steps)
-            if isinstance(item, Partial):
-                found.append(item)
-    except StopIteration:
-        return found
-
-
 def _gallery(world, clock: Clock) -> Gallery:
     ctx, choice, reference, *_ = world
-    _reference, live = result_of(load_reference_scores(ctx, reference, None, choice, None))
+    _reference, live = run_task(load_reference_scores(ctx, reference, None, choice, None))[2]
     return Gallery(ctx, live, clock)
 
 
@@ -165,7 +143,7 @@ def test_a_result_for_replaced_scores_is_dropped(world):
         gallery.take(batch)
     dues = {due.key: due for due in gallery.due(streaming=False)}
     assert set(dues) == {"split", "real-fast", "real-slow", "realism"}
-    results = {key: result_of(due.job(gallery.ctx)) for key, due in dues.items()}
+    results = {key: run_task(due.job(gallery.ctx))[2] for key, due in dues.items()}
 
     gallery.split.reset()
     assert not dues["split"].take(results["split"]) and gallery.split.result is None

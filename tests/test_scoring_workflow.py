@@ -13,27 +13,17 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from task_steps import run_task
 
 from probescope.core.demo.sampler import DemoSampler
 from probescope.core.scoring.settings import WINDOW, ScoreSettings
 from probescope.jobs.inputs import OpenRequest, hold_model
-from probescope.jobs.protocol import Partial, Progress, TaskContext
+from probescope.jobs.protocol import Progress, TaskContext
 from probescope.jobs.scoring.stream import MODEL, ClassifierChoice, DemoRun, classifier_of, load_classifier, stream_job
 from probescope.jobs.scoring.workflow import ScoreAsk, score_images
 from probescope.jobs.session import Session
 
 PACKAGE = Path(__file__).resolve().parents[1] / "src" / "probescope"
-
-
-def run_task(steps):
-    """Drive a task's generator here: (its Partials, its Progress, its result)."""
-    partials, progress = [], []
-    try:
-        while True:
-            item = next(steps)
-            (partials if isinstance(item, Partial) else progress).append(item)
-    except StopIteration as done:
-        return partials, progress, done.value
 
 
 def score_parser() -> argparse.ArgumentParser:

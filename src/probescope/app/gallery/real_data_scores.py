@@ -142,7 +142,7 @@ class RealDataScores(QObject):
         if kept is None:
             self.readings.install(live)
         else:
-            self.readings.bring_back(kept)
+            self.readings.restore(kept)
         self._show_fast()
         self._show_slow()
         self.update(self.streaming)
@@ -160,8 +160,8 @@ class RealDataScores(QObject):
     def set_aside(self) -> tuple:
         """Put the scores away while the gallery shows something else (a worked example); `bring_back` restores
         them as they were."""
-        kept = self.readings.set_aside()
-        self._install(None)  # (the panel shows none)
+        kept = self.readings.kept()
+        self._install(None)
         self.panel.show_status("A worked example is shown: p(y|x) given, no images to compare with real data. "
                                "Choose Opened samples to see these scores again.")
         return kept

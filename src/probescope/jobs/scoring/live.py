@@ -57,13 +57,14 @@ class LiveSplit:
 
     def __init__(self, settings: ScoreSettings = WINDOW, clock: Clock = time.monotonic):
         self.settings, self.clock = settings, clock
+        self._generation = 0  # a result asked for before the last reset is dropped
         self.reset()
 
     def reset(self) -> None:
         self.result: SplitScore | None = None
         self.n = 0
         self._asked = -math.inf  # when the last one was asked for
-        self._generation = getattr(self, "_generation", 0) + 1
+        self._generation += 1
 
     def kept(self) -> tuple[SplitScore | None, int]:
         return self.result, self.n
@@ -116,13 +117,11 @@ class LiveReadings:
         self.fid_path: list[tuple[int, float]] = []
         self._slow_asked = self._slow_cost = 0.0
 
-    def set_aside(self) -> tuple:
-        """The readings as they stand, for `bring_back`; none installed meanwhile."""
-        kept = (self.live, self.fast, self.slow, self.fid_path)
-        self.install(None)
-        return kept
+    def kept(self) -> tuple:
+        """The readings as they stand, for `restore` (a worked example is shown meanwhile)."""
+        return self.live, self.fast, self.slow, self.fid_path
 
-    def bring_back(self, kept: tuple) -> None:
+    def restore(self, kept: tuple) -> None:
         self.install(kept[0])
         self.fast, self.slow, self.fid_path = kept[1:]
 
