@@ -117,6 +117,23 @@ def test_unit_table_takes_rows_that_arrive_without_a_reset(qtbot):
     assert table.visible_units() == [9, 5, 7, 1, 0] and table.current_unit() == 5
 
 
+def test_unit_table_has_no_current_unit_after_a_clear(qtbot):
+    """Cleared (another layer on its way), the table forgets its unit: highlighting the same unit among the next
+    rows says so, and a view waiting on the signal is not left empty (layer4 -> layer4.conv -> layer4, issue 45)."""
+    table = UnitTable()
+    qtbot.addWidget(table)
+    table.show()
+    table.set_rows(("unit", "iou"), [(u, u / 10) for u in range(5)])
+    seen = []
+    table.unit_changed.connect(seen.append)
+    assert table.select_unit(3) and seen == [3]
+    table.set_rows(("unit", "iou"), [])
+    assert table.current_unit() == -1 and table.selected_units() == [] and not table.currentIndex().isValid()
+    table.set_rows(("unit", "iou"), [(u, u / 5) for u in range(5)])
+    assert table.current_unit() == -1 and seen == [3]  # nothing highlighted until asked
+    assert table.select_unit(3) and seen == [3, 3] and table.current_unit() == 3
+
+
 def test_grouped_bars_stand_side_by_side_within_each_x(qtbot):
     import pyqtgraph as pg
 

@@ -293,8 +293,8 @@ class DissectionWorkspace(Workspace):
 
     def _select(self, unit: int) -> None:
         """Highlight `unit` in the table and show it. The table signals a change of its row only, and it may have
-        the unit highlighted already, kept from a layer shown before: layer4 -> layer4.conv -> layer4 left unit 18
-        highlighted with its images, trace and numbers empty (issue 45)."""
+        the unit highlighted already, kept across new rows of the same layer. (A clear makes it forget: layer4 ->
+        layer4.conv -> layer4 once left unit 18 highlighted with its images, trace and numbers empty, issue 45.)"""
         self.units.select_unit(unit)
         self.selected.show_unit(unit)
 

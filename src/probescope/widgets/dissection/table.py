@@ -213,6 +213,8 @@ class UnitTable(QTableView):
         still arrive (`resort` False) the listed rows stay where they are and the column widths as the user set
         them; the final content is sorted and fitted."""
         first = self._rows.rowCount() == 0
+        if not rows:  # a clear: no unit is current, so the same unit highlighted among the next rows signals again
+            self._current = -1
         self._rows.replace(columns, rows, resort)
         if resort or first:
             self.fit_columns()
