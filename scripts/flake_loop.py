@@ -4,8 +4,9 @@ the failures: a test that waits on wall-clock time instead of an event fails her
     .venv/bin/python scripts/flake_loop.py                 # 20 runs, 2 CPU-bound processes meanwhile
     .venv/bin/python scripts/flake_loop.py --runs 5 --load 0 tests/test_kernel.py
 
-Prints one line per run (passed, failed, seconds, load average) and, at the end, each failing test with how often it
-failed; exit status 1 when any run failed.
+Prints one line per run (passed, failed, seconds, load average, the tests that failed) and, at the end, each failing
+test with how often it failed; exit status 1 when any run failed. A run with failures leaves its whole output in
+--logs (what failed and why: a flake seen once must be readable afterwards).
 """
 
 from __future__ import annotations
@@ -35,8 +36,8 @@ def test_files(patterns: list[str]) -> list[str]:
     return found
 
 
-def one_run(files: list[str]) -> tuple[dict[str, int], list[str], float]:
-    """({'passed': n, 'failed': n, 'error': n}, the failing tests, seconds) of one pytest run."""
+def one_run(files: list[str]) -> tuple[dict[str, int], list[str], float, str]:
+    """({'passed': n, 'failed': n, 'error': n}, the failing tests, seconds, pytest's output) of one pytest run."""
     start = time.monotonic()
     done = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "xdist", "-n", "2", "-p", "no:logging",
                            "-p", "no:cacheprovider", "-rfE", *files], cwd=ROOT, capture_output=True, text=True,
@@ -48,7 +49,7 @@ def one_run(files: list[str]) -> tuple[dict[str, int], list[str], float]:
     failing = FAILED.findall(done.stdout)
     if done.returncode not in (0, 1) and not failing:  # pytest itself failed (collection, a crash)
         failing = [f"pytest exited {done.returncode}: {tail or done.stderr.strip()[-200:]}"]
-    return dict(counts), failing, time.monotonic() - start
+    return dict(counts), failing, time.monotonic() - start, done.stdout + done.stderr
 
 
 def main() -> int:
@@ -56,6 +57,7 @@ def main() -> int:
     parser.add_argument("tests", nargs="*", default=list(DEFAULT_TESTS), help="test files or globs under tests/")
     parser.add_argument("--runs", type=int, default=20)
     parser.add_argument("--load", type=int, default=2, help="CPU-bound processes running meanwhile")
+    parser.add_argument("--logs", type=Path, default=ROOT / "flake-logs", help="folder for the output of failed runs")
     args = parser.parse_args()
     files = test_files(args.tests)
     hogs = [subprocess.Popen(["sh", "-c", "while :; do :; done"]) for _ in range(args.load)]
@@ -65,11 +67,16 @@ def main() -> int:
         print(f"{len(files)} test files, {args.runs} runs, 2 workers, {args.load} CPU-bound processes meanwhile; "
               f"{os.cpu_count()} cores", flush=True)
         for k in range(1, args.runs + 1):
-            counts, failing, seconds = one_run(files)
+            counts, failing, seconds, output = one_run(files)
             failures.update(failing)
             bad_runs += bool(failing)
             print(f"run {k:2d}: {counts['passed']} passed, {counts['failed']} failed, {counts['error']} errors in "
                   f"{seconds:.0f} s (load average {os.getloadavg()[0]:.1f})", flush=True)
+            if failing:
+                args.logs.mkdir(parents=True, exist_ok=True)
+                log = args.logs / f"run-{k:02d}.txt"
+                log.write_text(output, encoding="utf-8")
+                print(f"        failed: {', '.join(failing)} (output in {log})", flush=True)
     finally:
         for hog in hogs:
             hog.kill()
