@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 from PySide6.QtCore import Qt
 from PySide6.QtGui import QImage
-from windows import loaded_model
+from windows import held_after, loaded_model
 
 from probescope.app.figures.export import export_widget
 from probescope.app.gallery.workspace import GalleryWorkspace
@@ -318,32 +318,36 @@ def test_out_of_sight_the_views_wait_and_are_drawn_when_shown_or_exported(qtbot,
     assert ws.score_panel.is_label.text() == f"IS {ws.scores.live.is_:.2f}"
 
 
-def test_pause_says_at_once_that_it_no_longer_streams(qtbot, gallery, demo_model):
+def test_pause_says_at_once_that_it_no_longer_streams(qtbot, gallery, demo_model, monkeypatch):
     """Pause with no batch left to come: the numbers stop saying 'streaming' (they waited for a batch's redraw,
-    which a paused stream never sends)."""
+    which a paused stream never sends). The stream is held at image 32, so that it still streams when looked at."""
     ws = gallery
     ws.state.set(loaded_model(ws.pool, demo_model))
-    ws.state.set(Loaded("samples", "demo", "demo", DemoSampler(400)))
-    qtbot.waitUntil(lambda: ws.scores.n >= 16, timeout=WAIT_MS)
-    ws.run._take_all()  # every batch that came is in and drawn: no redraw is due
-    ws.run._update_timer.stop()
-    ws.update_views()
-    assert "streaming" in ws.score_panel.n_label.text()
-    ws.controls.play.click()
-    assert "streaming" not in ws.score_panel.n_label.text() and f"N = {ws.scores.n:,}" in ws.score_panel.n_label.text()
-    assert ws.controls.play.text() == "Resume"
+    with held_after(monkeypatch, 32):
+        ws.state.set(Loaded("samples", "demo", "demo", DemoSampler(400)))
+        qtbot.waitUntil(lambda: ws.scores.n >= 16, timeout=WAIT_MS)
+        ws.run._take_all()  # every batch that came is in and drawn: no redraw is due
+        ws.run._update_timer.stop()
+        ws.update_views()
+        assert "streaming" in ws.score_panel.n_label.text()
+        ws.controls.play.click()
+        assert "streaming" not in ws.score_panel.n_label.text()
+        assert f"N = {ws.scores.n:,}" in ws.score_panel.n_label.text() and ws.controls.play.text() == "Resume"
 
 
-def test_a_stream_cancelled_from_outside_the_gallery_is_paused(qtbot, gallery, demo_model):
+def test_a_stream_cancelled_from_outside_the_gallery_is_paused(qtbot, gallery, demo_model, monkeypatch):
     """Cancel in the status bar or the Tasks panel stops the stream as Pause does: the button offers Resume, the
     numbers no longer say 'streaming', the grid holds every image scored. (The Gallery went on saying it streamed,
-    its button on Pause, since a cancelled task's callbacks never run.)"""
+    its button on Pause, since a cancelled task's callbacks never run.) The stream is held at image 32 until
+    cancelled, so that there is a stream to cancel."""
     ws = gallery
     ws.state.set(loaded_model(ws.pool, demo_model))
-    ws.state.set(Loaded("samples", "demo", "demo", DemoSampler(400)))
-    qtbot.waitUntil(lambda: ws.scores.n >= 16, timeout=WAIT_MS)
-    stream = next(h for h in ws.pool.active() if h.key == ws.task_key("stream"))
-    stream.cancel()  # as the status bar's Cancel does
+    with held_after(monkeypatch, 32) as release:
+        ws.state.set(Loaded("samples", "demo", "demo", DemoSampler(400)))
+        qtbot.waitUntil(lambda: ws.scores.n >= 16, timeout=WAIT_MS)
+        stream = next(h for h in ws.pool.active() if h.key == ws.task_key("stream"))
+        stream.cancel()  # as the status bar's Cancel does
+        release()
     qtbot.waitUntil(lambda: not ws.streaming, timeout=WAIT_MS)
     assert ws.controls.play.text() == "Resume" and not ws.controls.play.isChecked()
     assert "streaming" not in ws.score_panel.n_label.text() and f"N = {ws.scores.n:,}" in ws.score_panel.n_label.text()

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
+import threading
 import time
+from collections.abc import Callable, Iterator
 
 from PySide6.QtWidgets import QApplication, QWidget
 
@@ -11,6 +14,26 @@ from probescope.app.window.saved_settings import Settings
 from probescope.jobs.inputs import Loaded, OpenRequest, hold_model
 
 WAIT_MS = 60_000
+
+
+@contextlib.contextmanager
+def held_after(monkeypatch, k: int) -> Iterator[Callable[[], None]]:
+    """The demo sampler's image `k` and later wait until the caller releases them, or leaves, or WAIT_MS passes
+    (so that a failing test ends)."""
+    from probescope.core.demo.sampler import DemoSampler
+
+    gate, sample = threading.Event(), DemoSampler.sample
+
+    def held(self, i: int):
+        if i >= k:
+            gate.wait(WAIT_MS / 1000)
+        return sample(self, i)
+
+    monkeypatch.setattr(DemoSampler, "sample", held)
+    try:
+        yield gate.set
+    finally:
+        gate.set()
 
 
 def on_screen(widget) -> bool:
