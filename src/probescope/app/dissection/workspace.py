@@ -75,6 +75,7 @@ class DissectionWorkspace(Workspace):
     name = "dissection"
     title = "Dissection"
     needs = ("model", "dataset", "layer")
+    reads = ("model", "dataset")
     default_settings: DissectionSettings = WINDOW_SETTINGS
     data, unit, rows, settings = (_state_field(n) for n in ("data", "unit", "rows", "settings"))
     _inputs = _state_field("inputs")  # (model, layer, dataset) the live results belong to

@@ -49,6 +49,7 @@ class GalleryWorkspace(Workspace):
     name = "gallery"
     title = "Gallery"
     needs = ("model", "samples")
+    reads = ("model", "samples", "dataset")  # (the dataset's images: the real-data scores' reference)
 
     def __init__(self, pool, parent: QWidget | None = None):
         super().__init__(pool, parent)

@@ -46,6 +46,7 @@ class SimilarityWorkspace(Workspace):
     name = "similarity"
     title = "Similarity"
     needs = ("judgments",)
+    reads = ("judgments", "model")  # (the model: its row beside the embeddings)
 
     def __init__(self, pool, parent: QWidget | None = None):
         super().__init__(pool, parent)

@@ -25,6 +25,7 @@ class Workspace(QWidget):
     name: ClassVar[str] = ""
     title: ClassVar[str] = ""
     needs: ClassVar[tuple[str, ...]] = ()  # AppState slots (and 'layer') whose change triggers refresh()
+    reads: ClassVar[tuple[str, ...]] = ()  # the inputs its views show something of (a view's screenshot opens these)
 
     initial_work_done = Signal()
     first_results = Signal()  # its first results are on screen (or its first work failed): others' work may start
