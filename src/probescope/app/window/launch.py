@@ -71,8 +71,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="render the window to OUT (PNG, or SVG/PDF vectors) once the workspace has loaded, "
                         "then exit")
     parser.add_argument("--view", metavar="NAME", help="with --screenshot: export this view of the workspace instead "
-                        "of the window (a name from File > Export Figure, e.g. 'Unit card'); the demo inputs the workspace shows "
-                        "nothing of are then not opened")
+                        "of the window (a name from File > Export Figure, e.g. 'Unit card'); the demo inputs the "
+                        "workspace shows nothing of are then not opened")
     parser.add_argument("--panel", metavar="KEY", help="with --screenshot: bring this panel of the workspace to the "
                         "front first (e.g. role, layer, real)")
     parser.add_argument("--unit", type=BoundedArg(bounds.UNIT), metavar="N",
