@@ -11,6 +11,7 @@ from PySide6.QtWidgets import QApplication, QWidget
 
 from probescope.app.window.main_window import MainWindow
 from probescope.app.window.saved_settings import Settings
+from probescope.core.demo.sampler import DemoSampler
 from probescope.jobs.inputs import Loaded, OpenRequest, hold_model
 
 WAIT_MS = 60_000
@@ -20,8 +21,6 @@ WAIT_MS = 60_000
 def held_after(monkeypatch, k: int) -> Iterator[Callable[[], None]]:
     """The demo sampler's image `k` and later wait until the caller releases them, or leaves, or WAIT_MS passes
     (so that a failing test ends)."""
-    from probescope.core.demo.sampler import DemoSampler
-
     gate, sample = threading.Event(), DemoSampler.sample
 
     def held(self, i: int):
