@@ -41,6 +41,27 @@ def pytest_collection_modifyitems(items):
     items.sort(key=lambda item: rank.get(item.path.name, len(rank)))  # (stable: each file's tests keep their order)
 
 
+# The files that start a Ray head and connect to it with Ray Client run one after the other on one xdist worker. Each
+# head's client proxy picks the port of a client's own server from the same list (23000 upward, checked free, bound
+# later), so clients of two heads connecting at once can both take one port; one of them then meets the other head's
+# server and waits 30 s for a channel that never comes (seen: 44.8 s for a 2.5 s test; reproduced every time with
+# two heads on different tokens connected to at once).
+RAY_CLIENT_FILES = ("test_kernel_ray.py", "test_cluster_addresses.py")
+
+
+def pytest_xdist_make_scheduler(config, log):
+    if config.getvalue("dist") != "loadfile":
+        return None
+    from xdist.scheduler import LoadFileScheduling
+
+    class RayClientFilesTogether(LoadFileScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            scope = super()._split_scope(nodeid)
+            return "Ray Client heads" if scope.rsplit("/", 1)[-1] in RAY_CLIENT_FILES else scope
+
+    return RayClientFilesTogether(config, log)
+
+
 @pytest.fixture(autouse=True)
 def _no_threads_left_behind(request):
     """Fail a test that leaves worker threads (or any other thread it started) alive."""
