@@ -10,8 +10,9 @@ from torch import nn
 from probescope.core.data.preprocess import CLASSIC, IMAGENET, parse_preprocess
 from probescope.core.errors import InputError
 from probescope.core.models import checkpoint as ckpt
+from probescope.core.models.class_names import read_class_names
 from probescope.core.models.layers import list_layers
-from probescope.core.models.loading import TORCHSCRIPT_OUTPUT, load_model, read_class_names
+from probescope.core.models.loading import TORCHSCRIPT_OUTPUT, load_model
 from probescope.core.trust import Trust, UntrustedFile, sha256_of
 
 

@@ -33,6 +33,7 @@ from probescope.core.errors import InputError
 from probescope.core.models import checkpoint as ckpt
 from probescope.core.models import exported
 from probescope.core.models.archives import is_exported_program, is_torchscript
+from probescope.core.models.class_names import read_class_names
 from probescope.core.models.families import FAMILIES, build, last_block, split_family_spec, weights_file
 from probescope.core.models.layout import Decision, Layout
 from probescope.core.trust import NO_TRUST, Trust
@@ -97,23 +98,6 @@ def file_identity(path: Path) -> str:
     if st.st_size <= CONTENT_HASH_LIMIT:
         return "sha256:" + hashlib.sha256(path.read_bytes()).hexdigest()
     return f"file:{path.resolve()}:{st.st_size}:{st.st_mtime_ns}"
-
-
-def read_class_names(path: str | Path) -> list[str]:
-    """One class per line; 'name index' lines (Places365's categories file) keep the name, '/a/abbey' -> 'abbey'."""
-    path = ckpt.check_file(path)
-    try:
-        lines = [line.strip() for line in path.read_text(encoding="utf-8").splitlines()]
-    except UnicodeDecodeError:
-        raise InputError("class names file is not UTF-8 text", path) from None
-    names = []
-    for line in filter(None, lines):
-        parts = line.split()
-        name = parts[0] if len(parts) == 2 and parts[1].isdigit() else line
-        names.append(re.sub(r"^/[a-z]/", "", name))
-    if not names:
-        raise InputError("class names file is empty", path)
-    return names
 
 
 def _split_spec(spec: str) -> tuple[str, str | None, str]:

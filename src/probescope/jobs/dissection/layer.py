@@ -48,6 +48,7 @@ from probescope.core.dissection.results import DissectionResult
 from probescope.core.dissection.settings import DissectionSettings
 from probescope.core.errors import InputError
 from probescope.core.files import NUMPY_FILE_ERRORS
+from probescope.core.models.class_names import read_class_names
 from probescope.core.models.layout import Layout
 from probescope.jobs.inputs import ModelInfo, model_of
 from probescope.jobs.kernel.pickling import cross_by_name
@@ -255,9 +256,6 @@ def run(task: Iterator, progress: Callable[[Progress], None] | None = None) -> A
 def _activations(ctx: TaskContext, source: ActivationFile | ModelLayer, dataset, device: str, predict: bool,
                  class_names: Path | None) -> Iterator[Progress]:
     """(activations, model identity, the model's predicted class per image or None, its class names or None)."""
-    # (torch: the window's process imports this module for its Jobs, never torch)
-    from probescope.core.models.loading import read_class_names
-
     names = read_class_names(class_names) if class_names else None
     if isinstance(source, ActivationFile):
         act, model_info = load_activation_file(source.path, dataset.n_images, source.layout)
