@@ -118,6 +118,20 @@ def test_demo_knobs_move_the_score(capsys):
     assert score("--fidelity", "0.2") < full  # so does unrecognisable output
 
 
+@pytest.mark.skipif(not _demo_model_available(), reason="the demo model's weights are not built")
+def test_images_too_small_for_the_classifier_get_one_line(tmp_path, capsys):
+    """8x8 images end in the demo classifier's pooling: one line naming their size and --resize, whether the
+    classifier gives logits alone or features too (--fid); at --resize 64 they score."""
+    np.savez(tmp_path / "tiny.npz", images=colour_images(6, 3)[:, :8, :8])
+    tiny = str(tmp_path / "tiny.npz")
+    for more in ([], ["--fid", tiny]):
+        assert main(["score", "--images", tiny, "--splits", "1", *more]) == 2
+        error = capsys.readouterr().err.splitlines()[-1]  # (after the progress lines)
+        assert error.startswith("probescope score: error: classifier demo cannot run on 8x8 images (") and \
+            error.endswith("; choose an input size with --resize N"), error
+    assert run_json(capsys, ["--images", tiny, "--fid", tiny, "--splits", "1", "--resize", "64"])["n"] == 6
+
+
 @pytest.mark.skipif(torch.cuda.is_available(), reason="checks the message when CUDA is missing")
 def test_cuda_requested_without_cuda(tmp_path, capsys, classifier):
     np.save(tmp_path / "x.npy", colour_images(4, 2))

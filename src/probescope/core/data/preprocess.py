@@ -108,7 +108,7 @@ class Preprocess:
                         "(a preprocessing such as imagenet:stretch=N or imagenet:crop=N)"
                     )
                 batch = np.stack(batch)
-            x = torch.from_numpy(np.ascontiguousarray(batch)).to(device).permute(0, 3, 1, 2).float()
+            x = torch.from_numpy(np.require(batch, requirements="CW")).to(device).permute(0, 3, 1, 2).float()
             return ((x - mean) * scale).contiguous()
         out = []
         for im in batch:
@@ -117,7 +117,7 @@ class Preprocess:
                 side = min(h, w)
                 top, left = (h - side) // 2, (w - side) // 2
                 im = im[top : top + side, left : left + side]
-            x = torch.from_numpy(np.ascontiguousarray(im)).to(device).permute(2, 0, 1)[None].float()
+            x = torch.from_numpy(np.require(im, requirements="CW")).to(device).permute(2, 0, 1)[None].float()
             if tuple(x.shape[-2:]) != self.target:
                 x = F.interpolate(x, size=self.target, mode=self.interpolation, align_corners=False, antialias=True)
             out.append(x)

@@ -20,7 +20,7 @@ import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import torch
@@ -88,14 +88,7 @@ class Classifier:
             for positions, logits in parts:
                 out[positions] = logits
             return out
-        try:
-            with torch.inference_mode():
-                out = self.module(prepared.to(self.device, non_blocking=True))
-        except RuntimeError as exc:  # e.g. images too small for the network's pooling
-            size = "x".join(map(str, prepared.shape[-2:]))
-            first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-            raise InputError(f"classifier {self.name} cannot run on {size} images ({first[:160]}); choose an input "
-                             "size with --resize N") from None
+        out = self._forward(self.module, prepared)
         if isinstance(out, (tuple, list)):  # e.g. models that also return auxiliary outputs
             out = out[0]
         return self._matrix(out, "logits")
@@ -117,9 +110,20 @@ class Classifier:
                 f"classifier {self.name} gives no features (FID, KID and precision/recall need them): use a model "
                 "whose last layer is a linear classifier, or inception-tf:<weights file>"
             )
-        with torch.inference_mode():
-            features, logits = self.embedder(prepared.to(self.device, non_blocking=True))
+        features, logits = self._forward(self.embedder, prepared)
         return self._matrix(features.flatten(1), "features"), self._matrix(logits, "logits")
+
+    def _forward(self, forward: Callable[[torch.Tensor], Any], prepared: torch.Tensor) -> Any:
+        """`forward` of the batch on the classifier's device; the network's RuntimeError (e.g. images too small for
+        its pooling) as one line naming the images' size."""
+        try:
+            with torch.inference_mode():
+                return forward(prepared.to(self.device, non_blocking=True))
+        except RuntimeError as exc:
+            size = "x".join(map(str, prepared.shape[-2:]))
+            first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+            raise InputError(f"classifier {self.name} cannot run on {size} images ({first[:160]}); choose an input "
+                             "size with --resize N") from None
 
     def classify(self, images: Sequence[np.ndarray]) -> np.ndarray:
         return self.logits(self.prepare(images))
@@ -224,7 +228,7 @@ def tv_inception_classifier(weights: str | Path, device: str = "cpu") -> Classif
         check_images(images)
         out = []
         for im in images:
-            x = torch.from_numpy(np.ascontiguousarray(im)).permute(2, 0, 1)[None].float() / 255.0
+            x = torch.from_numpy(np.require(im, requirements="CW")).permute(2, 0, 1)[None].float() / 255.0
             if x.shape[-2:] != (INCEPTION_SIZE, INCEPTION_SIZE):
                 x = F.interpolate(x, size=(INCEPTION_SIZE,) * 2, mode="bilinear", align_corners=False, antialias=True)
             out.append(x)
