@@ -59,6 +59,10 @@ class TaskMonitor(QObject):
         if args and isinstance(args[0], TaskHandle) and args[0].done:
             self._remember(args[0])
             self.activity.forget(args[0].id)
+            if not self.pool.active():  # the last one: said at once, so that nothing on screen names a task that
+                self._due.stop()  # has ended (a screenshot taken just after showed it with its time left)
+                self.redraw()
+                return
         if not self._due.isActive():
             self._due.start()
 
