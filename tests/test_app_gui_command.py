@@ -20,10 +20,14 @@ from probescope.main import main
 pytestmark = pytest.mark.usefixtures("isolated_cache")
 
 
-def world_args(world) -> list[str]:
+def world_args(world, kernel: str = "thread") -> list[str]:
+    """The small world's inputs, computed in the window's own process by default: these tests are about the
+    screenshot, and a kernel process costs each a start of torch (this file: 31 s of CPU with one each, 17 s this
+    way). The default local kernel is taken by test_screenshot_fails_cleanly (a refusal that crosses it),
+    test_kernel.py and docs/api.md's test."""
     return ["--model", world["model"], "--dataset", str(world["dataset"]), "--samples", str(world["samples"]),
             "--judgments", str(world["judgments"]), "--catalog", str(world["catalog"]),
-            "--image-root", str(world["image_root"])]
+            "--image-root", str(world["image_root"]), "--kernel", kernel]
 
 
 def test_screenshot_of_a_workspace(qtbot, small_world, tmp_path):
@@ -75,7 +79,7 @@ def test_a_views_screenshot_opens_only_what_the_view_shows(qtbot, small_world, t
 def test_screenshot_fails_cleanly(qtbot, small_world, tmp_path, capsys):
     bad = tmp_path / "bad.pt"
     bad.write_bytes(b"junk")
-    args = world_args(small_world)
+    args = world_args(small_world, kernel="local")
     args[1] = str(bad)
     code = main(["gui", "--workspace", "gallery", "--screenshot", str(tmp_path / "x.png"), *args])
     assert code == 2  # an input refused (a model file that is no model)
