@@ -79,6 +79,11 @@ def file_problem(path: str | Path, mode: int | None = None) -> str | None:
     return None
 
 
+def check_file(path: str | Path) -> Path:
+    """A file the user named (`~` expanded) when it can be read; InputError naming it and the problem otherwise."""
+    return readable_file(Path(path).expanduser(), "no such file")
+
+
 def readable_file(path: str | Path, missing: str = "file not found") -> Path:
     """`path` when it is a regular file that can be read; InputError naming it and the problem otherwise (`missing`
     when nothing is there at all and no link is to blame)."""

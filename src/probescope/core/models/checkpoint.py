@@ -22,7 +22,7 @@ import torch
 from torch import nn
 
 from probescope.core.errors import InputError, first_line
-from probescope.core.files import readable_file, zip_problem
+from probescope.core.files import check_file, zip_problem
 from probescope.core.models.archives import is_exported_program, is_torchscript
 from probescope.core.trust import Trust, read_trusted
 
@@ -36,10 +36,6 @@ except ImportError:  # numpy 1
 _NUMPY_DATA = [_SCALAR, (_SCALAR, "numpy.core.multiarray.scalar"), np.dtype] + [
     type(np.dtype(t)) for t in ("f2", "f4", "f8", "i4", "i8", "u1", "bool")
 ]
-
-
-def check_file(path: str | Path) -> Path:
-    return readable_file(Path(path).expanduser(), "no such file")
 
 
 MAX_INFLATED = 1 << 30  # a compressed member of a torch archive declared larger than this is refused unread

@@ -7,12 +7,12 @@ import re
 from pathlib import Path
 
 from probescope.core.errors import InputError
-from probescope.core.files import readable_file
+from probescope.core.files import check_file
 
 
 def read_class_names(path: str | Path) -> list[str]:
     """One class per line; 'name index' lines (Places365's categories file) keep the name, '/a/abbey' -> 'abbey'."""
-    path = readable_file(Path(path).expanduser(), "no such file")
+    path = check_file(path)
     try:
         lines = [line.strip() for line in path.read_text(encoding="utf-8").splitlines()]
     except UnicodeDecodeError:

@@ -34,6 +34,7 @@ from torch import nn
 
 from probescope.core.data.preprocess import IMAGENET, Preprocess
 from probescope.core.errors import InputError, first_line
+from probescope.core.files import check_file
 from probescope.core.models import checkpoint as ckpt
 from probescope.core.models.checkpoint import torchvision_archs
 
@@ -89,7 +90,7 @@ def weights_file(family: str, path_text: str) -> Path:
     path = Path(path_text).expanduser()
     if not path.is_file():
         raise InputError(f"no such weights file; nothing is downloaded: {WHERE[family]}", path)
-    return ckpt.check_file(path)
+    return check_file(path)
 
 
 def build(family: str, name: str, path: Path, input_size: tuple[int, int] | None) -> dict[str, Any]:

@@ -30,6 +30,7 @@ from torch import nn
 from probescope.core.data.preprocess import CLASSIC, IMAGENET, Preprocess
 from probescope.core.demo import model as demo
 from probescope.core.errors import InputError
+from probescope.core.files import check_file
 from probescope.core.models import checkpoint as ckpt
 from probescope.core.models import exported
 from probescope.core.models.archives import is_exported_program, is_torchscript
@@ -149,7 +150,7 @@ def load_model(
     else:
         if not path_text:
             raise InputError(f"bad model spec {spec!r}: no file given")
-        path = ckpt.check_file(path_text)
+        path = check_file(path_text)
         if kind == "auto":
             model = _load_auto(path, trust)
         elif kind == "torchscript":
@@ -234,7 +235,7 @@ def _torchvision_input(arch: str, module: nn.Module) -> tuple[int, bool, str]:
 
 
 def _load_demo(path: Path | None) -> LoadedModel:
-    path = ckpt.check_file(path or demo.DEMO_WEIGHTS)
+    path = check_file(path or demo.DEMO_WEIGHTS)
     state_dict, meta = ckpt.unwrap_checkpoint(ckpt.read_torch_file(path), path)
     module = ckpt.fit_state_dict(demo.demo_net_for(state_dict, path), state_dict, demo.DEMO_ARCH, path)
     n_out = int(state_dict["fc.weight"].shape[0])
