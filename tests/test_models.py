@@ -212,3 +212,10 @@ def test_class_names_file_forms(tmp_path):
     assert read_class_names(path) == ["abbey", "airport_terminal"]
     path.write_text("living room\nstreet\n")
     assert read_class_names(path) == ["living room", "street"]
+    huge = tmp_path / "huge.txt"
+    with huge.open("wb") as fh:  # sparse: 40 GB declared, nothing written
+        fh.truncate(40 << 30)
+    with pytest.raises(InputError, match=r"class names file is 42,949,672,960 bytes: not a list of names \(at most "
+                                         r"64 MiB is read\)") as caught:
+        read_class_names(huge)
+    assert "huge.txt" in str(caught.value)
